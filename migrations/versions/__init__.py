@@ -1,0 +1,1 @@
+"""enginecfg subpackage."""
