@@ -1,1 +1,7 @@
-"""enginecfg subpackage."""
+"""Alembic environment and versions of the audit store, shipped inside the package.
+
+:func:`enginecfg.store.engine.alembic_config` points Alembic's ``script_location`` at this
+package's directory, so ``enginecfg db upgrade`` works from an installed wheel without an
+``alembic.ini`` in the working directory.  ``alembic.ini`` here is a template for running
+the ``alembic`` command by hand (``alembic -c <this dir>/alembic.ini -x url=...``).
+"""

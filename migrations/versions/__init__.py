@@ -1,1 +1,1 @@
-"""enginecfg subpackage."""
+"""The schema revisions of the audit store, oldest first."""

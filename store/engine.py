@@ -1,0 +1,156 @@
+"""Opening an audit database: URL defaults, SQLite pragmas, write locking, migrations.
+
+SQLite is the embedded default, shared by every engine process on a host, so its
+connections run in WAL mode (readers never block the writer), with a 30 s busy timeout
+(a writer waits for the lock instead of failing) and foreign keys on.  The driver's own
+implicit transactions are switched off and this module emits ``BEGIN`` itself: a write
+transaction starts with ``BEGIN IMMEDIATE``, which takes SQLite's write lock up front, so
+concurrent writers queue on the busy timeout rather than deadlocking on a lock upgrade
+half-way through.  PostgreSQL needs none of this; its writers serialise on the
+``chain_head`` row (``SELECT ... FOR UPDATE``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import platformdirs
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy.engine import URL, make_url
+
+__all__ = [
+    "BUSY_TIMEOUT_S",
+    "ENV_VAR",
+    "default_url",
+    "normalise_url",
+    "display_url",
+    "make_engine",
+    "write_connection",
+    "alembic_config",
+    "current_revision",
+    "head_revision",
+    "upgrade",
+    "downgrade",
+]
+
+ENV_VAR = "ENGINECFG_DB"
+BUSY_TIMEOUT_S = 30.0
+_WRITE_OPTION = "enginecfg_write"
+# pg_advisory_xact_lock key taken while migrating, so concurrent first uses migrate once
+_MIGRATE_LOCK_KEY = 0x656E67636667  # "engcfg"
+
+
+def default_url() -> str:
+    """``ENGINECFG_DB`` if set, else a SQLite file in the user's data directory."""
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return env
+    path = Path(platformdirs.user_data_dir("enginecfg")) / "audit.db"
+    return f"sqlite:///{path}"
+
+
+def normalise_url(url: str | URL) -> URL:
+    """Parse ``url``; a bare ``postgresql://`` means psycopg 3 (the driver enginecfg ships)."""
+    u = make_url(url)
+    if u.drivername in ("postgresql", "postgres"):
+        u = u.set(drivername="postgresql+psycopg")
+    return u
+
+
+def display_url(url: str | URL) -> str:
+    """The URL with its password hidden, for messages."""
+    return normalise_url(url).render_as_string(hide_password=True)
+
+
+def _sqlite_on_connect(dbapi_conn, _record) -> None:
+    dbapi_conn.isolation_level = None  # BEGIN is emitted by _sqlite_on_begin
+    cur = dbapi_conn.cursor()
+    try:
+        cur.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        cur.execute("PRAGMA foreign_keys = ON")
+        try:
+            cur.execute("PRAGMA journal_mode = WAL")
+            # WAL + NORMAL is safe against a killed process (only a power loss may drop
+            # the newest commits) and saves an fsync per recorded run
+            cur.execute("PRAGMA synchronous = NORMAL")
+        except Exception:  # a read-only file can still be read
+            pass
+    finally:
+        cur.close()
+
+
+def _sqlite_on_begin(conn: Connection) -> None:
+    mode = "IMMEDIATE" if conn.get_execution_options().get(_WRITE_OPTION) else "DEFERRED"
+    conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+def make_engine(url: str | URL, **kwargs) -> Engine:
+    """An engine for ``url`` with the audit store's connection settings."""
+    u = normalise_url(url)
+    if u.get_backend_name() == "sqlite":
+        if u.database and u.database != ":memory:" and not u.database.startswith("file:"):
+            Path(u.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(u, connect_args={"timeout": BUSY_TIMEOUT_S}, **kwargs)
+        event.listen(engine, "connect", _sqlite_on_connect)
+        event.listen(engine, "begin", _sqlite_on_begin)
+        return engine
+    kwargs.setdefault("pool_pre_ping", True)
+    return create_engine(u, **kwargs)
+
+
+@contextmanager
+def write_connection(engine: Engine) -> Iterator[Connection]:
+    """A connection inside a write transaction (SQLite: ``BEGIN IMMEDIATE``), committed on exit."""
+    with engine.connect() as conn:
+        conn.execution_options(**{_WRITE_OPTION: True})
+        with conn.begin():
+            yield conn
+
+
+def alembic_config(url: str | URL | None = None) -> Config:
+    """An Alembic config whose scripts are the installed ``enginecfg.migrations`` package."""
+    from enginecfg import migrations
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(migrations.__file__).resolve().parent))
+    if url is not None:
+        cfg.set_main_option("sqlalchemy.url",
+                            normalise_url(url).render_as_string(hide_password=False)
+                            .replace("%", "%%"))
+    return cfg
+
+
+def head_revision() -> str:
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The revision the database is at (None: no audit schema yet)."""
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def _run_locked(engine: Engine, fn) -> None:
+    with write_connection(engine) as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATE_LOCK_KEY})
+        cfg = alembic_config()
+        cfg.attributes["connection"] = conn
+        fn(cfg)
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Upgrade the schema, under the write lock so that concurrent callers migrate once."""
+    _run_locked(engine, lambda cfg: command.upgrade(cfg, revision))
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    """Downgrade the schema to ``revision`` (``base`` drops every audit table)."""
+    _run_locked(engine, lambda cfg: command.downgrade(cfg, revision))

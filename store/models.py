@@ -1,0 +1,221 @@
+"""The audit tables, as SQLAlchemy 2.0 typed ORM models.
+
+The tables are append-only (database triggers created by the migrations refuse UPDATE and
+DELETE), so the models carry no relationships with cascades and no mutable defaults: a row
+is written once, by :class:`enginecfg.store.recorder.AuditStore`, inside the one
+transaction that records its run.
+
+Times are seconds since the epoch (``time.time()``) in double precision, because that value
+survives a round trip through both SQLite and PostgreSQL bit for bit, and the tamper-evident
+hash is computed over exactly what the database gives back.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+)
+from sqlalchemy import text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+__all__ = [
+    "Base",
+    "Run",
+    "StageExecution",
+    "Change",
+    "Message",
+    "ValidationCheck",
+    "ChainHead",
+    "AUDIT_TABLES",
+    "GENESIS_HASH",
+    "JSONValue",
+]
+
+GENESIS_HASH = "0" * 64
+
+_FLOAT_TAG = "$float"
+
+
+def _encode_nonfinite(value: Any) -> Any:
+    """Replace NaN/Infinity (which PostgreSQL's ``json`` refuses) by a tagged object."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return {_FLOAT_TAG: repr(value)}  # 'nan', 'inf', '-inf'
+    if isinstance(value, dict):
+        return {str(k): _encode_nonfinite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_encode_nonfinite(v) for v in value]
+    return value
+
+
+def _decode_nonfinite(value: Any) -> Any:
+    if isinstance(value, dict):
+        if len(value) == 1 and _FLOAT_TAG in value and isinstance(value[_FLOAT_TAG], str):
+            return float(value[_FLOAT_TAG])
+        return {k: _decode_nonfinite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode_nonfinite(v) for v in value]
+    return value
+
+
+class JSONValue(TypeDecorator):
+    """Any JSON value, including the non-standard NaN and Infinity that model configs hold.
+
+    Stored in the backend's JSON type (``json`` on PostgreSQL, text on SQLite); non-finite
+    floats travel as ``{"$float": "inf"}`` and come back as floats.
+    """
+
+    impl = JSON
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Any) -> Any:
+        return _encode_nonfinite(value)
+
+    def process_result_value(self, value: Any, dialect: Any) -> Any:
+        return _decode_nonfinite(value)
+
+
+def normalise_json(value: Any) -> Any:
+    """The value as it will come back from a JSON column (tuples -> lists, keys -> str)."""
+    return json.loads(json.dumps(value, default=str, allow_nan=True))
+
+
+class Base(DeclarativeBase):
+    """Declarative base of the audit tables."""
+
+
+class Run(Base):
+    """One pipeline run: its inputs, its result or error, and its link in the hash chain."""
+
+    __tablename__ = "runs"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    chain_pos: Mapped[int] = mapped_column(Integer, nullable=False, unique=True)
+    started_at: Mapped[float] = mapped_column(Double, nullable=False)
+    finished_at: Mapped[float] = mapped_column(Double, nullable=False)
+    recorded_at: Mapped[float] = mapped_column(Double, nullable=False)
+    status: Mapped[str] = mapped_column(String(16), nullable=False)
+    enginecfg_version: Mapped[str] = mapped_column(String(64), nullable=False)
+    host: Mapped[str] = mapped_column(String(255), nullable=False)
+    pid: Mapped[int] = mapped_column(Integer, nullable=False)
+    model: Mapped[str] = mapped_column(Text, nullable=False)
+    architecture: Mapped[str | None] = mapped_column(String(255))
+    engine_args: Mapped[Any] = mapped_column(JSONValue, nullable=False)
+    planned_stages: Mapped[Any] = mapped_column(JSONValue, nullable=False)
+    input_config: Mapped[Any] = mapped_column(JSONValue, nullable=False)
+    input_fingerprint: Mapped[str] = mapped_column(String(128), nullable=False)
+    result: Mapped[Any | None] = mapped_column(JSONValue)
+    result_fingerprint: Mapped[str | None] = mapped_column(String(128))
+    error: Mapped[Any | None] = mapped_column(JSONValue)
+    failed_stage: Mapped[str | None] = mapped_column(String(255))
+    n_stages: Mapped[int] = mapped_column(Integer, nullable=False)
+    n_changes: Mapped[int] = mapped_column(Integer, nullable=False)
+    n_messages: Mapped[int] = mapped_column(Integer, nullable=False)
+    n_checks: Mapped[int] = mapped_column(Integer, nullable=False, server_default=text("0"))
+    prev_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    row_hash: Mapped[str] = mapped_column(String(64), nullable=False, unique=True)
+
+    __table_args__ = (
+        Index("ix_runs_model", "model"),
+        Index("ix_runs_architecture", "architecture"),
+        Index("ix_runs_status", "status"),
+        Index("ix_runs_started_at", "started_at"),
+    )
+
+
+class StageExecution(Base):
+    """A stage of a run: where it sits in the order, whether it changed anything, how long."""
+
+    __tablename__ = "stage_executions"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), primary_key=True)
+    stage_order: Mapped[int] = mapped_column(Integer, primary_key=True)
+    stage: Mapped[str] = mapped_column(String(255), nullable=False)
+    origin: Mapped[str] = mapped_column(String(255), nullable=False)
+    outcome: Mapped[str] = mapped_column(String(16), nullable=False)
+    duration_s: Mapped[float | None] = mapped_column(Double)
+    n_changes: Mapped[int] = mapped_column(Integer, nullable=False)
+    error: Mapped[str | None] = mapped_column(Text)
+    row_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+
+
+class Change(Base):
+    """One field mutation: which stage, from what to what, and the reason behind it."""
+
+    __tablename__ = "changes"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    stage: Mapped[str] = mapped_column(String(255), nullable=False)
+    field: Mapped[str] = mapped_column(String(255), nullable=False)
+    old: Mapped[Any | None] = mapped_column(JSONValue)
+    new: Mapped[Any | None] = mapped_column(JSONValue)
+    reason: Mapped[str] = mapped_column(Text, nullable=False)
+    level: Mapped[str] = mapped_column(String(16), nullable=False)
+    via: Mapped[str] = mapped_column(String(16), nullable=False)
+    row_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+
+    __table_args__ = (Index("ix_changes_field", "field", "run_id"),)
+
+
+class Message(Base):
+    """A line a stage logged (warning or info), with or without a change."""
+
+    __tablename__ = "messages"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    stage: Mapped[str] = mapped_column(String(255), nullable=False)
+    level: Mapped[str] = mapped_column(String(16), nullable=False)
+    message: Mapped[str] = mapped_column(Text, nullable=False)
+    row_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+
+
+class ValidationCheck(Base):
+    """A GPU validation check of a run: kernel, shapes, dtype, error against the reference."""
+
+    __tablename__ = "validation_checks"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    check: Mapped[str] = mapped_column(String(255), nullable=False)
+    kernel: Mapped[str] = mapped_column(String(255), nullable=False)
+    shapes: Mapped[Any] = mapped_column(JSONValue, nullable=False)
+    dtype: Mapped[str] = mapped_column(String(64), nullable=False)
+    max_error: Mapped[float | None] = mapped_column(Double)
+    tolerance: Mapped[float | None] = mapped_column(Double)
+    passed: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    device: Mapped[str] = mapped_column(String(255), nullable=False)
+    seconds: Mapped[float] = mapped_column(Double, nullable=False)
+    detail: Mapped[str | None] = mapped_column(Text)
+    row_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+
+
+class ChainHead(Base):
+    """The single row naming the newest run of the chain.
+
+    Writers lock it to serialise appends (``SELECT ... FOR UPDATE`` on PostgreSQL; SQLite's
+    ``BEGIN IMMEDIATE`` already serialises), and ``verify`` compares it with the last run so
+    that a run removed from, or forged onto, the tail of the chain is noticed.
+    """
+
+    __tablename__ = "chain_head"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    position: Mapped[int] = mapped_column(Integer, nullable=False)
+    head_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+
+
+#: Tables whose rows may never be updated or deleted (the triggers' list).
+AUDIT_TABLES = ("runs", "stage_executions", "changes", "messages", "validation_checks")

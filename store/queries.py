@@ -1,0 +1,339 @@
+"""What auditors ask of the store, as a Python API (the CLI commands are thin over it).
+
+Every query is built with SQLAlchemy expressions and bound parameters; no SQL text is ever
+assembled from what a user typed (prefix matches use ``startswith(..., autoescape=True)``).
+Results are plain JSON-able dicts; times are ISO-8601 strings in UTC.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import json
+from collections.abc import Iterable
+from typing import Any, TextIO
+
+from sqlalchemy import Select, or_, select
+
+from enginecfg.pipeline.errors import InvalidInputError
+from enginecfg.store.hashing import CHILD_ORDER
+from enginecfg.store.models import Base, Change, JSONValue, Run
+
+__all__ = [
+    "UnknownRunError",
+    "AmbiguousRunError",
+    "EXPORT_TABLES",
+    "list_runs",
+    "get_run",
+    "resolve_run_id",
+    "field_history",
+    "why",
+    "diff_runs",
+    "export",
+    "lookup",
+    "flatten",
+]
+
+EXPORT_TABLES = ("runs", "stage_executions", "changes", "messages", "validation_checks")
+_MISSING = object()
+_CHANGES = Change.__table__
+
+
+class UnknownRunError(InvalidInputError):
+    """No stored run has that id (or id prefix)."""
+
+
+class AmbiguousRunError(InvalidInputError):
+    """More than one stored run starts with that prefix."""
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).isoformat()
+
+
+def _epoch(value: float | _dt.datetime | None) -> float | None:
+    if value is None or isinstance(value, (int, float)):
+        return value
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=_dt.timezone.utc)
+    return value.timestamp()
+
+
+def _summary(r: Any) -> dict[str, Any]:
+    err = r.error if isinstance(r.error, dict) else None
+    return {
+        "run_id": r.id, "position": r.chain_pos, "started_at": _iso(r.started_at),
+        "finished_at": _iso(r.finished_at), "status": r.status, "model": r.model,
+        "architecture": r.architecture, "changes": r.n_changes, "messages": r.n_messages,
+        "checks": r.n_checks, "host": r.host, "pid": r.pid,
+        "enginecfg_version": r.enginecfg_version,
+        "error": err.get("message") if err else None,
+    }
+
+
+_SUMMARY_COLS = (Run.id, Run.chain_pos, Run.started_at, Run.finished_at, Run.status, Run.model,
+                 Run.architecture, Run.n_changes, Run.n_messages, Run.n_checks, Run.host,
+                 Run.pid, Run.enginecfg_version, Run.error)
+
+
+def _model_filter(q: Select, model: str | None) -> Select:
+    """Exact model source, or a path ending in ``/<model>`` (the model folder's name)."""
+    if model is None:
+        return q
+    return q.where(or_(Run.model == model, Run.model.endswith("/" + model, autoescape=True)))
+
+
+def list_runs(store, *, model: str | None = None, architecture: str | None = None,
+              status: str | None = None, since: float | _dt.datetime | None = None,
+              until: float | _dt.datetime | None = None, limit: int | None = 50
+              ) -> list[dict[str, Any]]:
+    """Stored runs, newest first (by start time), filtered; ``limit`` None means all."""
+    q = _model_filter(select(*_SUMMARY_COLS), model)
+    if architecture is not None:
+        q = q.where(Run.architecture == architecture)
+    if status is not None:
+        q = q.where(Run.status == status)
+    if since is not None:
+        q = q.where(Run.started_at >= _epoch(since))
+    if until is not None:
+        q = q.where(Run.started_at < _epoch(until))
+    q = q.order_by(Run.started_at.desc(), Run.chain_pos.desc())
+    if limit is not None:
+        q = q.limit(limit)
+    with store.engine.connect() as conn:
+        return [_summary(r) for r in conn.execute(q)]
+
+
+def resolve_run_id(conn, run_id: str) -> str:
+    """The full id of the one run whose id is, or starts with, ``run_id``."""
+    if not isinstance(run_id, str) or not run_id.strip():
+        raise UnknownRunError("run id must not be empty", field="run_id")
+    run_id = run_id.strip()
+    if conn.execute(select(Run.id).where(Run.id == run_id)).scalar() is not None:
+        return run_id
+    found = conn.execute(select(Run.id).where(Run.id.startswith(run_id, autoescape=True))
+                         .order_by(Run.id).limit(6)).scalars().all()
+    if not found:
+        raise UnknownRunError(f"no stored run has id {run_id!r}", field="run_id")
+    if len(found) > 1:
+        shown = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "")
+        raise AmbiguousRunError(f"run id prefix {run_id!r} matches several runs: {shown}",
+                                field="run_id")
+    return found[0]
+
+
+def _children(conn, run_id: str) -> dict[str, list[dict[str, Any]]]:
+    out = {}
+    for table in ("stage_executions", "changes", "messages", "validation_checks"):
+        t = Base.metadata.tables[table]
+        rows = conn.execute(select(t).where(t.c.run_id == run_id)
+                            .order_by(t.c[CHILD_ORDER[table]])).mappings()
+        out[table] = [{k: v for k, v in r.items() if k not in ("run_id", "row_hash")}
+                      for r in rows]
+    return out
+
+
+def get_run(store, run_id: str) -> dict[str, Any]:
+    """Everything stored about one run (``run_id`` may be a unique prefix)."""
+    with store.engine.connect() as conn:
+        rid = resolve_run_id(conn, run_id)
+        r = conn.execute(select(Run.__table__).where(Run.id == rid)).one()
+        out = _summary(r)
+        out.update(
+            engine_args=r.engine_args, planned_stages=r.planned_stages,
+            input_config=r.input_config, input_fingerprint=r.input_fingerprint,
+            result=r.result, result_fingerprint=r.result_fingerprint, error=r.error,
+            failed_stage=r.failed_stage, recorded_at=_iso(r.recorded_at),
+            prev_hash=r.prev_hash, row_hash=r.row_hash,
+        )
+        kids = _children(conn, rid)
+        out["stages"] = kids["stage_executions"]
+        out["changes"] = kids["changes"]
+        out["messages"] = kids["messages"]
+        out["validation_checks"] = kids["validation_checks"]
+        return out
+
+
+def lookup(doc: Any, field: str) -> Any:
+    """The value at dotted ``field`` in nested dicts, or the module's missing marker."""
+    cur = doc
+    for part in field.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            return _MISSING
+        cur = cur[part]
+    return cur
+
+
+def _config_of(document: Any) -> Any:
+    if isinstance(document, dict) and isinstance(document.get("config"), dict):
+        return document["config"]
+    return document
+
+
+def _touches(change_field: str, field: str) -> bool:
+    return (change_field == field or change_field.startswith(field + ".")
+            or field.startswith(change_field + "."))
+
+
+def _change_dict(c: Any) -> dict[str, Any]:
+    return {"seq": c.seq, "stage": c.stage, "field": c.field, "old": c.old, "new": c.new,
+            "reason": c.reason, "level": c.level, "via": c.via}
+
+
+def field_history(store, field: str, *, model: str | None = None, limit: int | None = 50,
+                  changed_only: bool = False) -> list[dict[str, Any]]:
+    """The value of one dotted config field across runs, **newest first**.
+
+    One entry per run: its id, time, model, status, the field's final ``value`` in that
+    run's result, and the ``changes`` to exactly that field (stage, old, new, reason), in
+    the order they happened.  Runs whose result lacks the field and that did not change it
+    are left out.  ``changed_only`` keeps only runs in which some stage changed the field
+    (an index scan on ``changes.field``, the fast way on a large store).
+    """
+    if not field or not isinstance(field, str):
+        raise InvalidInputError.for_value("field", field, "a dotted config field path")
+    out: list[dict[str, Any]] = []
+    cols = (Run.id, Run.started_at, Run.chain_pos, Run.model, Run.architecture, Run.status,
+            Run.result)
+    with store.engine.connect() as conn:
+        if changed_only:
+            changed_ids = select(Change.run_id).where(Change.field == field)
+            base = select(*cols).where(Run.id.in_(changed_ids))
+        else:
+            base = select(*cols)
+        base = _model_filter(base, model).order_by(Run.started_at.desc(), Run.chain_pos.desc())
+        page, offset = max(limit or 0, 200), 0
+        while limit is None or len(out) < limit:
+            runs = conn.execute(base.limit(page).offset(offset)).all()
+            if not runs:
+                break
+            offset += len(runs)
+            ids = [r.id for r in runs]
+            by_run: dict[str, list[dict[str, Any]]] = {}
+            for c in conn.execute(select(_CHANGES).where(Change.run_id.in_(ids),
+                                                          Change.field == field)
+                                  .order_by(Change.run_id, Change.seq)):
+                by_run.setdefault(c.run_id, []).append(_change_dict(c))
+            for r in runs:
+                changes = by_run.get(r.id, [])
+                value = lookup(_config_of(r.result), field)
+                if value is _MISSING:
+                    if not changes:
+                        continue
+                    value = changes[-1]["new"]
+                out.append({"run_id": r.id, "started_at": _iso(r.started_at), "model": r.model,
+                            "architecture": r.architecture, "status": r.status,
+                            "value": value, "changed": bool(changes), "changes": changes})
+                if limit is not None and len(out) >= limit:
+                    break
+    return out
+
+
+def why(store, run_id: str, field: str) -> dict[str, Any]:
+    """How ``field`` got its final value in one run.
+
+    ``initial`` is the value before any stage ran (the run's input config), ``final`` the
+    value in its result, ``changes`` every change to the field (or to a path above or below
+    it) in order, each with its stage and reason.  ``found`` is false when the run neither
+    holds nor changed such a field.
+    """
+    with store.engine.connect() as conn:
+        rid = resolve_run_id(conn, run_id)
+        r = conn.execute(select(Run.input_config, Run.result, Run.status, Run.model)
+                         .where(Run.id == rid)).one()
+        changes = [_change_dict(c) for c in conn.execute(
+            select(_CHANGES).where(Change.run_id == rid).order_by(Change.seq))
+            if _touches(c.field, field)]
+    initial = lookup(_config_of(r.input_config), field)
+    final = lookup(_config_of(r.result), field)
+    exact = [c for c in changes if c["field"] == field]
+    if final is _MISSING and exact:
+        final = exact[-1]["new"]
+    if initial is _MISSING and exact:
+        initial = exact[0]["old"]
+    found = bool(changes) or initial is not _MISSING or final is not _MISSING
+    return {"run_id": rid, "field": field, "model": r.model, "status": r.status,
+            "found": found, "initial": None if initial is _MISSING else initial,
+            "final": None if final is _MISSING else final, "changes": changes}
+
+
+def flatten(doc: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as ``{"a.b.c": leaf}``; lists and scalars are leaves."""
+    out: dict[str, Any] = {}
+    if isinstance(doc, dict) and doc:
+        for k, v in doc.items():
+            out.update(flatten(v, f"{prefix}{k}."))
+    elif prefix:
+        out[prefix[:-1]] = doc
+    return out
+
+
+def _comparable(r: Any) -> dict[str, Any]:
+    flat = {"model": r.model, "status": r.status}
+    if r.engine_args:
+        flat.update(flatten(r.engine_args, "engine_args."))
+    flat.update(flatten(_config_of(r.result) or {}))
+    return flat
+
+
+def diff_runs(store, a: str, b: str) -> dict[str, Any]:
+    """Fields whose final values differ between two runs.
+
+    Compares the model, the status, the engine arguments (``engine_args.<name>``) and the
+    result's config flattened to dotted paths (``cache_config.block_size``).  A field only
+    one run has shows ``only_in``: ``"a"`` or ``"b"`` (and null on the other side).
+    """
+    with store.engine.connect() as conn:
+        ids = [resolve_run_id(conn, x) for x in (a, b)]
+        rows = {r.id: r for r in conn.execute(
+            select(Run.id, Run.model, Run.status, Run.engine_args, Run.result)
+            .where(Run.id.in_(ids)))}
+    fa, fb = _comparable(rows[ids[0]]), _comparable(rows[ids[1]])
+    diffs = []
+    for key in sorted(set(fa) | set(fb)):
+        va, vb = fa.get(key, _MISSING), fb.get(key, _MISSING)
+        if va is _MISSING or vb is _MISSING or json.dumps(va, sort_keys=True) != json.dumps(
+                vb, sort_keys=True):
+            diffs.append({"field": key, "a": None if va is _MISSING else va,
+                          "b": None if vb is _MISSING else vb,
+                          "only_in": "a" if vb is _MISSING else "b" if va is _MISSING else None})
+    return {"a": ids[0], "b": ids[1], "differences": diffs}
+
+
+def _rows_of(store, table: str) -> Iterable[dict[str, Any]]:
+    t = Base.metadata.tables[table]
+    order = [t.c.chain_pos] if table == "runs" else [t.c.run_id, t.c[CHILD_ORDER[table]]]
+    with store.engine.connect() as conn:
+        result = conn.execution_options(yield_per=1000).execute(select(t).order_by(*order))
+        for row in result.mappings():
+            yield dict(row)
+
+
+def export(store, out: TextIO, *, fmt: str = "jsonl", table: str = "runs") -> int:
+    """Write every row of ``table`` to ``out`` as JSON lines or CSV; returns the row count.
+
+    Raw stored values: times are epoch seconds, JSON columns are JSON (in CSV, JSON text).
+    """
+    if fmt not in ("jsonl", "csv"):
+        raise InvalidInputError.for_value("format", fmt, "jsonl, csv", flag="--format")
+    if table not in EXPORT_TABLES:
+        raise InvalidInputError.for_value("table", table, ", ".join(EXPORT_TABLES),
+                                          flag="--table")
+    columns = Base.metadata.tables[table].columns
+    cols = [c.name for c in columns]
+    json_cols = {c.name for c in columns if isinstance(c.type, JSONValue)}
+    n = 0
+    writer = None
+    if fmt == "csv":
+        writer = csv.DictWriter(out, fieldnames=cols, lineterminator="\n")
+        writer.writeheader()
+    for row in _rows_of(store, table):
+        if writer is None:
+            out.write(json.dumps(row, sort_keys=False, default=str) + "\n")
+        else:
+            writer.writerow({k: (json.dumps(v) if k in json_cols else "" if v is None else v)
+                             for k, v in row.items()})
+        n += 1
+    return n

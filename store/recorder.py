@@ -1,0 +1,403 @@
+"""The audit store: a subscriber of the signal bus that records each run in one transaction.
+
+The pipeline never calls the store.  :meth:`AuditStore.attach` connects receivers to the
+signals of :mod:`enginecfg.pipeline.events`; the store buffers a run's events in memory
+(only for runs it saw start) and writes the whole run, its stage executions, changes,
+messages and validation checks in ONE transaction when ``run_finished`` or ``run_failed``
+arrives.  A run whose process dies before that leaves nothing behind, and a transaction
+interrupted half-way is rolled back by the database.
+
+Inside that transaction the store takes the chain head under a lock, gives the run the
+next chain position and chains its hash to the previous run's (see
+:mod:`enginecfg.store.hashing`), so the chain stays linear with any number of writers.
+
+Recording must never break the run it records: a failed write (database unreachable,
+read-only file, disk full) is logged, kept in :attr:`AuditStore.last_error` /
+:attr:`AuditStore.write_failures`, and swallowed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import threading
+import time
+from collections import deque
+from typing import Any, Callable
+
+import attrs
+import structlog
+from sqlalchemy import Connection, Engine, insert, select, update
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from enginecfg.pipeline import events
+from enginecfg.store import engine as _eng
+from enginecfg.store.hashing import child_hash, run_hash
+from enginecfg.store.models import (
+    Change,
+    ChainHead,
+    Message,
+    Run,
+    StageExecution,
+    ValidationCheck,
+    normalise_json,
+)
+
+__all__ = ["AuditStore", "WriteFailure"]
+
+_log = structlog.get_logger("enginecfg.store")
+
+_CHILD_TABLES = {
+    "stage_executions": StageExecution.__table__,
+    "changes": Change.__table__,
+    "messages": Message.__table__,
+    "validation_checks": ValidationCheck.__table__,
+}
+_MAX_KEPT_FAILURES = 100
+_WRITE_ATTEMPTS = 5
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("enginecfg")
+    except Exception:
+        import enginecfg
+
+        return getattr(enginecfg, "__version__", "unknown")
+
+
+def _real(value: Any) -> float | None:
+    """A float column value; NaN becomes NULL (SQLite cannot store NaN in a REAL)."""
+    if value is None:
+        return None
+    value = float(value)
+    return None if math.isnan(value) else value
+
+
+@attrs.frozen
+class WriteFailure:
+    """A run the store could not record, and why."""
+
+    run_id: str
+    error: str
+    at: float
+
+
+@attrs.define
+class _RunBuffer:
+    started: events.RunStarted
+    stages: dict[int, dict[str, Any]] = attrs.Factory(dict)
+    changes: list[events.ConfigChanged] = attrs.Factory(list)
+    messages: list[events.WarningIssued] = attrs.Factory(list)
+    checks: list[events.ValidationChecked] = attrs.Factory(list)
+
+
+def _is_transient(exc: BaseException) -> bool:
+    """A lock timeout or serialisation conflict: the transaction rolled back; try again."""
+    if isinstance(exc, OperationalError) and "locked" in str(exc.orig).lower():
+        return True
+    if isinstance(exc, DBAPIError):
+        code = getattr(exc.orig, "sqlstate", None)
+        return code in ("40001", "40P01")  # serialization_failure, deadlock_detected
+    return False
+
+
+class AuditStore:
+    """Records every run published on the signal bus into an audit database.
+
+    ``url`` is any SQLAlchemy URL; None means ``ENGINECFG_DB`` or, when that is unset, a
+    SQLite file ``audit.db`` in the user's data directory.  The schema is upgraded to the
+    newest revision on first use unless ``auto_upgrade`` is false.
+
+    Use ``store.attach()`` (returns the store) and ``store.detach()``, or
+    ``with AuditStore(url).attach() as store: ...``.
+    """
+
+    def __init__(self, url: str | None = None, *, auto_upgrade: bool = True):
+        self.url: str = url if url is not None else _eng.default_url()
+        self._auto_upgrade = auto_upgrade
+        self._engine: Engine | None = None
+        self._ready = False
+        self._lock = threading.Lock()
+        self._pending: dict[str, _RunBuffer] = {}
+        self._receivers: list[tuple[Any, Callable[..., None]]] = []
+        self._host = socket.gethostname()
+        self._version = _version()
+        #: number of runs recorded by this store object
+        self.recorded: int = 0
+        #: id of the newest run this store recorded
+        self.last_run_id: str | None = None
+        #: number of runs this store failed to record
+        self.write_failed: int = 0
+        #: the newest failures (at most 100 kept)
+        self.write_failures: deque[WriteFailure] = deque(maxlen=_MAX_KEPT_FAILURES)
+        #: the exception of the newest failed write, or None
+        self.last_error: BaseException | None = None
+        # test hook: called with the connection inside the write transaction, before commit
+        self._before_commit: Callable[[Connection], None] | None = None
+
+    # -- database ------------------------------------------------------------------------
+
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine, created (and the schema upgraded) on first use."""
+        if self._engine is None:
+            self._engine = _eng.make_engine(self.url)
+        if not self._ready:
+            if self._auto_upgrade and _eng.current_revision(self._engine) != _eng.head_revision():
+                _eng.upgrade(self._engine)
+            self._ready = True
+        return self._engine
+
+    @property
+    def display_url(self) -> str:
+        return _eng.display_url(self.url)
+
+    @property
+    def record_error(self) -> str | None:
+        """A one-line description of the newest failed write, for the CLI (None: none)."""
+        if not self.write_failures:
+            return None
+        f = self.write_failures[-1]
+        return f"audit store {self.display_url}: could not record run {f.run_id}: {f.error}"
+
+    @property
+    def pending_runs(self) -> tuple[str, ...]:
+        """Runs that started and have not finished yet."""
+        with self._lock:
+            return tuple(self._pending)
+
+    def close(self) -> None:
+        """Detach and release the database connections."""
+        self.detach()
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
+            self._ready = False
+
+    # -- the bus -------------------------------------------------------------------------
+
+    def attach(self) -> "AuditStore":
+        """Connect the receivers (strongly referenced) to the bus; returns the store."""
+        if self._receivers:
+            return self
+        pairs = [
+            (events.run_started, self._on_run_started),
+            (events.stage_started, self._on_stage_started),
+            (events.config_changed, self._on_config_changed),
+            (events.warning_issued, self._on_warning_issued),
+            (events.stage_finished, self._on_stage_finished),
+            (events.validation_checked, self._on_validation_checked),
+            (events.run_finished, self._on_run_finished),
+            (events.run_failed, self._on_run_failed),
+        ]
+        for signal, receiver in pairs:
+            signal.connect(receiver, weak=False)
+        self._receivers = pairs
+        return self
+
+    def detach(self) -> None:
+        """Disconnect the receivers; runs still buffered are dropped."""
+        for signal, receiver in self._receivers:
+            signal.disconnect(receiver)
+        self._receivers = []
+        with self._lock:
+            self._pending.clear()
+
+    def __enter__(self) -> "AuditStore":
+        return self.attach()
+
+    def __exit__(self, *exc: object) -> None:
+        self.detach()
+
+    def _buffer(self, run_id: str) -> _RunBuffer | None:
+        with self._lock:
+            return self._pending.get(run_id)
+
+    def _on_run_started(self, sender: Any, event: events.RunStarted, **_: Any) -> None:
+        with self._lock:
+            self._pending[event.run_id] = _RunBuffer(event)
+
+    def _on_stage_started(self, sender: Any, event: events.StageStarted, **_: Any) -> None:
+        buf = self._buffer(event.run_id)
+        if buf is not None:
+            buf.stages[event.order] = {"stage": event.stage, "origin": event.origin}
+
+    def _on_config_changed(self, sender: Any, event: events.ConfigChanged, **_: Any) -> None:
+        buf = self._buffer(event.run_id)
+        if buf is not None:
+            buf.changes.append(event)
+
+    def _on_warning_issued(self, sender: Any, event: events.WarningIssued, **_: Any) -> None:
+        buf = self._buffer(event.run_id)
+        if buf is not None:
+            buf.messages.append(event)
+
+    def _on_stage_finished(self, sender: Any, event: events.StageFinished, **_: Any) -> None:
+        buf = self._buffer(event.run_id)
+        if buf is not None:
+            entry = buf.stages.setdefault(event.order, {"stage": event.stage, "origin": "unknown"})
+            entry.update(outcome=event.outcome, duration_s=event.duration_s,
+                         n_changes=event.changes, error=event.error)
+
+    def _on_validation_checked(self, sender: Any, event: events.ValidationChecked,
+                               **_: Any) -> None:
+        buf = self._buffer(event.run_id)
+        if buf is not None:
+            buf.checks.append(event)
+
+    def _on_run_finished(self, sender: Any, event: events.RunFinished, **_: Any) -> None:
+        self._finish(event.run_id, status=event.status, finished_at=event.finished_at,
+                     document=event.document, fingerprint=event.fingerprint, error=None,
+                     failed_stage=None)
+
+    def _on_run_failed(self, sender: Any, event: events.RunFailed, **_: Any) -> None:
+        doc = event.document or {}
+        self._finish(event.run_id, status=event.status, finished_at=event.finished_at,
+                     document=event.document, fingerprint=doc.get("fingerprint"),
+                     error=event.error, failed_stage=event.stage)
+
+    # -- writing -------------------------------------------------------------------------
+
+    def _finish(self, run_id: str, **outcome: Any) -> None:
+        with self._lock:
+            buf = self._pending.pop(run_id, None)
+        if buf is None:
+            return
+        try:
+            run_row, children = self._rows(buf, **outcome)
+            self._write(run_row, children)
+        except Exception as exc:  # never raise into the pipeline
+            self.write_failed += 1
+            self.last_error = exc
+            msg = " ".join(f"{type(exc).__name__}: {exc}".split())[:500]
+            self.write_failures.append(WriteFailure(run_id, msg, time.time()))
+            _log.error("audit_write_failed", run_id=run_id, db=self.display_url, error=msg)
+            return
+        self.recorded += 1
+        self.last_run_id = run_id
+
+    def _rows(self, buf: _RunBuffer, *, status: str, finished_at: float,
+              document: dict | None, fingerprint: str | None, error: dict | None,
+              failed_stage: str | None) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+        s = buf.started
+        run_id = s.run_id
+        architecture = s.architecture
+        if architecture is None and isinstance(document, dict):
+            mc = (document.get("config") or {}).get("model_config") or {}
+            architecture = mc.get("architecture") if isinstance(mc, dict) else None
+        stages = [
+            {"run_id": run_id, "stage_order": order, "stage": st["stage"],
+             "origin": st.get("origin", "unknown"), "outcome": st.get("outcome", "unfinished"),
+             "duration_s": _real(st.get("duration_s")), "n_changes": int(st.get("n_changes", 0)),
+             "error": st.get("error")}
+            for order, st in sorted(buf.stages.items())
+        ]
+        changes = [
+            {"run_id": run_id, "seq": c.seq, "stage": c.stage, "field": c.field,
+             "old": normalise_json(c.old), "new": normalise_json(c.new), "reason": c.reason,
+             "level": c.level, "via": c.via}
+            for c in sorted(buf.changes, key=lambda c: c.seq)
+        ]
+        messages = [
+            {"run_id": run_id, "seq": m.seq, "stage": m.stage, "level": m.level,
+             "message": m.message}
+            for m in sorted(buf.messages, key=lambda m: m.seq)
+        ]
+        checks = [
+            {"run_id": run_id, "seq": i, "check": v.check, "kernel": v.kernel,
+             "shapes": normalise_json(v.shapes), "dtype": v.dtype,
+             "max_error": _real(v.max_error), "tolerance": _real(v.tolerance),
+             "passed": bool(v.passed), "device": v.device, "seconds": float(v.seconds),
+             "detail": v.detail}
+            for i, v in enumerate(buf.checks, start=1)
+        ]
+        run_row = {
+            "id": run_id, "started_at": float(s.started_at), "finished_at": float(finished_at),
+            "status": status, "enginecfg_version": self._version, "host": self._host,
+            "pid": os.getpid(), "model": str(s.model), "architecture": architecture,
+            "engine_args": normalise_json(s.engine_args),
+            "planned_stages": normalise_json(list(s.stages)),
+            "input_config": normalise_json(s.input_config),
+            "input_fingerprint": s.input_fingerprint,
+            "result": normalise_json(document) if document is not None else None,
+            "result_fingerprint": fingerprint, "error": normalise_json(error) if error else None,
+            "failed_stage": failed_stage, "n_stages": len(stages), "n_changes": len(changes),
+            "n_messages": len(messages), "n_checks": len(checks),
+        }
+        children = {"stage_executions": stages, "changes": changes, "messages": messages,
+                    "validation_checks": checks}
+        for table, rows in children.items():
+            for row in rows:
+                row["row_hash"] = child_hash(table, row)
+        return run_row, children
+
+    def _write(self, run_row: dict[str, Any], children: dict[str, list[dict[str, Any]]]) -> None:
+        engine = self.engine
+        child_hashes = {t: [r["row_hash"] for r in rows] for t, rows in children.items()}
+        for attempt in range(_WRITE_ATTEMPTS):
+            try:
+                with _eng.write_connection(engine) as conn:
+                    head = conn.execute(
+                        select(ChainHead.position, ChainHead.head_hash)
+                        .where(ChainHead.id == 1).with_for_update()
+                    ).one()
+                    row = dict(run_row, chain_pos=head.position + 1, prev_hash=head.head_hash,
+                               recorded_at=time.time())
+                    row["row_hash"] = run_hash(row, child_hashes)
+                    conn.execute(insert(Run), [row])
+                    for table, rows in children.items():
+                        if rows:
+                            conn.execute(insert(_CHILD_TABLES[table]), rows)
+                    conn.execute(update(ChainHead).where(ChainHead.id == 1)
+                                 .values(position=row["chain_pos"], head_hash=row["row_hash"]))
+                    if self._before_commit is not None:
+                        self._before_commit(conn)
+                return
+            except Exception as exc:
+                if attempt + 1 < _WRITE_ATTEMPTS and _is_transient(exc):
+                    time.sleep(0.05 * (attempt + 1))
+                    continue
+                raise
+
+    # -- reading -------------------------------------------------------------------------
+
+    def verify(self):
+        """Walk the hash chain; see :func:`enginecfg.store.verify.verify`."""
+        from enginecfg.store.verify import verify
+
+        return verify(self)
+
+    def list_runs(self, **kw: Any) -> list[dict[str, Any]]:
+        from enginecfg.store import queries
+
+        return queries.list_runs(self, **kw)
+
+    def get_run(self, run_id: str) -> dict[str, Any]:
+        from enginecfg.store import queries
+
+        return queries.get_run(self, run_id)
+
+    def field_history(self, field: str, **kw: Any) -> list[dict[str, Any]]:
+        from enginecfg.store import queries
+
+        return queries.field_history(self, field, **kw)
+
+    def why(self, run_id: str, field: str) -> dict[str, Any]:
+        from enginecfg.store import queries
+
+        return queries.why(self, run_id, field)
+
+    def diff_runs(self, a: str, b: str) -> dict[str, Any]:
+        from enginecfg.store import queries
+
+        return queries.diff_runs(self, a, b)
+
+    def export(self, out, **kw: Any) -> int:
+        from enginecfg.store import queries
+
+        return queries.export(self, out, **kw)
+

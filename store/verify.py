@@ -1,0 +1,166 @@
+"""``audit verify``: recompute the hash chain and name the first record that does not fit.
+
+The walk goes through the runs in chain order, in batches, and for each run checks, in
+this order: that its position follows the previous one (a gap means a deleted run), that
+its ``prev_hash`` is the previous run's ``row_hash`` (a deleted, inserted or moved run),
+that it has as many child rows of each table as it recorded (deleted or inserted child
+rows), that every child row still hashes to its ``row_hash`` (an edited child row), and
+that the run itself hashes to its ``row_hash`` (an edited run row, or a child row edited
+together with its hash).  Finally the last run must be the one ``chain_head`` names (a run
+removed from, or appended to, the tail), and no child row may belong to no run.
+
+An attacker who can rewrite every hash *and* the chain head consistently is out of reach of
+any self-contained check; anchoring the head hash elsewhere (a log, a ticket) closes that.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import attrs
+from sqlalchemy import exists, select
+
+from enginecfg.store.hashing import CHILD_FIELDS, CHILD_ORDER, child_hash, run_hash
+from enginecfg.store.models import GENESIS_HASH, ChainHead, Run, Base
+
+__all__ = ["Problem", "VerifyResult", "verify"]
+
+_BATCH = 500
+_MAX_PROBLEMS = 1000
+_COUNT_COLUMN = {"stage_executions": "n_stages", "changes": "n_changes",
+                 "messages": "n_messages", "validation_checks": "n_checks"}
+
+
+@attrs.frozen
+class Problem:
+    """One record that does not fit the chain.
+
+    ``kind``: ``missing_run``, ``broken_link``, ``missing_rows``, ``extra_rows``,
+    ``edited_row``, ``edited_run``, ``head_mismatch`` or ``orphan_rows``.  ``table`` and
+    ``key`` name the row (``key`` is the child's seq/stage_order, None for a run row).
+    """
+
+    kind: str
+    message: str
+    table: str
+    run_id: str | None = None
+    position: int | None = None
+    key: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+@attrs.frozen
+class VerifyResult:
+    """The outcome of a walk: ``ok`` is true when the history is intact."""
+
+    ok: bool
+    runs_checked: int
+    head_position: int
+    head_hash: str
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def first_bad(self) -> Problem | None:
+        return self.problems[0] if self.problems else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "runs_checked": self.runs_checked,
+                "head_position": self.head_position, "head_hash": self.head_hash,
+                "first_bad": self.first_bad.to_dict() if self.first_bad else None,
+                "problems": [p.to_dict() for p in self.problems]}
+
+
+def _children(conn, run_ids: list[str]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    out: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for table in CHILD_FIELDS:
+        t = Base.metadata.tables[table]
+        order = t.c[CHILD_ORDER[table]]
+        for row in conn.execute(select(t).where(t.c.run_id.in_(run_ids))
+                                .order_by(t.c.run_id, order)).mappings():
+            out[row["run_id"]][table].append(dict(row))
+    return out
+
+
+def _check_run(run: dict[str, Any], kids: dict[str, list[dict[str, Any]]],
+               problems: list[Problem]) -> None:
+    rid, pos = run["id"], run["chain_pos"]
+    child_trouble = False
+    for table in CHILD_FIELDS:
+        rows = kids.get(table, [])
+        recorded = run[_COUNT_COLUMN[table]]
+        if len(rows) != recorded:
+            child_trouble = True
+            kind = "missing_rows" if len(rows) < recorded else "extra_rows"
+            problems.append(Problem(kind, f"run {rid} (position {pos}) recorded {recorded} "
+                                          f"{table} rows, {len(rows)} found", table, rid, pos))
+        for row in rows:
+            if child_hash(table, row) != row["row_hash"]:
+                child_trouble = True
+                key = row[CHILD_ORDER[table]]
+                problems.append(Problem("edited_row", f"{table} row {CHILD_ORDER[table]}={key} "
+                                        f"of run {rid} (position {pos}) does not match its hash",
+                                        table, rid, pos, key))
+    hashes = {t: [r["row_hash"] for r in kids.get(t, [])] for t in CHILD_FIELDS}
+    if run_hash(run, hashes) != run["row_hash"] and not child_trouble:
+        problems.append(Problem("edited_run", f"run {rid} (position {pos}) does not match its "
+                                "hash: the run row or one of its child rows was altered",
+                                "runs", rid, pos))
+
+
+def verify(store) -> VerifyResult:
+    """Walk the chain of ``store`` (an :class:`~enginecfg.store.AuditStore`)."""
+    problems: list[Problem] = []
+    runs = Run.__table__
+    with store.engine.connect() as conn:
+        head = conn.execute(select(ChainHead.position, ChainHead.head_hash)
+                            .where(ChainHead.id == 1)).one_or_none()
+        expected_pos, prev_hash, checked = 1, GENESIS_HASH, 0
+        last_pos = 0
+        after: int | None = None
+        while len(problems) < _MAX_PROBLEMS:
+            q = select(runs).order_by(runs.c.chain_pos).limit(_BATCH)
+            if after is not None:
+                q = q.where(runs.c.chain_pos > after)
+            batch = [dict(r) for r in conn.execute(q).mappings()]
+            if not batch:
+                break
+            kids = _children(conn, [r["id"] for r in batch])
+            for run in batch:
+                rid, pos = run["id"], run["chain_pos"]
+                if pos != expected_pos:
+                    what = (f"positions {expected_pos}..{pos - 1} are missing before run {rid}"
+                            if pos > expected_pos else
+                            f"run {rid} has position {pos}, expected {expected_pos}")
+                    problems.append(Problem("missing_run", what, "runs", rid, pos))
+                if run["prev_hash"] != prev_hash:
+                    problems.append(Problem(
+                        "broken_link", f"run {rid} (position {pos}) is not chained to the run "
+                        "before it: a run was deleted, inserted or moved", "runs", rid, pos))
+                _check_run(run, kids.get(rid, {}), problems)
+                prev_hash, expected_pos, last_pos = run["row_hash"], pos + 1, pos
+                checked += 1
+            after = batch[-1]["chain_pos"]
+        if head is None:
+            problems.append(Problem("head_mismatch", "the chain_head row is missing",
+                                    "chain_head"))
+            head_pos, head_hash = 0, GENESIS_HASH
+        else:
+            head_pos, head_hash = head.position, head.head_hash
+            if (head_pos, head_hash) != (last_pos, prev_hash) and len(problems) < _MAX_PROBLEMS:
+                problems.append(Problem(
+                    "head_mismatch", f"the chain head names position {head_pos} but the chain "
+                    f"ends at position {last_pos}: runs were removed from or added to its tail",
+                    "chain_head", None, head_pos))
+        for table in CHILD_FIELDS:
+            t = Base.metadata.tables[table]
+            orphans = conn.execute(
+                select(t.c.run_id).where(~exists().where(runs.c.id == t.c.run_id))
+                .distinct().limit(10)).scalars().all()
+            for rid in orphans:
+                problems.append(Problem("orphan_rows", f"{table} rows belong to run {rid}, "
+                                        "which is not in the chain", table, rid))
+    return VerifyResult(ok=not problems, runs_checked=checked, head_position=head_pos,
+                        head_hash=head_hash, problems=tuple(problems))
