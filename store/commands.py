@@ -1,0 +1,390 @@
+"""The audit store's CLI commands: ``runs``, ``show``, ``history``, ``why``, ``diff``,
+``export``, ``db upgrade|downgrade|current`` and ``audit verify``.
+
+:func:`register` adds them to the main CLI's subparsers; each sets ``func`` to a handler
+``handler(args) -> int``.  Rich tables for people, ``--json`` for machines (a JSON list of
+rows, or an object for one thing).  Every command takes ``--db URL`` (default:
+``ENGINECFG_DB``, else the user's SQLite file).  Errors are one line on stderr: exit 2 for
+bad input (unknown run id, bad URL or an unreachable database, bad time), exit 1 from
+``audit verify`` when the history is not intact.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import functools
+import json
+import re
+import sys
+from typing import Any, Callable
+
+from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError
+
+__all__ = ["register", "parse_time"]
+
+_REL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_opened: list[Any] = []  # stores a handler opened, closed when it returns
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_time(text: str, *, flag: str = "--since") -> float:
+    """``2025-12-01``, ``2025-12-01T10:00[:00][+02:00]`` (naive = UTC) or ``30m``/``2h``/``7d`` ago."""
+    m = _REL.match(text)
+    if m:
+        return _dt.datetime.now(_dt.timezone.utc).timestamp() - float(m[1]) * _UNIT_S[m[2]]
+    try:
+        when = _dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InvalidInputError.for_value(
+            flag.lstrip("-"), text, "an ISO date or time (2025-12-01, 2025-12-01T10:00) or an "
+            "age such as 30m, 2h, 7d", flag=flag) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=_dt.timezone.utc)
+    return when.timestamp()
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"enginecfg: error: {' '.join(str(message).split())}", file=sys.stderr)
+    return code
+
+
+def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Turn every expected failure into one line on stderr and an exit code."""
+
+    @functools.wraps(fn)
+    def handler(args: argparse.Namespace) -> int:
+        from alembic.util import CommandError
+        from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
+
+        db = getattr(args, "db", None)
+        try:
+            try:
+                return fn(args)
+            finally:
+                while _opened:
+                    _opened.pop().close()
+        except InvalidInputError as exc:
+            return _fail(str(exc), 2)
+        except (ArgumentError, NoSuchModuleError) as exc:
+            return _fail(f"bad database URL {db or '(default)'}: {exc}", 2)
+        except DBAPIError as exc:
+            return _fail(f"cannot use the audit database: {exc.orig}", 2)
+        except CommandError as exc:
+            return _fail(f"migration: {exc}", 2)
+        except SQLAlchemyError as exc:
+            return _fail(f"audit database error: {exc}", 2)
+        except EngineCfgError as exc:
+            return _fail(str(exc), getattr(exc, "exit_code", 1))
+        except BrokenPipeError:  # the reader (head, less) went away: not an error
+            import os
+
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+        except OSError as exc:
+            return _fail(str(exc), 2)
+
+    return handler
+
+
+def _store(args: argparse.Namespace, *, auto_upgrade: bool = True):
+    from enginecfg.store import AuditStore
+
+    url = args.db
+    if url is not None and not url.strip():
+        raise InvalidInputError.for_value("db", url, "a SQLAlchemy database URL", flag="--db")
+    store = AuditStore(url, auto_upgrade=auto_upgrade)
+    _opened.append(store)
+    return store
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(file=sys.stdout, highlight=False, soft_wrap=False)
+
+
+def _dump(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+
+
+def _v(value: Any) -> str:
+    """A stored value as people read it (JSON spelling: null, true, "auto")."""
+    return json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
+
+
+def _short_time(iso: str | None) -> str:
+    return "" if iso is None else iso.replace("T", " ")[:19]
+
+
+def _table(title: str, columns: list[str], rows: list[list[Any]]):
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left")
+    for c in columns:
+        t.add_column(c, overflow="fold")
+    for r in rows:
+        t.add_row(*("" if x is None else str(x) for x in r))
+    return t
+
+
+# -- handlers -----------------------------------------------------------------------------
+
+
+@_guard
+def _cmd_runs(args: argparse.Namespace) -> int:
+    if args.limit is not None and args.limit < 1:
+        raise InvalidInputError.for_value("limit", args.limit, "a positive integer",
+                                          flag="--limit")
+    since = parse_time(args.since, flag="--since") if args.since else None
+    until = parse_time(args.until, flag="--until") if args.until else None
+    rows = _store(args).list_runs(model=args.model, architecture=args.architecture,
+                                  status=args.status, since=since, until=until, limit=args.limit)
+    if args.json:
+        _dump(rows)
+        return 0
+    _console().print(_table(
+        f"{len(rows)} run(s), newest first",
+        ["run", "started (UTC)", "status", "model", "architecture", "changes", "messages"],
+        [[r["run_id"][:12], _short_time(r["started_at"]), r["status"], r["model"],
+          r["architecture"], r["changes"], r["messages"]] for r in rows]))
+    return 0
+
+
+@_guard
+def _cmd_show(args: argparse.Namespace) -> int:
+    run = _store(args).get_run(args.run)
+    if args.json:
+        _dump(run)
+        return 0
+    con = _console()
+    keys = ["run_id", "position", "status", "model", "architecture", "started_at",
+            "finished_at", "host", "pid", "enginecfg_version", "input_fingerprint",
+            "result_fingerprint", "row_hash"]
+    con.print(_table(f"run {run['run_id']}", ["", "value"],
+                     [[k, run[k]] for k in keys] + [["engine_args", _v(run["engine_args"])]]
+                     + ([["error", _v(run["error"])]] if run["error"] else [])))
+    con.print(_table("stages", ["#", "stage", "origin", "outcome", "changes", "seconds", "error"],
+                     [[s["stage_order"], s["stage"], s["origin"], s["outcome"], s["n_changes"],
+                       None if s["duration_s"] is None else f"{s['duration_s']:.6f}", s["error"]]
+                      for s in run["stages"]]))
+    con.print(_table("changes", ["seq", "stage", "field", "old", "new", "level", "reason"],
+                     [[c["seq"], c["stage"], c["field"], _v(c["old"]), _v(c["new"]),
+                       c["level"], c["reason"]] for c in run["changes"]]))
+    if run["messages"]:
+        con.print(_table("messages", ["seq", "stage", "level", "message"],
+                         [[m["seq"], m["stage"], m["level"], m["message"]]
+                          for m in run["messages"]]))
+    if run["validation_checks"]:
+        con.print(_table("validation checks",
+                         ["check", "kernel", "dtype", "max error", "tolerance", "passed", "device"],
+                         [[v["check"], v["kernel"], v["dtype"], v["max_error"], v["tolerance"],
+                           v["passed"], v["device"]] for v in run["validation_checks"]]))
+    return 0
+
+
+@_guard
+def _cmd_history(args: argparse.Namespace) -> int:
+    if args.limit is not None and args.limit < 1:
+        raise InvalidInputError.for_value("limit", args.limit, "a positive integer",
+                                          flag="--limit")
+    rows = _store(args).field_history(args.field, model=args.model, limit=args.limit,
+                                      changed_only=args.changed_only)
+    if args.json:
+        _dump(rows)
+        return 0
+    _console().print(_table(
+        f"{args.field}: {len(rows)} run(s), newest first",
+        ["run", "started (UTC)", "model", "status", "value", "changed by"],
+        [[r["run_id"][:12], _short_time(r["started_at"]), r["model"], r["status"],
+          _v(r["value"]),
+          "\n".join(f"{c['stage']}: {_v(c['old'])} -> {_v(c['new'])} ({c['reason']})"
+                    for c in r["changes"]) or "(unchanged)"] for r in rows]))
+    return 0
+
+
+@_guard
+def _cmd_why(args: argparse.Namespace) -> int:
+    res = _store(args).why(args.run, args.field)
+    if not res["found"]:
+        raise InvalidInputError(f"run {res['run_id']} neither holds nor changed a field "
+                                f"{args.field!r}", field="field")
+    if args.json:
+        _dump(res)
+        return 0
+    con = _console()
+    con.print(f"{res['field']} in run {res['run_id']} ({res['status']}, {res['model']})")
+    con.print(f"  initial: {_v(res['initial'])}")
+    for c in res["changes"]:
+        where = "" if c["field"] == res["field"] else f" [{c['field']}]"
+        con.print(f"  #{c['seq']} {c['stage']}{where}: {_v(c['old'])} -> {_v(c['new'])}"
+                  f"  ({c['level']}) {c['reason']}")
+    if not res["changes"]:
+        con.print("  (no stage changed it)")
+    con.print(f"  final:   {_v(res['final'])}")
+    return 0
+
+
+@_guard
+def _cmd_diff(args: argparse.Namespace) -> int:
+    res = _store(args).diff_runs(args.run_a, args.run_b)
+    if args.json:
+        _dump(res)
+        return 0
+    _console().print(_table(
+        f"{len(res['differences'])} difference(s): A={res['a']}  B={res['b']}",
+        ["field", "A", "B"],
+        [[d["field"], "(absent)" if d["only_in"] == "b" else _v(d["a"]),
+          "(absent)" if d["only_in"] == "a" else _v(d["b"])] for d in res["differences"]]))
+    return 0
+
+
+@_guard
+def _cmd_export(args: argparse.Namespace) -> int:
+    store = _store(args)
+    if args.output in (None, "-"):
+        n = store.export(sys.stdout, fmt=args.format, table=args.table)
+    else:
+        with open(args.output, "w", encoding="utf-8", newline="") as fh:
+            n = store.export(fh, fmt=args.format, table=args.table)
+        print(f"exported {n} {args.table} row(s) to {args.output}", file=sys.stderr)
+    return 0
+
+
+@_guard
+def _cmd_db_upgrade(args: argparse.Namespace) -> int:
+    from enginecfg.store import engine as eng
+
+    store = _store(args, auto_upgrade=False)
+    eng.upgrade(store.engine, args.revision)
+    print(f"{store.display_url}: at revision {eng.current_revision(store.engine)}")
+    return 0
+
+
+@_guard
+def _cmd_db_downgrade(args: argparse.Namespace) -> int:
+    from enginecfg.store import engine as eng
+
+    store = _store(args, auto_upgrade=False)
+    eng.downgrade(store.engine, args.revision)
+    print(f"{store.display_url}: at revision {eng.current_revision(store.engine) or 'base'}")
+    return 0
+
+
+@_guard
+def _cmd_db_current(args: argparse.Namespace) -> int:
+    from enginecfg.store import engine as eng
+
+    store = _store(args, auto_upgrade=False)
+    cur, head = eng.current_revision(store.engine), eng.head_revision()
+    if args.json:
+        _dump({"db": store.display_url, "current": cur, "head": head})
+    else:
+        print(f"{store.display_url}: at revision {cur or 'base'} (head: {head})")
+    return 0
+
+
+@_guard
+def _cmd_audit_verify(args: argparse.Namespace) -> int:
+    res = _store(args).verify()
+    if args.json:
+        _dump(res.to_dict())
+    elif res.ok:
+        print(f"audit history intact: {res.runs_checked} run(s), head at position "
+              f"{res.head_position} ({res.head_hash[:16]})")
+    else:
+        bad = res.first_bad
+        print(f"audit history NOT intact: {len(res.problems)} problem(s); first: {bad.message}")
+        for p in res.problems[1:20]:
+            print(f"  also: {p.message}")
+    return 0 if res.ok else 1
+
+
+# -- registration -------------------------------------------------------------------------
+
+
+def _add_db(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", metavar="URL", default=None,
+                   help="audit database (SQLAlchemy URL); default: $ENGINECFG_DB, else the "
+                        "user's SQLite audit.db")
+
+
+def _add_json(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print JSON for machines")
+
+
+def register(subparsers: Any) -> None:
+    """Add the audit-store commands to an ``ArgumentParser.add_subparsers()`` object."""
+    p = subparsers.add_parser("runs", help="list recorded runs, newest first")
+    p.add_argument("--model", help="model path as given, or its folder name")
+    p.add_argument("--architecture")
+    p.add_argument("--status", choices=("resolved", "rejected", "invalid"))
+    p.add_argument("--since", metavar="TIME", help="ISO date/time (UTC) or an age: 30m, 2h, 7d")
+    p.add_argument("--until", metavar="TIME", help="ISO date/time (UTC) or an age")
+    p.add_argument("--limit", type=int, default=50, metavar="N")
+    _add_json(p)
+    _add_db(p)
+    p.set_defaults(func=_cmd_runs)
+
+    p = subparsers.add_parser("show", help="everything recorded about one run")
+    p.add_argument("run", metavar="RUN", help="run id or a unique prefix of it")
+    _add_json(p)
+    _add_db(p)
+    p.set_defaults(func=_cmd_show)
+
+    p = subparsers.add_parser("history", help="one field's value across runs, newest first")
+    p.add_argument("field", metavar="FIELD", help="dotted field, e.g. cache_config.block_size")
+    p.add_argument("--model")
+    p.add_argument("--limit", type=int, default=50, metavar="N")
+    p.add_argument("--changed-only", action="store_true",
+                   help="only runs in which a stage changed the field")
+    _add_json(p)
+    _add_db(p)
+    p.set_defaults(func=_cmd_history)
+
+    p = subparsers.add_parser("why", help="the chain of changes behind a field's final value")
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("field", metavar="FIELD")
+    _add_json(p)
+    _add_db(p)
+    p.set_defaults(func=_cmd_why)
+
+    p = subparsers.add_parser("diff", help="fields whose final values differ between two runs")
+    p.add_argument("run_a", metavar="RUN_A")
+    p.add_argument("run_b", metavar="RUN_B")
+    _add_json(p)
+    _add_db(p)
+    p.set_defaults(func=_cmd_diff)
+
+    p = subparsers.add_parser("export", help="dump an audit table as JSON lines or CSV")
+    p.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
+    p.add_argument("--table", default="runs",
+                   choices=("runs", "stage_executions", "changes", "messages",
+                            "validation_checks"))
+    p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    _add_db(p)
+    p.set_defaults(func=_cmd_export)
+
+    db = subparsers.add_parser("db", help="the audit database schema")
+    dbsub = db.add_subparsers(dest="db_command", metavar="{upgrade,downgrade,current}")
+    dbsub.required = True
+    p = dbsub.add_parser("upgrade", help="upgrade the schema (default: to the newest revision)")
+    p.add_argument("revision", nargs="?", default="head", metavar="REV")
+    _add_db(p)
+    p.set_defaults(func=_cmd_db_upgrade)
+    p = dbsub.add_parser("downgrade", help="downgrade the schema to REV (base: drop it all)")
+    p.add_argument("revision", metavar="REV")
+    _add_db(p)
+    p.set_defaults(func=_cmd_db_downgrade)
+    p = dbsub.add_parser("current", help="the schema revision the database is at")
+    _add_json(p)
+    _add_db(p)
+    p.set_defaults(func=_cmd_db_current)
+
+    audit = subparsers.add_parser("audit", help="check the audit history")
+    asub = audit.add_subparsers(dest="audit_command", metavar="{verify}")
+    asub.required = True
+    p = asub.add_parser("verify", help="recompute the hash chain (exit 0 intact, 1 not)")
+    _add_json(p)
+    _add_db(p)
+    p.set_defaults(func=_cmd_audit_verify)
