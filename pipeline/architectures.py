@@ -1,0 +1,300 @@
+"""What enginecfg knows about each vLLM 0.19.0 model architecture: one table of data.
+
+Every decision that depends on the model class (is it hybrid, attention-free, does it
+support Mamba prefix caching, which state calculator and which config fields size its
+Mamba state, which per-architecture hook vLLM's ``MODELS_CONFIG_MAP`` runs) reads an
+:class:`ArchInfo` from :data:`ARCHITECTURES`.  The code that *uses* the facts lives
+elsewhere (``mamba_state`` for shapes, the stages for hooks); keeping the facts as data
+means a new architecture is one row, and a test can check every row.
+
+Names are vLLM registry names (the strings in ``config.json`` ``architectures``).  Several
+names can share one model class (``FalconMambaForCausalLM`` is ``mamba.MambaForCausalLM``);
+each gets its own row so that lookups and hooks keyed by the registry name work.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any, Literal, Mapping, Sequence
+
+import attrs
+
+from enginecfg.pipeline.errors import InvalidInputError
+
+__all__ = [
+    "ArchInfo",
+    "ARCHITECTURES",
+    "GENERIC_ATTENTION",
+    "HOOK_LEVELS",
+    "ARCH_SUFFIXES",
+    "lookup",
+    "normalize",
+    "is_hybrid",
+]
+
+Family = Literal["attention", "hybrid", "attention_free"]
+StateKind = Literal["mamba1", "mamba2", "short_conv", "gated_delta_net", "kda", "linear_attention"]
+StateSource = Literal["hf_config", "hf_text_config", "text_config", "nano_vl"]
+NumSpecSource = Literal["none", "speculative", "vllm"]
+
+
+@attrs.frozen
+class ArchInfo:
+    """The class-level facts of one registry architecture.
+
+    * ``family``: ``hybrid`` for classes that declare IsHybrid (whether a given *config*
+      is hybrid also depends on its layer_types, see :func:`is_hybrid`),
+      ``attention_free`` for IsAttentionFree, else ``attention``.
+    * ``state_kind``: which Mamba-state calculator sizes the model's recurrent state
+      (None: the class defines no state shapes).  ``state_recipe`` names the field
+      mapping :mod:`enginecfg.pipeline.mamba_state` applies; rows that share a recipe read
+      the same config fields.
+    * ``state_source``: which config object the recipe reads: ``hf_config`` (the
+      top-level config), ``hf_text_config`` (the text config vLLM derives), ``text_config``
+      (``hf_config.text_config`` read directly) or ``nano_vl`` (the NemotronH recipe run
+      on ``hf_config.text_config``, as the Nano-VL class does by swapping configs).
+    * ``num_spec_source``: where the config-level shape reads speculative tokens:
+      ``none`` (the calculator never gets them, or always 0), ``speculative``
+      (``speculative_config.num_speculative_tokens`` or 0) or ``vllm``
+      (``vllm_config.num_speculative_tokens``).  Both non-``none`` sources give the same
+      number; they are kept apart because vLLM reads them from different objects.
+    * ``config_hook``: the ``MODELS_CONFIG_MAP`` entry for this registry name (None: no
+      entry); :data:`HOOK_LEVELS` says whether it runs at model or vllm level.
+    """
+
+    name: str
+    module_class: str
+    family: Family
+    is_hybrid_class: bool = False
+    is_attention_free: bool = False
+    supports_mamba_prefix_caching: bool = False
+    is_pooling: bool = False
+    state_kind: StateKind | None = None
+    state_recipe: str | None = None
+    state_source: StateSource | None = None
+    num_spec_source: NumSpecSource = "none"
+    config_hook: str | None = None
+
+    @property
+    def has_mamba_state(self) -> bool:
+        """True when the class defines Mamba state shapes (and so a Mamba page size)."""
+        return self.state_kind is not None
+
+
+#: Which level each ``MODELS_CONFIG_MAP`` hook runs at: ``model`` (end of ModelConfig
+#: construction) or ``vllm`` (first step of VllmConfig construction).
+HOOK_LEVELS: Mapping[str, str] = MappingProxyType({
+    "gemma4": "vllm",
+    "nemotron_h": "vllm",
+    "qwen3_5": "vllm",
+    "mamba": "vllm",
+    "llama_nemotron_vl": "model",
+    "jamba_seq_cls": "model",
+    "nemotron_nano_vl": "model",
+})
+
+
+def _attention(name: str, module_class: str, *, pooling: bool = False,
+               hook: str | None = None) -> ArchInfo:
+    return ArchInfo(name=name, module_class=module_class, family="attention",
+                    is_pooling=pooling, config_hook=hook)
+
+
+def _hybrid(name: str, module_class: str, kind: StateKind, recipe: str, *,
+            source: StateSource = "hf_config", mpc: bool = False, spec: NumSpecSource = "none",
+            pooling: bool = False, hook: str | None = None) -> ArchInfo:
+    return ArchInfo(name=name, module_class=module_class, family="hybrid", is_hybrid_class=True,
+                    supports_mamba_prefix_caching=mpc, is_pooling=pooling, state_kind=kind,
+                    state_recipe=recipe, state_source=source, num_spec_source=spec,
+                    config_hook=hook)
+
+
+def _attention_free(name: str, module_class: str, kind: StateKind | None, recipe: str | None, *,
+                    mpc: bool = False, spec: NumSpecSource = "none", pooling: bool = False,
+                    hook: str | None = None) -> ArchInfo:
+    return ArchInfo(name=name, module_class=module_class, family="attention_free",
+                    is_attention_free=True, supports_mamba_prefix_caching=mpc,
+                    is_pooling=pooling, state_kind=kind, state_recipe=recipe,
+                    state_source="hf_config" if kind else None, num_spec_source=spec,
+                    config_hook=hook)
+
+
+_ROWS: tuple[ArchInfo, ...] = (
+    # --- hybrid attention + Mamba2 (MambaMixer2) -------------------------------------------
+    _hybrid("BambaForCausalLM", "bamba.BambaForCausalLM", "mamba2", "bamba", mpc=True),
+    _hybrid("FalconH1ForCausalLM", "falcon_h1.FalconH1ForCausalLM", "mamba2", "falcon_h1",
+            mpc=True),
+    _hybrid("GraniteMoeHybridForCausalLM", "granitemoehybrid.GraniteMoeHybridForCausalLM",
+            "mamba2", "bamba", mpc=True),
+    _hybrid("NemotronHForCausalLM", "nemotron_h.NemotronHForCausalLM", "mamba2", "nemotron_h",
+            mpc=True, spec="vllm", hook="nemotron_h"),
+    _hybrid("NemotronHPuzzleForCausalLM", "nemotron_h.NemotronHForCausalLM", "mamba2",
+            "nemotron_h", mpc=True, spec="vllm", hook="nemotron_h"),
+    # Runs the NemotronH recipe on its text config; no MPC and no NemotronH ssm-dtype hook.
+    _hybrid("NemotronH_Nano_VL_V2", "nano_nemotron_vl.NemotronH_Nano_VL_V2", "mamba2",
+            "nemotron_h", source="nano_vl", spec="vllm", hook="nemotron_nano_vl"),
+    _hybrid("Zamba2ForCausalLM", "zamba2.Zamba2ForCausalLM", "mamba2", "zamba2", mpc=True),
+    _hybrid("Plamo2ForCausalLM", "plamo2.Plamo2ForCausalLM", "mamba2", "plamo2"),
+    # --- hybrid attention + Mamba1 ---------------------------------------------------------
+    _hybrid("JambaForCausalLM", "jamba.JambaForCausalLM", "mamba1", "jamba", mpc=True),
+    _hybrid("JambaForSequenceClassification", "jamba.JambaForSequenceClassification", "mamba1",
+            "jamba", mpc=True, pooling=True, hook="jamba_seq_cls"),
+    # --- hybrid attention + gated delta net ------------------------------------------------
+    _hybrid("Qwen3NextForCausalLM", "qwen3_next.Qwen3NextForCausalLM", "gated_delta_net", "gdn",
+            source="hf_text_config", spec="speculative"),
+    _hybrid("Qwen3_5ForConditionalGeneration", "qwen3_5.Qwen3_5ForConditionalGeneration",
+            "gated_delta_net", "gdn", source="hf_text_config", spec="speculative", hook="qwen3_5"),
+    _hybrid("Qwen3_5MoeForConditionalGeneration", "qwen3_5.Qwen3_5MoeForConditionalGeneration",
+            "gated_delta_net", "gdn", source="hf_text_config", spec="speculative", hook="qwen3_5"),
+    _hybrid("ColQwen3_5", "colqwen3_5.ColQwen3_5Model", "gated_delta_net", "gdn",
+            source="hf_text_config", spec="speculative", pooling=True, hook="qwen3_5"),
+    _hybrid("OlmoHybridForCausalLM", "olmo_hybrid.OlmoHybridForCausalLM", "gated_delta_net",
+            "gdn", spec="speculative"),
+    # --- hybrid attention + KDA ------------------------------------------------------------
+    # The calculator takes num_spec but ignores it.
+    _hybrid("KimiLinearForCausalLM", "kimi_linear.KimiLinearForCausalLM", "kda", "kimi_linear",
+            spec="speculative"),
+    # --- hybrid attention + short convolution ----------------------------------------------
+    _hybrid("Lfm2ForCausalLM", "lfm2.Lfm2ForCausalLM", "short_conv", "lfm2"),
+    _hybrid("ColBERTLfm2Model", "colbert.ColBERTLfm2Model", "short_conv", "lfm2", pooling=True),
+    _hybrid("Lfm2MoeForCausalLM", "lfm2_moe.Lfm2MoeForCausalLM", "short_conv", "lfm2_moe"),
+    _hybrid("Lfm2VlForConditionalGeneration", "lfm2_vl.Lfm2VLForConditionalGeneration",
+            "short_conv", "lfm2_moe", source="text_config"),
+    # --- hybrid attention + lightning/linear attention -------------------------------------
+    _hybrid("MiniMaxForCausalLM", "minimax_text_01.MiniMaxText01ForCausalLM",
+            "linear_attention", "minimax"),
+    _hybrid("MiniMaxText01ForCausalLM", "minimax_text_01.MiniMaxText01ForCausalLM",
+            "linear_attention", "minimax"),
+    _hybrid("MiniMaxM1ForCausalLM", "minimax_text_01.MiniMaxText01ForCausalLM",
+            "linear_attention", "minimax"),
+    _hybrid("BailingMoeV2_5ForCausalLM", "bailing_moe_linear.BailingMoeV25ForCausalLM",
+            "linear_attention", "bailing"),
+    # --- attention-free --------------------------------------------------------------------
+    _attention_free("MambaForCausalLM", "mamba.MambaForCausalLM", "mamba1", "mamba", mpc=True,
+                    hook="mamba"),
+    _attention_free("FalconMambaForCausalLM", "mamba.MambaForCausalLM", "mamba1", "mamba",
+                    mpc=True, hook="mamba"),
+    _attention_free("Mamba2ForCausalLM", "mamba2.Mamba2ForCausalLM", "mamba2", "mamba2",
+                    mpc=True, spec="vllm", hook="mamba"),
+    # Registered among vLLM's embedding (pooling) models; no state, no hook.
+    _attention_free("Terratorch", "terratorch.Terratorch", None, None, pooling=True),
+    _attention_free("PrithviGeoSpatialMAE", "terratorch.Terratorch", None, None, pooling=True),
+    # --- attention-only models the fixtures and hooks name ---------------------------------
+    _attention("LlamaForCausalLM", "llama.LlamaForCausalLM"),
+    _attention("MistralForCausalLM", "llama.LlamaForCausalLM"),
+    _attention("Qwen2ForCausalLM", "qwen2.Qwen2ForCausalLM"),
+    _attention("Qwen3ForCausalLM", "qwen3.Qwen3ForCausalLM"),
+    _attention("Qwen3MoeForCausalLM", "qwen3_moe.Qwen3MoeForCausalLM"),
+    _attention("Gemma4ForCausalLM", "gemma4.Gemma4ForCausalLM", hook="gemma4"),
+    _attention("Gemma4ForConditionalGeneration", "gemma4_mm.Gemma4ForConditionalGeneration",
+               hook="gemma4"),
+    _attention("DeepseekV2ForCausalLM", "deepseek_v2.DeepseekV2ForCausalLM"),
+    _attention("DeepseekV3ForCausalLM", "deepseek_v2.DeepseekV3ForCausalLM"),
+    _attention("LlamaNemotronVLModel", "nemotron_vl.LlamaNemotronVLForEmbedding", pooling=True,
+               hook="llama_nemotron_vl"),
+    _attention("LlamaNemotronVLForSequenceClassification",
+               "nemotron_vl.LlamaNemotronVLForSequenceClassification", pooling=True,
+               hook="llama_nemotron_vl"),
+    # Draft / MTP classes are neither hybrid nor attention-free.
+    _attention("Qwen3NextMTP", "qwen3_next_mtp.Qwen3NextMTP"),
+    _attention("Qwen3_5MTP", "qwen3_5_mtp.Qwen3_5MTP"),
+    _attention("Qwen3_5MoeMTP", "qwen3_5_mtp.Qwen3_5MoeMTP"),
+    _attention("NemotronHMTP", "nemotron_h_mtp.NemotronHMTP"),
+)
+
+#: Every architecture enginecfg knows, by registry name.
+ARCHITECTURES: Mapping[str, ArchInfo] = MappingProxyType({row.name: row for row in _ROWS})
+
+#: What an architecture vLLM does not register resolves to: the Transformers backend,
+#: a plain attention decoder (not hybrid, not attention-free, no state, no hook).
+GENERIC_ATTENTION = ArchInfo(name="TransformersForCausalLM",
+                             module_class="transformers.TransformersForCausalLM",
+                             family="attention")
+
+#: The runner/convert suffixes vLLM normalises unregistered names with, in its order
+#: (longer suffixes that end in "Model" come before the bare "Model").
+ARCH_SUFFIXES: tuple[str, ...] = (
+    "ForCausalLM",
+    "ForConditionalGeneration",
+    "ChatModel",
+    "LMHeadModel",
+    "ForTextEncoding",
+    "EmbeddingModel",
+    "ForSequenceClassification",
+    "ForTokenClassification",
+    "ForAudioClassification",
+    "ForImageClassification",
+    "ForVideoClassification",
+    "ClassificationModel",
+    "ForRewardModeling",
+    "RewardModel",
+    "Model",
+)
+
+
+def normalize(name: str) -> str | None:
+    """The registered name an architecture name resolves to, or None.
+
+    A registered name is itself.  Otherwise the first suffix of :data:`ARCH_SUFFIXES` the
+    name ends with is replaced (vLLM uses ``str.replace``, so every occurrence) by each
+    suffix in table order, and the first registered result wins: e.g.
+    ``Qwen3NextForSequenceClassification`` -> ``Qwen3NextForCausalLM``.  vLLM also filters
+    the suffix match by runner and convert type; enginecfg does not need that filter for
+    the architectures it knows, so it is left out.
+    """
+    if name in ARCHITECTURES:
+        return name
+    suffix = next((s for s in ARCH_SUFFIXES if name.endswith(s)), None)
+    if suffix is None:
+        return None
+    for repl in ARCH_SUFFIXES:
+        candidate = name.replace(suffix, repl)
+        if candidate in ARCHITECTURES:
+            return candidate
+    return None
+
+
+def lookup(architectures: Sequence[str]) -> tuple[str, ArchInfo]:
+    """Pick the architecture vLLM would pick from a config's ``architectures`` list.
+
+    Returns ``(name, info)``: ``name`` is the entry as the config spells it (vLLM's
+    ``model_config.architecture``, the key of its hook map) and ``info`` the facts of the
+    class it resolved to.  Entries are tried in order; the first that is registered, or
+    normalises to a registered name, wins.  When none does, the result is the first entry
+    with :data:`GENERIC_ATTENTION` (vLLM would load it through its Transformers backend
+    and report that backend's class name; its flags are the ones given here).
+    """
+    if isinstance(architectures, str) or not isinstance(architectures, Sequence):
+        raise InvalidInputError.for_value("hf_config.architectures", architectures,
+                                          "a list of architecture names")
+    names = list(architectures)
+    if not names:
+        raise InvalidInputError(
+            "invalid hf_config.architectures: got []; allowed: at least one architecture name "
+            "(set 'architectures' in config.json or pass hf_overrides={'architectures': [...]})",
+            field="hf_config.architectures")
+    for name in names:
+        if not isinstance(name, str):
+            raise InvalidInputError.for_value("hf_config.architectures", names,
+                                              "a list of architecture names (strings)")
+    for name in names:
+        resolved = normalize(name)
+        if resolved is not None:
+            return name, ARCHITECTURES[resolved]
+    return names[0], GENERIC_ATTENTION
+
+
+def is_hybrid(info: ArchInfo, hf_config: Any) -> bool:
+    """``ModelConfig.is_hybrid``: the class is hybrid and the config has non-attention layers.
+
+    ``layer_types`` is read from the *top-level* config.  Absent or None means hybrid;
+    otherwise the config is hybrid unless every entry is the literal ``"attention"`` (the
+    granite-4.0-micro case).  ``"full_attention"`` is a different string, so an LFM2
+    config with only full-attention layers is still hybrid.
+    """
+    if not info.is_hybrid_class:
+        return False
+    layer_types = getattr(hf_config, "layer_types", None)
+    if layer_types is None:
+        return True
+    return not all(lt == "attention" for lt in layer_types)
