@@ -46,14 +46,23 @@ __all__ = [
 GENESIS_HASH = "0" * 64
 
 _FLOAT_TAG = "$float"
+_ESC_TAG = "$esc"
+_NONFINITE = ("nan", "inf", "-inf")
 
 
 def _encode_nonfinite(value: Any) -> Any:
-    """Replace NaN/Infinity (which PostgreSQL's ``json`` refuses) by a tagged object."""
+    """Replace NaN/Infinity (which PostgreSQL's ``json`` refuses) by ``{"$float": "inf"}``.
+
+    A genuine one-key object whose key is a tag is wrapped in ``{"$esc": ...}`` so that
+    decoding is unambiguous.
+    """
     if isinstance(value, float) and not math.isfinite(value):
         return {_FLOAT_TAG: repr(value)}  # 'nan', 'inf', '-inf'
     if isinstance(value, dict):
-        return {str(k): _encode_nonfinite(v) for k, v in value.items()}
+        enc = {str(k): _encode_nonfinite(v) for k, v in value.items()}
+        if len(enc) == 1 and next(iter(enc)) in (_FLOAT_TAG, _ESC_TAG):
+            return {_ESC_TAG: enc}
+        return enc
     if isinstance(value, (list, tuple)):
         return [_encode_nonfinite(v) for v in value]
     return value
@@ -61,8 +70,12 @@ def _encode_nonfinite(value: Any) -> Any:
 
 def _decode_nonfinite(value: Any) -> Any:
     if isinstance(value, dict):
-        if len(value) == 1 and _FLOAT_TAG in value and isinstance(value[_FLOAT_TAG], str):
-            return float(value[_FLOAT_TAG])
+        if len(value) == 1:
+            (key, inner), = value.items()
+            if key == _FLOAT_TAG and inner in _NONFINITE:
+                return float(inner)
+            if key == _ESC_TAG and isinstance(inner, dict):
+                return {k: _decode_nonfinite(v) for k, v in inner.items()}
         return {k: _decode_nonfinite(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_decode_nonfinite(v) for v in value]

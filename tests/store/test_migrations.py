@@ -1,0 +1,132 @@
+"""The Alembic environment: round trips on both backends, models == migrations."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import inspect
+
+import enginecfg.migrations
+from enginecfg.store import AuditStore
+from enginecfg.store import engine as eng
+from enginecfg.store._synthetic import emit_run
+from enginecfg.store.models import AUDIT_TABLES, Base
+
+AUDIT = set(AUDIT_TABLES) | {"chain_head"}
+
+
+def _tables(engine) -> set[str]:
+    return set(inspect(engine).get_table_names())
+
+
+def test_upgrade_downgrade_upgrade_round_trip(db_url):
+    engine = eng.make_engine(db_url)
+    try:
+        eng.upgrade(engine)
+        assert eng.current_revision(engine) == eng.head_revision() == "0002"
+        assert AUDIT <= _tables(engine)
+        eng.downgrade(engine, "0001")
+        assert eng.current_revision(engine) == "0001"
+        assert "validation_checks" not in _tables(engine)
+        assert "n_checks" not in {c["name"] for c in inspect(engine).get_columns("runs")}
+        eng.downgrade(engine, "base")
+        assert eng.current_revision(engine) is None
+        assert not (AUDIT & _tables(engine))
+        eng.upgrade(engine)
+        assert AUDIT <= _tables(engine)
+        assert eng.current_revision(engine) == "0002"
+    finally:
+        engine.dispose()
+
+
+def test_models_match_migrations(db_url):
+    engine = eng.make_engine(db_url)
+    try:
+        eng.upgrade(engine)
+        with engine.connect() as conn:
+            ctx = MigrationContext.configure(conn, opts={"compare_type": True})
+            assert compare_metadata(ctx, Base.metadata) == []
+    finally:
+        engine.dispose()
+
+
+def test_store_upgrades_on_first_use_and_data_survives_reupgrade(db_url):
+    with AuditStore(db_url).attach() as store:
+        rid = emit_run()
+        assert store.recorded == 1
+        assert eng.current_revision(store.engine) == "0002"
+    again = AuditStore(db_url)
+    assert again.get_run(rid)["run_id"] == rid
+    assert again.verify().ok
+    again.close()
+
+
+def test_downgrade_to_0001_and_back_keeps_old_runs_verifiable(db_url):
+    with AuditStore(db_url).attach() as store:
+        rid = emit_run()
+    engine = store.engine
+    eng.downgrade(engine, "0001")
+    eng.upgrade(engine)
+    store._ready = False
+    assert store.get_run(rid)["checks"] == 0
+    assert store.verify().ok
+    store.close()
+
+
+def test_script_location_is_the_installed_package_not_the_cwd(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = eng.alembic_config()
+    assert Path(cfg.get_main_option("script_location")) == Path(
+        enginecfg.migrations.__file__).resolve().parent
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    engine = eng.make_engine(url)
+    eng.upgrade(engine)
+    assert eng.current_revision(engine) == "0002"
+    engine.dispose()
+
+
+def test_alembic_command_line_with_the_shipped_ini(tmp_path):
+    ini = Path(enginecfg.migrations.__file__).parent / "alembic.ini"
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    env = dict(os.environ)
+    env.pop("ENGINECFG_DB", None)
+    for args in (["upgrade", "head"], ["downgrade", "base"], ["upgrade", "head"]):
+        proc = subprocess.run([sys.executable, "-m", "alembic", "-c", str(ini), "-x",
+                               f"url={url}", *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+    engine = eng.make_engine(url)
+    assert eng.current_revision(engine) == "0002"
+    engine.dispose()
+
+
+def test_sqlite_connection_settings(tmp_path):
+    engine = eng.make_engine(f"sqlite:///{tmp_path / 'p.db'}")
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+    engine.dispose()
+
+
+def test_default_url_uses_env_then_user_data_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("ENGINECFG_DB", "sqlite:////somewhere/else.db")
+    assert eng.default_url() == "sqlite:////somewhere/else.db"
+    assert AuditStore().url == "sqlite:////somewhere/else.db"
+    monkeypatch.delenv("ENGINECFG_DB")
+    import platformdirs
+
+    expected = Path(platformdirs.user_data_dir("enginecfg")) / "audit.db"
+    assert eng.default_url() == f"sqlite:///{expected}"
+
+
+@pytest.mark.parametrize("given, driver", [("postgresql://u:p@h/db", "postgresql+psycopg"),
+                                           ("sqlite:///x.db", "sqlite")])
+def test_bare_postgresql_url_means_psycopg3(given, driver):
+    assert eng.normalise_url(given).drivername == driver
