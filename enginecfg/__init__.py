@@ -1,4 +1,13 @@
-"""enginecfg: resolve, explain and validate LLM inference-engine configs (vLLM 0.19.0 semantics)."""
+"""enginecfg: resolve, explain and validate LLM inference-engine configs (vLLM 0.19.0 semantics).
+
+The public API::
+
+    from enginecfg import EngineConfig, Pipeline
+    result = Pipeline().run(EngineConfig.from_pretrained("path/to/model", block_size=16))
+    result.to_dict()          # the run document
+"""
+
+from enginecfg.pipeline.config import EngineConfig
 from enginecfg.pipeline.errors import (
     ConfigRejectedError,
     EngineCfgError,
@@ -7,5 +16,24 @@ from enginecfg.pipeline.errors import (
     StageError,
     StageOrderError,
 )
+from enginecfg.pipeline.run import Change, Message, Pipeline, RunResult
+from enginecfg.pipeline.stage import Stage, StageContext
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "EngineConfig",
+    "Pipeline",
+    "RunResult",
+    "Change",
+    "Message",
+    "Stage",
+    "StageContext",
+    "EngineCfgError",
+    "InvalidInputError",
+    "ConfigRejectedError",
+    "FrozenConfigError",
+    "StageError",
+    "StageOrderError",
+    "__version__",
+]

@@ -1,1 +1,28 @@
-"""enginecfg subpackage."""
+"""The built-in verification stages, in vLLM 0.19.0's order.
+
+Stage names are a public contract: plugins order themselves against them.
+"""
+
+from enginecfg.stages.engine_defaults import EngineDefaultsStage
+from enginecfg.stages.gemma4_backend import Gemma4BackendStage
+from enginecfg.stages.gpu_validation import GpuValidationStage
+from enginecfg.stages.hybrid_alignment import HybridAlignmentStage
+from enginecfg.stages.hybrid_kv_scales import HybridKvScalesStage
+from enginecfg.stages.mamba_cache_mode import MambaCacheModeStage
+from enginecfg.stages.pooling import PoolingStage
+from enginecfg.stages.ssm_dtype import SsmDtypeStage
+from enginecfg.stages.vllm_checks import VllmChecksStage
+
+BUILTIN_STAGES = (
+    PoolingStage,
+    EngineDefaultsStage,
+    Gemma4BackendStage,
+    SsmDtypeStage,
+    HybridKvScalesStage,
+    MambaCacheModeStage,
+    HybridAlignmentStage,
+    VllmChecksStage,
+    GpuValidationStage,
+)
+
+__all__ = ["BUILTIN_STAGES"] + [cls.__name__ for cls in BUILTIN_STAGES]

@@ -1,0 +1,352 @@
+"""The engine configuration: attrs sections named and defaulted as vLLM 0.19.0's.
+
+Only the fields the verification steps and the derived model facts read or write are here.
+Every assignment is validated at the boundary (the error names the field, what was given
+and what is allowed) and refused once the pipeline has frozen the config.  Changes made
+during a run are found and attributed by the pipeline (see :mod:`enginecfg.pipeline.run`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Iterable
+
+import attrs
+
+from enginecfg.pipeline.errors import FrozenConfigError, InvalidInputError
+from enginecfg.pipeline.hfview import HFConfigView
+
+__all__ = [
+    "ATTENTION_BACKENDS",
+    "CACHE_DTYPES",
+    "MAMBA_DTYPES",
+    "MAMBA_CACHE_MODES",
+    "MODEL_DTYPES",
+    "POOLING_TYPES",
+    "ModelConfig",
+    "CacheConfig",
+    "AttentionConfig",
+    "ParallelConfig",
+    "SchedulerConfig",
+    "PoolerConfig",
+    "CompilationConfig",
+    "EngineConfig",
+    "SECTIONS",
+]
+
+#: vLLM 0.19.0's AttentionBackendEnum member names
+ATTENTION_BACKENDS = (
+    "FLASH_ATTN", "FLASH_ATTN_DIFFKV", "TRITON_ATTN", "ROCM_ATTN",
+    "ROCM_AITER_MLA", "ROCM_AITER_TRITON_MLA", "ROCM_AITER_FA", "ROCM_AITER_MLA_SPARSE",
+    "XPU_MLA_SPARSE", "TORCH_SDPA", "FLASHINFER", "FLASHINFER_MLA", "FLASHINFER_MLA_SPARSE",
+    "TRITON_MLA", "CUTLASS_MLA", "FLASHMLA", "FLASHMLA_SPARSE", "FLASH_ATTN_MLA",
+    "NO_ATTENTION", "FLEX_ATTENTION", "TREE_ATTN", "ROCM_AITER_UNIFIED_ATTN", "CPU_ATTN", "CUSTOM",
+)
+#: CacheConfig.cache_dtype literal
+CACHE_DTYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")
+#: MambaDType literal (what a caller may pass; a stage may assign other table keys)
+MAMBA_DTYPES = ("auto", "float32", "float16")
+MAMBA_CACHE_MODES = ("all", "align", "none")
+#: resolved model dtypes
+MODEL_DTYPES = ("float32", "float16", "bfloat16")
+POOLING_TYPES = ("MEAN", "CLS", "LAST", "ALL", "STEP")
+_MAMBA_ASSIGNABLE = MAMBA_DTYPES + ("bfloat16", "half", "float", "fp8", "fp8_e4m3", "fp8_e5m2",
+                                    "int8", "fp8_inc", "fp8_ds_mla")
+
+
+# -- validators ------------------------------------------------------------------------------
+
+def _path(inst: Any, attribute: attrs.Attribute) -> str:
+    return f"{type(inst)._section}.{attribute.name}"
+
+
+def _check(pred: Callable[[Any], bool], allowed: str) -> Callable[[Any, attrs.Attribute, Any], None]:
+    def validate(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+        if not pred(value):
+            raise InvalidInputError.for_value(_path(inst, attribute), value, allowed)
+    return validate
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def positive_int(optional: bool = False):
+    allowed = "a positive integer" + (" or None" if optional else "")
+    return _check(lambda v: (optional and v is None) or (_is_int(v) and v > 0), allowed)
+
+
+def non_negative_int(optional: bool = False):
+    allowed = "an integer >= 0" + (" or None" if optional else "")
+    return _check(lambda v: (optional and v is None) or (_is_int(v) and v >= 0), allowed)
+
+
+def one_of(choices: Iterable[Any], optional: bool = False):
+    choices = tuple(choices)
+    allowed = ", ".join(map(repr, choices)) + (" or None" if optional else "")
+    return _check(lambda v: (optional and v is None) or (isinstance(v, str) and v in choices), allowed)
+
+
+def boolean(optional: bool = False):
+    allowed = "true or false" + (" or None (unset)" if optional else "")
+    return _check(lambda v: (optional and v is None) or isinstance(v, bool), allowed)
+
+
+def text(optional: bool = False):
+    return _check(lambda v: (optional and v is None) or isinstance(v, str), "a string")
+
+
+# -- the frozen switch and change hook ---------------------------------------------------------
+
+def _on_setattr(inst: Any, attribute: attrs.Attribute, value: Any) -> Any:
+    if getattr(inst, "_engine", None) is not None and inst._engine._frozen:
+        field = _path(inst, attribute)
+        raise FrozenConfigError(f"the config is frozen: cannot set {field} to {value!r}", field=field)
+    if attribute.validator is not None:
+        attribute.validator(inst, attribute, value)
+    return value
+
+
+def section(name: str):
+    """Class decorator: an attrs section whose assignments are validated and freezable."""
+    def wrap(cls):
+        cls._section = name
+        cls = attrs.define(slots=True, kw_only=True, on_setattr=_on_setattr)(cls)
+        return cls
+    return wrap
+
+
+def _engine_slot():
+    return attrs.field(default=None, init=False, repr=False, eq=False, on_setattr=attrs.setters.NO_OP)
+
+
+@section("model_config")
+class ModelConfig:
+    """Model facts derived from the HF config as vLLM 0.19.0's ``ModelConfig`` derives them."""
+
+    model: str = attrs.field(validator=text())
+    architecture: str | None = attrs.field(default=None, validator=text(optional=True))
+    architectures: list[str] = attrs.field(factory=list)
+    model_type: str | None = attrs.field(default=None)
+    hf_config: HFConfigView | None = attrs.field(default=None, repr=False, eq=False)
+    hf_text_config: HFConfigView | None = attrs.field(default=None, repr=False, eq=False)
+    runner_type: str = attrs.field(default="generate", validator=one_of(("generate", "pooling")))
+    convert_type: str = attrs.field(default="none")
+    dtype: str = attrs.field(default="bfloat16", validator=one_of(MODEL_DTYPES))
+    max_model_len: int = attrs.field(default=2048, validator=positive_int())
+    head_size: int = attrs.field(default=0, validator=non_negative_int())
+    total_num_kv_heads: int = attrs.field(default=0, validator=non_negative_int())
+    num_kv_heads: int = attrs.field(default=1, validator=positive_int())
+    num_attention_heads: int | None = attrs.field(default=None)
+    use_mla: bool = attrs.field(default=False, validator=boolean())
+    is_hybrid: bool = attrs.field(default=False, validator=boolean())
+    is_attention_free: bool = attrs.field(default=False, validator=boolean())
+    supports_mamba_prefix_caching: bool = attrs.field(default=False, validator=boolean())
+    mamba_chunk_size: int = attrs.field(default=2048, validator=positive_int())
+    quantization: str | None = attrs.field(default=None)
+    #: the resolved class's facts (:class:`enginecfg.pipeline.architectures.ArchInfo`)
+    arch_info: Any = attrs.field(default=None, repr=False, eq=False)
+    _engine: Any = _engine_slot()
+
+
+@section("cache_config")
+class CacheConfig:
+    """KV-cache and Mamba-state settings (vLLM's ``CacheConfig``)."""
+
+    block_size: int = attrs.field(default=16, validator=positive_int())
+    user_specified_block_size: bool = attrs.field(default=False, validator=boolean())
+    cache_dtype: str = attrs.field(default="auto", validator=one_of(CACHE_DTYPES))
+    calculate_kv_scales: bool = attrs.field(default=False, validator=boolean())
+    enable_prefix_caching: bool | None = attrs.field(default=None, validator=boolean(optional=True))
+    mamba_cache_mode: str = attrs.field(default="none", validator=one_of(MAMBA_CACHE_MODES))
+    mamba_block_size: int | None = attrs.field(default=None, validator=positive_int(optional=True))
+    mamba_page_size_padded: int | None = attrs.field(default=None, validator=positive_int(optional=True))
+    mamba_ssm_cache_dtype: str = attrs.field(default="auto", validator=one_of(_MAMBA_ASSIGNABLE))
+    mamba_cache_dtype: str = attrs.field(default="auto", validator=one_of(MAMBA_DTYPES))
+    _engine: Any = _engine_slot()
+
+
+@section("attention_config")
+class AttentionConfig:
+    """``backend`` None means vLLM chooses later; otherwise an AttentionBackendEnum name."""
+
+    backend: str | None = attrs.field(default=None, validator=one_of(ATTENTION_BACKENDS, optional=True))
+    _engine: Any = _engine_slot()
+
+
+@section("parallel_config")
+class ParallelConfig:
+    tensor_parallel_size: int = attrs.field(default=1, validator=positive_int())
+    pipeline_parallel_size: int = attrs.field(default=1, validator=positive_int())
+    _engine: Any = _engine_slot()
+
+
+@section("scheduler_config")
+class SchedulerConfig:
+    enable_chunked_prefill: bool | None = attrs.field(default=None, validator=boolean(optional=True))
+    max_num_batched_tokens: int | None = attrs.field(default=None, validator=positive_int(optional=True))
+    _engine: Any = _engine_slot()
+
+
+@section("pooler_config")
+class PoolerConfig:
+    seq_pooling_type: str | None = attrs.field(default=None, validator=one_of(POOLING_TYPES, optional=True))
+    tok_pooling_type: str | None = attrs.field(default=None, validator=one_of(POOLING_TYPES, optional=True))
+    _engine: Any = _engine_slot()
+
+
+@section("compilation_config")
+class CompilationConfig:
+    cudagraph_mode: str | None = attrs.field(default=None, validator=text(optional=True))
+    _engine: Any = _engine_slot()
+
+
+#: section attribute name -> class, in the run document's order
+SECTIONS = {
+    "model_config": ModelConfig,
+    "cache_config": CacheConfig,
+    "attention_config": AttentionConfig,
+    "scheduler_config": SchedulerConfig,
+    "parallel_config": ParallelConfig,
+    "pooler_config": PoolerConfig,
+    "compilation_config": CompilationConfig,
+}
+
+#: ModelConfig fields that the run document reports (the rest are internal bookkeeping)
+MODEL_DOC_FIELDS = (
+    "architecture", "dtype", "max_model_len", "is_hybrid", "is_attention_free", "use_mla",
+    "head_size", "num_kv_heads", "total_num_kv_heads", "supports_mamba_prefix_caching",
+    "mamba_chunk_size", "model_type", "runner_type", "quantization",
+)
+
+
+def _json_value(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    return v
+
+
+@attrs.define(slots=True, kw_only=True)
+class EngineConfig:
+    """Everything one engine start needs decided, in vLLM's section layout.
+
+    Build it with :meth:`from_pretrained` (a model folder or ``config.json``) or
+    :meth:`from_hf_config` (a transformers config object or a dict); hand it to
+    ``Pipeline().run(cfg)``, which verifies and corrects it and then freezes it.
+    """
+
+    model_config: ModelConfig
+    cache_config: CacheConfig = attrs.field(factory=CacheConfig)
+    attention_config: AttentionConfig = attrs.field(factory=AttentionConfig)
+    parallel_config: ParallelConfig = attrs.field(factory=ParallelConfig)
+    scheduler_config: SchedulerConfig = attrs.field(factory=SchedulerConfig)
+    pooler_config: PoolerConfig | None = None
+    compilation_config: CompilationConfig = attrs.field(factory=CompilationConfig)
+    engine_args: dict[str, Any] = attrs.field(factory=dict)
+    load_messages: list[tuple[str, str]] = attrs.field(factory=list, repr=False)
+    _frozen: bool = attrs.field(default=False, init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        for sec in self.sections():
+            object.__setattr__(sec, "_engine", self)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if getattr(self, "_frozen", False):
+            raise FrozenConfigError(f"the config is frozen: cannot replace {name}", field=name)
+        object.__setattr__(self, name, value)
+        if name in SECTIONS and value is not None:
+            object.__setattr__(value, "_engine", self)
+
+    # -- construction ----------------------------------------------------------------------
+    @classmethod
+    def from_pretrained(cls, path: Any, **engine_args: Any) -> "EngineConfig":
+        from enginecfg.pipeline.loading import load_pretrained
+
+        return load_pretrained(path, engine_args)
+
+    @classmethod
+    def from_hf_config(cls, config: Any, **engine_args: Any) -> "EngineConfig":
+        from enginecfg.pipeline.loading import load_hf_config
+
+        return load_hf_config(config, engine_args)
+
+    # -- access ----------------------------------------------------------------------------
+    def sections(self) -> list[Any]:
+        return [getattr(self, n) for n in SECTIONS if getattr(self, n) is not None]
+
+    @property
+    def frozen(self) -> bool:
+        return self._frozen
+
+    def freeze(self) -> None:
+        """After this, every assignment (sections, hf_config) raises FrozenConfigError."""
+        mc = self.model_config
+        for view in (mc.hf_config, mc.hf_text_config):
+            if view is not None:
+                view.freeze()
+        object.__setattr__(self, "_frozen", True)
+
+    @property
+    def model(self) -> str:
+        return self.model_config.model
+
+    def state(self) -> dict[str, Any]:
+        """Flat ``{dotted field: value}`` of every tracked field (sections and hf writes)."""
+        out: dict[str, Any] = {}
+        for name in SECTIONS:
+            sec = getattr(self, name)
+            if sec is None:
+                out[name] = None
+                continue
+            for a in attrs.fields(type(sec)):
+                if a.name.startswith("_") or a.name in ("hf_config", "hf_text_config", "arch_info"):
+                    continue
+                value = getattr(sec, a.name)
+                if isinstance(value, (list, dict)):
+                    value = _copy_json(value)
+                out[f"{name}.{a.name}"] = value
+        hf = self.model_config.hf_config
+        if hf is not None:
+            for path, value in hf.overlay_state().items():
+                out[f"hf_config.{path}"] = value
+        return out
+
+    def section_dict(self, name: str) -> dict[str, Any] | None:
+        sec = getattr(self, name)
+        if sec is None:
+            return None
+        if name == "model_config":
+            return {f: _json_value(getattr(sec, f)) for f in MODEL_DOC_FIELDS}
+        return {a.name: _json_value(getattr(sec, a.name)) for a in attrs.fields(type(sec))
+                if not a.name.startswith("_")}
+
+    def hf_config_dict(self) -> dict[str, Any]:
+        """The hf_config attributes the pooling step reads or writes, where they exist."""
+        hf = self.model_config.hf_config
+        out: dict[str, Any] = {}
+        if hf is None:
+            return out
+        for name in ("is_causal", "patch_size"):
+            if hf.has(name):
+                out[name] = _copy_json(hf.get(name))
+        llm = hf.get("llm_config")
+        if isinstance(llm, HFConfigView):
+            out["llm_config"] = {"is_causal": llm.get("is_causal")} if llm.has("is_causal") else {}
+        return out
+
+    def to_config_dict(self) -> dict[str, Any]:
+        doc = {name: self.section_dict(name) for name in
+               ("model_config", "cache_config", "attention_config", "scheduler_config",
+                "parallel_config", "pooler_config")}
+        doc["hf_config"] = self.hf_config_dict()
+        return doc
+
+
+def _copy_json(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copy_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_copy_json(v) for v in value]
+    if isinstance(value, HFConfigView):
+        return f"<{value.class_name}>"
+    return value

@@ -1,0 +1,161 @@
+"""A read-mostly attribute view of a transformers config snapshot.
+
+Stages read ``cfg.model_config.hf_config.<name>`` exactly as vLLM reads the transformers
+object.  The view shares the cached snapshot between runs and keeps this run's writes in an
+overlay, so one run's ``hf_config.is_causal = False`` never leaks into the next.  Mutable
+values (lists, dicts) are copied into the overlay when first read: an in-place edit lands in
+this run's overlay, where the pipeline's snapshot diff finds it.  Once frozen, writes raise
+:class:`~enginecfg.pipeline.errors.FrozenConfigError` and mutable values come back read-only.
+"""
+
+from __future__ import annotations
+
+import copy
+from types import MappingProxyType
+from typing import Any, Iterator
+
+from enginecfg.pipeline.errors import FrozenConfigError
+from enginecfg.pipeline.hfsnapshot import is_snapshot
+
+__all__ = ["HFConfigView", "deep_freeze"]
+
+_MISSING = object()
+
+
+def deep_freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return MappingProxyType({k: deep_freeze(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(deep_freeze(v) for v in value)
+    return value
+
+
+class HFConfigView:
+    """Attribute access over one config snapshot (and its nested sub-configs)."""
+
+    __slots__ = ("_snap", "_overlay", "_children", "_root", "_path", "_frozen")
+
+    def __init__(self, snap: dict[str, Any], *, _root: "HFConfigView | None" = None, _path: str = ""):
+        object.__setattr__(self, "_snap", snap)
+        object.__setattr__(self, "_overlay", {})
+        object.__setattr__(self, "_children", {})
+        object.__setattr__(self, "_root", _root)
+        object.__setattr__(self, "_path", _path)
+        object.__setattr__(self, "_frozen", False)
+
+    # -- reading ---------------------------------------------------------------------------
+    @property
+    def class_name(self) -> str:
+        return self._snap.get("class", "PretrainedConfig")
+
+    def _child(self, name: str, snap: dict[str, Any]) -> "HFConfigView":
+        child = self._children.get(name)
+        if child is None:
+            root = self._root or self
+            path = f"{self._path}.{name}" if self._path else name
+            child = HFConfigView(snap, _root=root, _path=path)
+            self._children[name] = child
+        return child
+
+    def _lookup(self, name: str) -> Any:
+        overlay = self._overlay
+        if name in overlay:
+            return overlay[name]
+        aliases = self._snap.get("aliases") or {}
+        if name in aliases:
+            return self._lookup(aliases[name])
+        attrs = self._snap["attrs"]
+        if name not in attrs:
+            return _MISSING
+        value = attrs[name]
+        if is_snapshot(value):
+            return self._child(name, value)
+        if isinstance(value, (dict, list)):
+            if self.is_frozen:
+                return deep_freeze(value)
+            value = copy.deepcopy(value)
+            overlay[name] = value  # copy-on-read: in-place edits stay in this run
+        return value
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        value = self._lookup(name)
+        if value is _MISSING:
+            raises = self._snap.get("raises") or {}
+            detail = f" ({raises[name]})" if name in raises else ""
+            raise AttributeError(f"'{self.class_name}' object has no attribute '{name}'{detail}")
+        return value
+
+    def get(self, name: str, default: Any = None) -> Any:
+        value = self._lookup(name)
+        return default if value is _MISSING else value
+
+    def has(self, name: str) -> bool:
+        return self._lookup(name) is not _MISSING
+
+    def get_text_config(self) -> "HFConfigView":
+        target = self._snap.get("text_config", "self")
+        if target == "self":
+            return self
+        sub = getattr(self, target, None)
+        return sub if isinstance(sub, HFConfigView) else self
+
+    def keys(self) -> Iterator[str]:
+        seen = set(self._snap["attrs"]) | set(self._overlay) | set(self._snap.get("aliases") or {})
+        return iter(sorted(seen))
+
+    @property
+    def is_frozen(self) -> bool:
+        root = self._root or self
+        return object.__getattribute__(root, "_frozen")
+
+    # -- writing ---------------------------------------------------------------------------
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self.is_frozen:
+            path = f"hf_config.{self._path + '.' if self._path else ''}{name}"
+            raise FrozenConfigError(f"the config is frozen: cannot set {path}", field=path)
+        aliases = self._snap.get("aliases") or {}
+        self._overlay[aliases.get(name, name)] = value
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenConfigError(f"hf_config attributes cannot be deleted ({name})", field=name)
+
+    def freeze(self) -> None:
+        object.__setattr__(self._root or self, "_frozen", True)
+
+    def fresh(self) -> "HFConfigView":
+        """A new view of the same snapshot with an empty overlay (one per run)."""
+        return HFConfigView(self._snap)
+
+    # -- the pipeline's bookkeeping -------------------------------------------------------
+    def overlay_state(self) -> dict[str, Any]:
+        """``{dotted path: value}`` of everything written or possibly edited in this view."""
+        out: dict[str, Any] = {}
+        prefix = f"{self._path}." if self._path else ""
+        for name, value in self._overlay.items():
+            if isinstance(value, HFConfigView):
+                continue
+            out[prefix + name] = copy.deepcopy(value)
+        for child in self._children.values():
+            out.update(child.overlay_state())
+        return out
+
+    def base_value(self, dotted: str) -> Any:
+        """The snapshot's value at a dotted path (before any write of this run), or None."""
+        snap = self._snap
+        parts = dotted.split(".")
+        for i, part in enumerate(parts):
+            part = (snap.get("aliases") or {}).get(part, part)
+            value = snap["attrs"].get(part, _MISSING)
+            if value is _MISSING:
+                return None
+            if i == len(parts) - 1:
+                return None if is_snapshot(value) else value
+            if not is_snapshot(value):
+                return None
+            snap = value
+        return None
+
+    def __repr__(self) -> str:
+        return f"<HFConfigView {self.class_name} model_type={self._snap.get('model_type')!r}>"

@@ -1,0 +1,347 @@
+"""The pipeline: order the stages, run those that apply, record everything, freeze.
+
+``Pipeline().run(cfg)`` publishes every step on the signal bus (:mod:`.events`), diffs the
+config between stages so that no mutation escapes the record, and freezes the config before
+returning a :class:`RunResult`.  A stage that raises fails the run: enginecfg's own errors
+pass through unchanged, anything else becomes a :class:`StageError` naming the stage and
+where it comes from; either way ``run_failed`` is published before the error propagates.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import time
+import uuid
+from typing import Any, Iterable, Sequence
+
+import attrs
+
+from enginecfg.pipeline import events
+from enginecfg.pipeline.config import EngineConfig
+from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError, StageError
+from enginecfg.pipeline.ordering import order_stages
+from enginecfg.pipeline.stage import Stage, StageContext
+
+__all__ = ["Pipeline", "RunResult", "Change", "Message", "fingerprint"]
+
+GPU_VALIDATION_MODES = ("auto", "require-gpu", "interpret", "off")
+
+
+@attrs.frozen
+class Change:
+    seq: int
+    stage: str
+    field: str
+    old: Any
+    new: Any
+    reason: str
+    level: str = "INFO"
+    via: str = "context"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seq": self.seq, "stage": self.stage, "field": self.field, "old": _jsonable(self.old),
+                "new": _jsonable(self.new), "reason": self.reason, "level": self.level, "via": self.via}
+
+
+@attrs.frozen
+class Message:
+    stage: str
+    level: str
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stage": self.stage, "level": self.level, "message": self.message}
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def fingerprint(doc: Any) -> str:
+    """sha256 of a canonical JSON encoding: equal configs have equal fingerprints."""
+    blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+@attrs.define
+class RunResult:
+    """What a run produced: the frozen config and the record of how it got there."""
+
+    run_id: str
+    status: str
+    config: EngineConfig
+    changes: list[Change]
+    messages: list[Message]
+    facts: dict[str, Any]
+    fingerprint: str
+    stages: list[str]
+    error: EngineCfgError | None = None
+
+    @property
+    def pages(self) -> dict[str, Any] | None:
+        return self.facts.get("pages")
+
+    @property
+    def validation(self) -> dict[str, Any] | None:
+        return self.facts.get("validation")
+
+    def changes_for(self, field: str) -> list[Change]:
+        return [c for c in self.changes if c.field == field]
+
+    def to_dict(self) -> dict[str, Any]:
+        return _document(self.run_id, self.status, self.config, self.changes, self.messages,
+                         self.facts, self.error, self.fingerprint)
+
+
+def _document(run_id: str, status: str, cfg: EngineConfig | None, changes: Sequence[Change],
+              messages: Sequence[Message], facts: dict[str, Any], error: EngineCfgError | None,
+              fp: str | None, *, model: str | None = None, engine_args: dict | None = None) -> dict[str, Any]:
+    config = cfg.to_config_dict() if cfg is not None else None
+    doc = {
+        "status": status,
+        "run_id": run_id,
+        "model": cfg.model if cfg is not None else model,
+        "engine_args": _jsonable(cfg.engine_args if cfg is not None else (engine_args or {})),
+        "config": _jsonable(config) if config is not None else None,
+        "changes": [c.to_dict() for c in changes],
+        "messages": [m.to_dict() for m in messages],
+        "pages": _jsonable(facts.get("pages")) if facts.get("pages") is not None else None,
+        "error": _error_dict(error),
+        "fingerprint": fp if fp is not None else (fingerprint(config) if config is not None else None),
+    }
+    if "validation" in facts:
+        doc["validation"] = _jsonable(facts["validation"])
+    return doc
+
+
+def _error_dict(error: EngineCfgError | None) -> dict[str, Any] | None:
+    if error is None:
+        return None
+    d = {"type": type(error).__name__, "message": error.message, "field": error.field}
+    if error.stage:
+        d["stage"] = error.stage
+    return d
+
+
+class _Run:
+    """Bookkeeping of one run; the StageContext reports to it."""
+
+    def __init__(self, run_id: str, cfg: EngineConfig):
+        self.run_id = run_id
+        self.cfg = cfg
+        self.changes: list[Change] = []
+        self.messages: list[Message] = [Message("loading", lvl, msg) for lvl, msg in cfg.load_messages]
+        self.facts: dict[str, Any] = {}
+        self.initial = cfg.state()
+
+    def original(self, dotted: str) -> Any:
+        if dotted in self.initial:
+            return copy.deepcopy(self.initial[dotted])
+        if dotted.startswith("hf_config."):
+            return self.cfg.model_config.hf_config.base_value(dotted[len("hf_config."):])
+        raise InvalidInputError(f"{dotted} is not a config field", field=dotted)
+
+    def record_change(self, stage: Stage, field: str, old: Any, new: Any, reason: str, level: str,
+                      via: str) -> None:
+        change = Change(len(self.changes) + 1, stage.name, field, copy.deepcopy(old), copy.deepcopy(new),
+                        reason, level, via)
+        self.changes.append(change)
+        events.config_changed.send(self.run_id, event=events.ConfigChanged(
+            run_id=self.run_id, seq=change.seq, stage=change.stage, field=field, old=_jsonable(old),
+            new=_jsonable(new), reason=reason, level=level, via=via))
+
+    def record_message(self, stage: Stage, level: str, message: str) -> None:
+        self.messages.append(Message(stage.name, level, message))
+        events.warning_issued.send(self.run_id, event=events.WarningIssued(
+            run_id=self.run_id, seq=len(self.messages), stage=stage.name, level=level, message=message))
+
+    def sweep(self, stage: Stage, before: dict[str, Any], ctx: StageContext) -> int:
+        """Record every change the stage made that its context did not report."""
+        after = self.cfg.state()
+        found = 0
+        hf = self.cfg.model_config.hf_config
+        for key in after.keys() | before.keys():
+            new = after.get(key)
+            if key in before:
+                old = before[key]
+            elif key.startswith("hf_config."):
+                old = hf.base_value(key[len("hf_config."):]) if hf is not None else None
+            else:
+                old = None
+            if old == new and type(old) is type(new):
+                continue
+            if key in ctx.set_fields and ctx.set_fields[key] == new:
+                continue
+            found += 1
+            self.record_change(stage, key, old, new,
+                               reason=f"changed by stage {stage.name!r} outside the stage context",
+                               level="INFO", via="direct")
+        return found
+
+
+class Pipeline:
+    """An ordered set of stages.
+
+    ``stages``: replace the stage set (default: the built-ins plus installed plugins, see
+    :mod:`enginecfg.pipeline.plugins`).  ``disable``: stage names to leave out.  ``only``:
+    run just these (plus nothing else).  ``gpu_validation``: ``auto`` | ``require-gpu`` |
+    ``interpret`` | ``off``.
+    """
+
+    def __init__(self, stages: Iterable[Stage] | None = None, *, disable: Iterable[str] = (),
+                 only: Iterable[str] | None = None, gpu_validation: str = "auto",
+                 plugins: str | None = None):
+        if gpu_validation not in GPU_VALIDATION_MODES:
+            raise InvalidInputError.for_value("gpu_validation", gpu_validation,
+                                              ", ".join(GPU_VALIDATION_MODES), flag="--gpu-validation")
+        self.gpu_validation = gpu_validation
+        if stages is None:
+            from enginecfg.pipeline.plugins import discover_stages
+
+            stages = discover_stages(plugins)
+        stages = [st() if isinstance(st, type) else st for st in stages]
+        for st in stages:
+            if not isinstance(st, Stage):
+                raise InvalidInputError(f"{st!r} is not an enginecfg.Stage", field="stages")
+        ordered = order_stages(stages)
+        names = {st.name for st in ordered}
+        disable = set(disable)
+        only_set = set(only) if only is not None else None
+        for name in sorted(disable | (only_set or set())):
+            if name not in names:
+                raise InvalidInputError.for_value("stage", name, ", ".join(st.name for st in ordered))
+        self.stages: list[Stage] = [
+            st for st in ordered
+            if st.name not in disable and (only_set is None or st.name in only_set)
+        ]
+        for st in self.stages:
+            if hasattr(st, "configure"):
+                st.configure(self)
+
+    @property
+    def stage_names(self) -> list[str]:
+        return [st.name for st in self.stages]
+
+    # -- running ---------------------------------------------------------------------------
+    def run(self, cfg: EngineConfig, *, run_id: str | None = None) -> RunResult:
+        """Verify and correct *cfg* through every stage that applies, then freeze it."""
+        if not isinstance(cfg, EngineConfig):
+            raise InvalidInputError(f"Pipeline.run needs an EngineConfig, got {type(cfg).__name__}",
+                                    field="cfg")
+        if cfg.frozen:
+            raise InvalidInputError("this config was already resolved and frozen; load it again to rerun",
+                                    field="cfg")
+        run = _Run(run_id or uuid.uuid4().hex, cfg)
+        input_doc = cfg.to_config_dict()
+        events.run_started.send(run.run_id, event=events.RunStarted(
+            run_id=run.run_id, started_at=time.time(), model=cfg.model,
+            architecture=cfg.model_config.architecture, engine_args=_jsonable(cfg.engine_args),
+            input_config=_jsonable(input_doc), input_fingerprint=fingerprint(input_doc),
+            stages=tuple(self.stage_names)))
+        for lvl, msg in cfg.load_messages:
+            events.warning_issued.send(run.run_id, event=events.WarningIssued(
+                run_id=run.run_id, seq=0, stage="loading", level=lvl, message=msg))
+        for order, stage in enumerate(self.stages):
+            self._run_stage(run, order, stage)
+        cfg.freeze()
+        doc_config = cfg.to_config_dict()
+        result = RunResult(run.run_id, "resolved", cfg, run.changes, run.messages, run.facts,
+                           fingerprint(doc_config), self.stage_names)
+        events.run_finished.send(run.run_id, event=events.RunFinished(
+            run_id=run.run_id, finished_at=time.time(), status="resolved", document=result.to_dict(),
+            fingerprint=result.fingerprint))
+        return result
+
+    def _run_stage(self, run: _Run, order: int, stage: Stage) -> None:
+        t0 = time.perf_counter()
+        cfg = run.cfg
+        try:
+            applies = bool(stage.applies(cfg))
+        except EngineCfgError as exc:
+            self._fail(run, order, stage, exc, t0, None)
+        except Exception as exc:
+            self._fail(run, order, stage, self._wrap(stage, exc, "deciding whether it applies"), t0, None)
+        if not applies:
+            events.stage_finished.send(run.run_id, event=events.StageFinished(
+                run_id=run.run_id, stage=stage.name, order=order, outcome="skipped",
+                duration_s=time.perf_counter() - t0))
+            return
+        events.stage_started.send(run.run_id, event=events.StageStarted(
+            run_id=run.run_id, stage=stage.name, order=order, origin=stage.origin))
+        before = cfg.state()
+        n_before = len(run.changes)
+        ctx = StageContext(run, stage, cfg)
+        try:
+            stage.run(cfg, ctx)
+        except EngineCfgError as exc:
+            self._fail(run, order, stage, exc, t0, (before, ctx))
+        except Exception as exc:
+            self._fail(run, order, stage, self._wrap(stage, exc, "running"), t0, (before, ctx))
+        run.sweep(stage, before, ctx)
+        n = len(run.changes) - n_before
+        events.stage_finished.send(run.run_id, event=events.StageFinished(
+            run_id=run.run_id, stage=stage.name, order=order, outcome="changed" if n else "unchanged",
+            duration_s=time.perf_counter() - t0, changes=n))
+
+    @staticmethod
+    def _wrap(stage: Stage, exc: Exception, doing: str) -> StageError:
+        err = StageError(f"stage {stage.name!r} ({stage.origin}) failed while {doing}: "
+                         f"{type(exc).__name__}: {exc}", stage=stage.name, origin=stage.origin)
+        err.__cause__ = exc
+        return err
+
+    def _fail(self, run: _Run, order: int, stage: Stage, exc: EngineCfgError, t0: float,
+              sweep: tuple[dict, StageContext] | None) -> None:
+        if exc.stage is None:
+            exc.stage = stage.name
+        if sweep is not None:
+            try:
+                run.sweep(stage, *sweep)
+            except Exception:  # the record of a failing stage is best effort
+                pass
+        events.stage_finished.send(run.run_id, event=events.StageFinished(
+            run_id=run.run_id, stage=stage.name, order=order, outcome="failed",
+            duration_s=time.perf_counter() - t0, changes=0, error=str(exc)))
+        self._publish_failure(run.run_id, exc, run.cfg, run.changes, run.messages, run.facts)
+        raise exc
+
+    @staticmethod
+    def _publish_failure(run_id: str, exc: EngineCfgError, cfg: EngineConfig | None,
+                         changes: Sequence[Change] = (), messages: Sequence[Message] = (),
+                         facts: dict[str, Any] | None = None, *, model: str | None = None,
+                         engine_args: dict | None = None) -> dict[str, Any]:
+        doc = _document(run_id, exc.status, cfg, changes, messages, facts or {}, exc, None,
+                        model=model, engine_args=engine_args)
+        exc.run_id = run_id
+        exc.document = doc
+        events.run_failed.send(run_id, event=events.RunFailed(
+            run_id=run_id, finished_at=time.time(), status=exc.status, error=_error_dict(exc),
+            stage=exc.stage, document=doc))
+        return doc
+
+    # -- load + run, with load failures recorded as failed runs ---------------------------
+    def resolve(self, path: Any, **engine_args: Any) -> RunResult:
+        """``EngineConfig.from_pretrained(path, **engine_args)`` then :meth:`run`.
+
+        A config that cannot even be loaded is still a run: ``run_started`` and
+        ``run_failed`` are published for it before the error propagates.
+        """
+        run_id = uuid.uuid4().hex
+        try:
+            cfg = EngineConfig.from_pretrained(path, **engine_args)
+        except EngineCfgError as exc:
+            self.record_failed_load(run_id, exc, str(path), engine_args)
+            raise
+        return self.run(cfg, run_id=run_id)
+
+    def record_failed_load(self, run_id: str, exc: EngineCfgError, model: str,
+                           engine_args: dict[str, Any]) -> dict[str, Any]:
+        if exc.stage is None:
+            exc.stage = "loading"
+        events.run_started.send(run_id, event=events.RunStarted(
+            run_id=run_id, started_at=time.time(), model=model, architecture=None,
+            engine_args=_jsonable(engine_args), input_config={}, input_fingerprint=fingerprint({}),
+            stages=tuple(self.stage_names)))
+        return self._publish_failure(run_id, exc, None, model=model, engine_args=engine_args)

@@ -1,0 +1,153 @@
+"""The stage contract and the context a stage works through.
+
+A stage is one verification step: a pure decision over the config.  It states where it
+belongs (``after`` / ``before`` other stage names), whether it applies to a config, and
+makes its changes through :class:`StageContext` so that each carries its reason::
+
+    class CapContext(Stage):
+        name = "site-max-len"
+        after = ("pooling",)
+        def applies(self, cfg):
+            return cfg.model_config.max_model_len > 32768
+        def run(self, cfg, ctx):
+            ctx.set("model_config", "max_model_len", 32768, reason="site policy: 32k context")
+
+Changes made behind the context's back (plain assignment, in-place edits of lists and
+dicts, writes to ``hf_config``) are still found by the pipeline's snapshot diff and recorded
+against the stage that made them.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import attrs
+
+from enginecfg.pipeline.errors import InvalidInputError
+from enginecfg.pipeline.hfview import HFConfigView
+
+if TYPE_CHECKING:
+    from enginecfg.pipeline.config import EngineConfig
+
+__all__ = ["Stage", "StageContext", "LEVELS"]
+
+LEVELS = ("INFO", "WARNING")
+
+
+class Stage:
+    """Base class of every verification step, built-in or from a plugin.
+
+    Subclasses set ``name`` (unique, kebab-case), optionally ``after`` / ``before`` (names of
+    stages this one must run after / before; unknown names are an error) and implement
+    :meth:`run`; :meth:`applies` defaults to always.
+    """
+
+    name: ClassVar[str] = ""
+    after: ClassVar[tuple[str, ...]] = ()
+    before: ClassVar[tuple[str, ...]] = ()
+    #: where the stage comes from; the pipeline fills it for entry-point plugins
+    origin: str = "built-in"
+
+    def applies(self, cfg: "EngineConfig") -> bool:
+        return True
+
+    def run(self, cfg: "EngineConfig", ctx: "StageContext") -> None:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<Stage {self.name} ({self.origin})>"
+
+
+class StageContext:
+    """What a running stage may do: change a field with a reason, log, read the caller's input.
+
+    The pipeline creates one per stage execution.  ``set`` validates and applies the value
+    immediately (a bad value raises :class:`InvalidInputError`), and records the change.
+    """
+
+    def __init__(self, run: Any, stage: Stage, cfg: "EngineConfig"):
+        self._run = run
+        self._stage = stage
+        self._cfg = cfg
+        self.set_fields: dict[str, Any] = {}
+
+    @property
+    def stage(self) -> str:
+        return self._stage.name
+
+    @property
+    def run_id(self) -> str:
+        return self._run.run_id
+
+    def set(self, section: str, field: str, value: Any, *, reason: str, level: str = "INFO",
+            log: bool = False) -> bool:
+        """Set ``section.field`` to *value* because of *reason*; returns whether it changed.
+
+        ``section`` is a config section (``"cache_config"``) or ``"hf_config"``, where *field*
+        may be a dotted path into a sub-config (``"llm_config.is_causal"``).  Setting a field
+        to the value it already has records no change.  ``log=True`` also issues *reason* as a
+        message at *level* (for changes that vLLM announces with a log line).
+        """
+        if level not in LEVELS:
+            raise InvalidInputError.for_value("level", level, ", ".join(LEVELS))
+        path = f"{section}.{field}"
+        old = self.get(section, field)
+        if section == "hf_config":
+            target, leaf = self._hf_target(field)
+            setattr(target, leaf, value)
+        else:
+            sec = self._section(section)
+            if field.startswith("_") or field not in attrs.fields_dict(type(sec)):
+                raise InvalidInputError(f"{path} is not a config field", field=path)
+            setattr(sec, field, value)
+        changed = not (old == value and type(old) is type(value))
+        if changed:
+            self.set_fields[path] = copy.deepcopy(value)
+            self._run.record_change(self._stage, path, old, value, reason, level, via="context")
+        if log:
+            self._run.record_message(self._stage, level, reason)
+        return changed
+
+    def get(self, section: str, field: str) -> Any:
+        if section == "hf_config":
+            target, leaf = self._hf_target(field)
+            return target.get(leaf)
+        return getattr(self._section(section), field)
+
+    def warn(self, message: str, *, level: str = "WARNING") -> None:
+        """Log a message without a change (``level`` "INFO" or "WARNING")."""
+        if level not in LEVELS:
+            raise InvalidInputError.for_value("level", level, ", ".join(LEVELS))
+        self._run.record_message(self._stage, level, message)
+
+    def info(self, message: str) -> None:
+        self.warn(message, level="INFO")
+
+    def original(self, section: str, field: str) -> Any:
+        """The value the caller gave (before any stage of this run changed it)."""
+        return self._run.original(f"{section}.{field}")
+
+    def record(self, name: str, value: Any) -> None:
+        """Publish a derived fact of this run (e.g. ``"pages"``) into the run document."""
+        self._run.facts[name] = value
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _section(self, section: str) -> Any:
+        from enginecfg.pipeline.config import SECTIONS
+
+        if section not in SECTIONS:
+            raise InvalidInputError.for_value("section", section, ", ".join(list(SECTIONS) + ["hf_config"]))
+        sec = getattr(self._cfg, section)
+        if sec is None:
+            raise InvalidInputError(f"{section} is not set on this config", field=section)
+        return sec
+
+    def _hf_target(self, dotted: str) -> tuple[HFConfigView, str]:
+        view = self._cfg.model_config.hf_config
+        *parents, leaf = dotted.split(".")
+        for p in parents:
+            view = getattr(view, p)
+            if not isinstance(view, HFConfigView):
+                raise InvalidInputError(f"hf_config.{dotted}: {p} is not a sub-config", field=f"hf_config.{dotted}")
+        return view, leaf

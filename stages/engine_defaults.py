@@ -1,0 +1,71 @@
+"""``engine-defaults``: chunked prefill and prefix caching the caller left unset.
+
+vLLM fills these in after the model config (and its pooling decision) exists: chunked
+prefill defaults to on unless the model is encoder-decoder; prefix caching to on only for
+plain decoder models.  Hybrid and attention-free generative models therefore start with
+prefix caching off, and a MEAN- or CLS-pooling (or bidirectional) model with both off.
+"""
+
+from __future__ import annotations
+
+from enginecfg.pipeline.stage import Stage
+
+
+def attn_type(cfg) -> str:
+    mc = cfg.model_config
+    hf = mc.hf_config
+    if cfg.pooler_config is not None:
+        if cfg.pooler_config.seq_pooling_type == "CLS" or hf.get("is_causal", True) is False:
+            return "encoder_only"
+        return "decoder"
+    if mc.is_hybrid:
+        return "hybrid"
+    if mc.is_attention_free:
+        return "attention_free"
+    if hf.get("is_encoder_decoder", False) is True:
+        return "encoder_decoder"
+    return "decoder"
+
+
+def _pooling_decoder_ok(cfg) -> bool:
+    pc = cfg.pooler_config
+    return not (pc.seq_pooling_type in ("MEAN", "CLS") or pc.tok_pooling_type == "STEP")
+
+
+def prefix_caching_supported(cfg) -> bool:
+    kind = attn_type(cfg)
+    if cfg.pooler_config is None:
+        return kind == "decoder"
+    return kind == "decoder" and _pooling_decoder_ok(cfg)
+
+
+def chunked_prefill_supported(cfg) -> bool:
+    kind = attn_type(cfg)
+    if cfg.pooler_config is None:
+        return kind != "encoder_decoder"
+    if kind == "encoder_only":
+        return False
+    if kind == "decoder":
+        return _pooling_decoder_ok(cfg)
+    return kind != "encoder_decoder"
+
+
+class EngineDefaultsStage(Stage):
+    name = "engine-defaults"
+    after = ("pooling",)
+
+    def applies(self, cfg) -> bool:
+        return cfg.scheduler_config.enable_chunked_prefill is None or cfg.cache_config.enable_prefix_caching is None
+
+    def run(self, cfg, ctx) -> None:
+        kind = attn_type(cfg)
+        if cfg.scheduler_config.enable_chunked_prefill is None:
+            on = chunked_prefill_supported(cfg)
+            ctx.set("scheduler_config", "enable_chunked_prefill", on,
+                    reason=f"default: chunked prefill is {'on' if on else 'off'} for a {kind} "
+                           f"{cfg.model_config.runner_type} model")
+        if cfg.cache_config.enable_prefix_caching is None:
+            on = prefix_caching_supported(cfg)
+            ctx.set("cache_config", "enable_prefix_caching", on,
+                    reason=f"default: prefix caching is {'on' if on else 'off'} for a {kind} "
+                           f"{cfg.model_config.runner_type} model")

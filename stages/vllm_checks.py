@@ -1,0 +1,40 @@
+"""``vllm-checks``: the checks vLLM runs right after the verification steps.
+
+In vLLM's order: attention heads divisible by the tensor-parallel size; the resolved dtype
+supported by the checkpoint's quantization method; and ``--mamba-block-size`` only with
+prefix caching (unless it equals max_model_len).
+"""
+
+from __future__ import annotations
+
+from enginecfg.pipeline.errors import ConfigRejectedError
+from enginecfg.pipeline.stage import Stage
+
+_QUANT_DTYPES = {
+    "modelopt_fp4": ("bfloat16", "float16", "float8_e4m3fn"),
+    "modelopt_mixed": ("bfloat16", "float16"),
+}
+
+
+class VllmChecksStage(Stage):
+    name = "vllm-checks"
+    after = ("hybrid-alignment",)
+
+    def run(self, cfg, ctx) -> None:
+        mc, cc = cfg.model_config, cfg.cache_config
+        tp = cfg.parallel_config.tensor_parallel_size
+        heads = mc.num_attention_heads
+        if heads is not None and heads % tp != 0:
+            raise ConfigRejectedError(
+                f"Total number of attention heads ({heads}) must be divisible by tensor parallel size ({tp}).",
+                field="parallel_config.tensor_parallel_size")
+        supported = _QUANT_DTYPES.get(mc.quantization or "")
+        if supported is not None and mc.dtype not in supported:
+            listed = ", ".join(f"torch.{d}" for d in supported)
+            raise ConfigRejectedError(
+                f"torch.{mc.dtype} is not supported for quantization method {mc.quantization}. "
+                f"Supported dtypes: [{listed}]", field="model_config.dtype")
+        if cc.mamba_block_size is not None and cc.mamba_block_size != mc.max_model_len \
+                and not cc.enable_prefix_caching:
+            raise ConfigRejectedError("--mamba-block-size can only be set with --enable-prefix-caching",
+                                      field="cache_config.mamba_block_size")
