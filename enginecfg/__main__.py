@@ -1,0 +1,5 @@
+import sys
+
+from enginecfg.pipeline.cli import main
+
+sys.exit(main())

@@ -1,0 +1,50 @@
+"""structlog output of pipeline events: a listener on the bus, attached on request.
+
+The library never configures logging by itself (an engine embedding it owns its logs);
+the CLI attaches this listener with ``--log-format console|json``.  Every line carries the
+run id and, where there is one, the stage.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import attrs
+import structlog
+
+from enginecfg.pipeline import events
+
+__all__ = ["attach", "detach"]
+
+_receivers: list[Any] = []
+
+
+def _receiver(name: str, log):
+    def receive(sender: Any, event: Any = None, **_: Any) -> None:
+        data = attrs.asdict(event) if event is not None else {}
+        data.pop("document", None)
+        data.pop("input_config", None)
+        run_id = data.pop("run_id", sender)
+        bound = log.bind(run_id=run_id, stage=data.pop("stage", None))
+        level = data.get("level", "INFO")
+        (bound.warning if level == "WARNING" or name == "run_failed" else bound.info)(name, **data)
+    return receive
+
+
+def attach(fmt: str = "console", stream: Any = None) -> None:
+    renderer = structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer(colors=False)
+    log = structlog.wrap_logger(
+        structlog.PrintLogger(stream or sys.stderr),
+        processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"), renderer])
+    detach()
+    for sig in events.ALL_SIGNALS:
+        fn = _receiver(sig.name, log)
+        sig.connect(fn, weak=False)
+        _receivers.append((sig, fn))
+
+
+def detach() -> None:
+    while _receivers:
+        sig, fn = _receivers.pop()
+        sig.disconnect(fn)
