@@ -101,7 +101,9 @@ def _store(args: argparse.Namespace, *, auto_upgrade: bool = True):
 def _console():
     from rich.console import Console
 
-    return Console(file=sys.stdout, highlight=False, soft_wrap=False)
+    # piped output has no terminal width; 80 columns would fold most values
+    width = None if sys.stdout.isatty() else 160
+    return Console(file=sys.stdout, highlight=False, soft_wrap=False, width=width)
 
 
 def _dump(obj: Any) -> None:
@@ -121,8 +123,9 @@ def _table(title: str, columns: list[str], rows: list[list[Any]]):
     from rich.table import Table
 
     t = Table(title=title, title_justify="left")
-    for c in columns:
-        t.add_column(c, overflow="fold")
+    for i, c in enumerate(columns):
+        # the first column names the row (a run id, a field): keep it whole
+        t.add_column(c, overflow="fold", no_wrap=(i == 0))
     for r in rows:
         t.add_row(*("" if x is None else str(x) for x in r))
     return t
