@@ -284,6 +284,11 @@ class EngineConfig:
         for view in (mc.hf_config, mc.hf_text_config):
             if view is not None:
                 view.freeze()
+        for sec in self.sections():
+            for a in attrs.fields(type(sec)):
+                value = getattr(sec, a.name)
+                if isinstance(value, list):
+                    object.__setattr__(sec, a.name, tuple(value))
         object.__setattr__(self, "_frozen", True)
 
     @property

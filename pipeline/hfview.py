@@ -122,7 +122,17 @@ class HFConfigView:
         raise FrozenConfigError(f"hf_config attributes cannot be deleted ({name})", field=name)
 
     def freeze(self) -> None:
-        object.__setattr__(self._root or self, "_frozen", True)
+        """Refuse writes from now on, and make the values read so far read-only too."""
+        root = self._root or self
+        object.__setattr__(root, "_frozen", True)
+        root._freeze_overlays()
+
+    def _freeze_overlays(self) -> None:
+        for name, value in list(self._overlay.items()):
+            if isinstance(value, (dict, list)):
+                self._overlay[name] = deep_freeze(value)
+        for child in self._children.values():
+            child._freeze_overlays()
 
     def fresh(self) -> "HFConfigView":
         """A new view of the same snapshot with an empty overlay (one per run)."""

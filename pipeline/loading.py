@@ -14,6 +14,7 @@ import copy
 import json
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -454,14 +455,27 @@ def _quantization(hf: HFConfigView) -> tuple[str | None, tuple[str, ...] | None]
     return (method if isinstance(method, str) else None), None
 
 
+_FIELD_ERROR = re.compile(r"Validation error for field '([^']+)'")
+
+
+def _raise_load_error(err: dict[str, Any]) -> None:
+    """transformers refused the config: a field of the wrong type is bad input (naming the
+    field); any other refusal (a class-level validator, as vLLM saw too) is vLLM's answer."""
+    message = err["message"]
+    m = _FIELD_ERROR.search(message)
+    if m:
+        raise InvalidInputError(f"invalid hf_config.{m[1]} in config.json: " + " ".join(message.split()),
+                                field=f"hf_config.{m[1]}", stage="loading")
+    raise ConfigRejectedError(message, field="config.json", stage="loading",
+                              vllm_type=err.get("type", "ValueError"))
+
+
 def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
            given_args: dict[str, Any], args: dict[str, Any]) -> EngineConfig:
     if snap is None:
         snap = snapshot_for(raw)
     if "error" in snap:
-        err = snap["error"]
-        raise ConfigRejectedError(err["message"], field="config.json", stage="loading",
-                                  vllm_type=err.get("type", "ValueError"))
+        _raise_load_error(snap["error"])
     messages: list[tuple[str, str]] = []
     hf = HFConfigView(_vllm_view(snap, raw))
     text = hf.get_text_config()
