@@ -1,0 +1,423 @@
+"""Paged attention over a block-table KV cache: single-token decode and chunked prefill.
+
+Cache layout (both K and V): ``[num_blocks, block_size, num_kv_heads, head_size]``, any
+strides.  ``block_table`` int32 ``[batch, max_blocks]`` maps a sequence's logical block
+``i`` to a physical block; ``seq_lens`` int32 ``[batch]`` is each sequence's context length
+(for prefill: cached prefix + the new chunk).
+
+Why the kernels look the way they do:
+
+* The KV is walked in tiles of a power-of-two ``TILE`` tokens and each token's physical
+  block and in-block offset are computed (``tok // block_size``, ``tok % block_size``), so
+  a block size need not be a power of two (528, 784, 1056, 2096 arise from hybrid
+  attention/Mamba page alignment) and a tile may straddle two blocks.
+* One program serves all ``G = num_q_heads / num_kv_heads`` query heads of a KV head, so
+  each K/V row is read from memory once per KV head, not once per query head; the G rows
+  are padded to 16 so the scores are a ``tl.dot``.
+* Head sizes that are not powers of two (80, 96, ...) are padded to the next power of two
+  and masked.
+* Decode splits a long context into ``num_splits`` pieces (flash-decoding) when there are
+  too few (sequence, KV head) pairs to fill the GPU; a second small kernel merges the
+  partial softmaxes.  Accumulation is float32 throughout; 16-bit K/V feed the dot
+  products in their own dtype, float32 K/V use exact (non-tf32) float32 dots.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+from enginecfg.kernels._reference import (
+    reference_paged_decode_attention,
+    reference_paged_prefill_attention,
+)
+from enginecfg.kernels._util import (
+    STORAGE_DTYPES,
+    next_pow2,
+    require,
+    require_dtype,
+    require_same_device,
+    require_shape,
+    sm_count,
+)
+
+__all__ = [
+    "paged_decode_attention",
+    "paged_prefill_attention",
+    "reference_paged_decode_attention",
+    "reference_paged_prefill_attention",
+    "decode_launch_config",
+]
+
+_LOG2E = 1.4426950408889634
+MAX_HEAD_SIZE = 512
+#: Triton's CPU interpreter: bf16 dots there must be done on float32 copies.
+_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+@triton.jit
+def _dot(a, b, IEEE: tl.constexpr, UPCAST: tl.constexpr):
+    """``a @ b`` with a float32 accumulator.
+
+    ``UPCAST`` feeds float32 copies of (already rounded) 16-bit operands to the dot: the
+    products of two bf16/fp16 numbers are exact in float32, so the result matches a
+    16-bit-input dot; it exists because Triton's CPU interpreter mishandles bf16 dots.
+    """
+    if UPCAST:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
+    elif IEEE:
+        return tl.dot(a, b, input_precision="ieee")
+    else:
+        return tl.dot(a, b)
+
+
+@triton.jit
+def _decode_kernel(
+    q_ptr, k_ptr, v_ptr, bt_ptr, sl_ptr, out_ptr, po_ptr, pml_ptr,
+    scale_log2,
+    s_qb, s_qh, s_qd,
+    s_kn, s_kt, s_kh, s_kd,
+    s_vn, s_vt, s_vh, s_vd,
+    s_btb, s_btn,
+    s_ob, s_oh, s_od,
+    s_pb, s_ph, s_ps,
+    num_q_heads, tokens_per_split,
+    G: tl.constexpr, M_PAD: tl.constexpr, HEAD: tl.constexpr, D_PAD: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr, TILE: tl.constexpr, SPLIT: tl.constexpr,
+    IEEE: tl.constexpr, UPCAST: tl.constexpr,
+):
+    b = tl.program_id(0)
+    kvh = tl.program_id(1)
+    split = tl.program_id(2)
+
+    seq_len = tl.load(sl_ptr + b)
+    start = split * tokens_per_split
+    end = tl.minimum(start + tokens_per_split, seq_len)
+
+    rows = tl.arange(0, M_PAD)
+    heads = kvh * G + rows
+    row_ok = rows < G
+    offs_d = tl.arange(0, D_PAD)
+    d_ok = offs_d < HEAD
+
+    q = tl.load(
+        q_ptr + b * s_qb + heads[:, None] * s_qh + offs_d[None, :] * s_qd,
+        mask=row_ok[:, None] & d_ok[None, :], other=0.0,
+    )
+    q = q.to(k_ptr.dtype.element_ty)
+
+    m_i = tl.full([M_PAD], float("-inf"), tl.float32)
+    l_i = tl.zeros([M_PAD], tl.float32)
+    acc = tl.zeros([M_PAD, D_PAD], tl.float32)
+
+    bt_row = bt_ptr + b.to(tl.int64) * s_btb
+    for t0 in range(start, end, TILE):
+        toks = t0 + tl.arange(0, TILE)
+        t_ok = toks < end
+        blk = toks // BLOCK_SIZE
+        off = toks % BLOCK_SIZE
+        phys = tl.load(bt_row + blk * s_btn, mask=t_ok, other=0).to(tl.int64)
+        kv_mask = t_ok[:, None] & d_ok[None, :]
+        k = tl.load(
+            k_ptr + phys[:, None] * s_kn + off[:, None] * s_kt + kvh * s_kh + offs_d[None, :] * s_kd,
+            mask=kv_mask, other=0.0,
+        )
+        v = tl.load(
+            v_ptr + phys[:, None] * s_vn + off[:, None] * s_vt + kvh * s_vh + offs_d[None, :] * s_vd,
+            mask=kv_mask, other=0.0,
+        )
+        s = _dot(q, tl.trans(k), IEEE, UPCAST)
+        s = tl.where(t_ok[None, :], s * scale_log2, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp2(m_i - m_safe)
+        p = tl.exp2(s - m_safe[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        pv = _dot(p.to(v.dtype), v, IEEE, UPCAST)
+        acc = acc * alpha[:, None] + pv
+        m_i = m_new
+
+    if SPLIT:
+        base = b * s_pb + heads * s_ph + split * s_ps
+        tl.store(po_ptr + base[:, None] * D_PAD + offs_d[None, :], acc, mask=row_ok[:, None])
+        tl.store(pml_ptr + base * 2, m_i, mask=row_ok)
+        tl.store(pml_ptr + base * 2 + 1, l_i, mask=row_ok)
+    else:
+        l_safe = tl.where(l_i == 0.0, 1.0, l_i)
+        o = acc / l_safe[:, None]
+        tl.store(
+            out_ptr + b * s_ob + heads[:, None] * s_oh + offs_d[None, :] * s_od,
+            o.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & d_ok[None, :],
+        )
+
+
+@triton.jit
+def _merge_kernel(
+    po_ptr, pml_ptr, out_ptr,
+    s_pb, s_ph, s_ps,
+    s_ob, s_oh, s_od,
+    num_splits,
+    HEAD: tl.constexpr, D_PAD: tl.constexpr, S_PAD: tl.constexpr,
+):
+    b = tl.program_id(0)
+    h = tl.program_id(1)
+    offs_s = tl.arange(0, S_PAD)
+    s_ok = offs_s < num_splits
+    base = b * s_pb + h * s_ph
+    m = tl.load(pml_ptr + (base + offs_s * s_ps) * 2, mask=s_ok, other=float("-inf"))
+    l = tl.load(pml_ptr + (base + offs_s * s_ps) * 2 + 1, mask=s_ok, other=0.0)
+    m_max = tl.max(m, 0)
+    m_max = tl.where(m_max == float("-inf"), 0.0, m_max)
+    w = tl.exp2(m - m_max)
+    total = tl.sum(w * l, 0)
+    total = tl.where(total == 0.0, 1.0, total)
+    offs_d = tl.arange(0, D_PAD)
+    acc = tl.zeros([D_PAD], tl.float32)
+    for s in range(0, num_splits):
+        ms = tl.load(pml_ptr + (base + s * s_ps) * 2)
+        ws = tl.exp2(ms - m_max)
+        part = tl.load(po_ptr + (base + s * s_ps) * D_PAD + offs_d)
+        acc += part * ws
+    o = acc / total
+    tl.store(out_ptr + b * s_ob + h * s_oh + offs_d * s_od, o.to(out_ptr.dtype.element_ty),
+             mask=offs_d < HEAD)
+
+
+def _tile_for(d_pad: int, kv_dtype: torch.dtype) -> tuple[int, int]:
+    """(TILE tokens, num_warps): keep a K tile near 8-16 KiB and the accumulator in registers."""
+    if kv_dtype == torch.float32:
+        return (32, 4) if d_pad <= 128 else (16, 4) if d_pad <= 256 else (16, 8)
+    if d_pad <= 64:
+        return 64, 4
+    if d_pad <= 128:
+        return 64, 4
+    if d_pad <= 256:
+        return 32, 4
+    return 16, 8
+
+
+def decode_launch_config(batch: int, num_kv_heads: int, max_seq_len: int, head_size: int,
+                         kv_dtype: torch.dtype, device: torch.device,
+                         num_splits: int | None = None) -> dict[str, int]:
+    """The tile, warps and split count the decode kernel would use for these shapes.
+
+    Splits are added only while (batch x KV heads) programs fall short of about two per
+    multiprocessor, and each split keeps at least four tiles of tokens, so short contexts
+    and big batches run unsplit and write the output directly.
+    """
+    d_pad = max(16, next_pow2(head_size))
+    tile, warps = _tile_for(d_pad, kv_dtype)
+    if num_splits is None:
+        base = max(1, batch * num_kv_heads)
+        want = max(1, math.ceil(2 * sm_count(device) / base))
+        most = max(1, math.ceil(max(1, max_seq_len) / (4 * tile)))
+        num_splits = min(want, most, 256)
+    num_splits = max(1, int(num_splits))
+    per_split = math.ceil(max(1, max_seq_len) / num_splits)
+    per_split = math.ceil(per_split / tile) * tile
+    num_splits = max(1, math.ceil(max(1, max_seq_len) / per_split))
+    return {"tile": tile, "num_warps": warps, "num_splits": num_splits,
+            "tokens_per_split": per_split, "d_pad": d_pad}
+
+
+def _check_cache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                 block_table: torch.Tensor, seq_lens: torch.Tensor, q_rank: int) -> tuple[int, ...]:
+    require(q.dim() == q_rank, "q.dim", q.dim(), str(q_rank))
+    require(k_cache.dim() == 4, "k_cache.dim", k_cache.dim(),
+            "4: [num_blocks, block_size, num_kv_heads, head_size]")
+    num_blocks, block_size, num_kv_heads, head_size = k_cache.shape
+    require_shape(v_cache, "v_cache", tuple(k_cache.shape))
+    require_dtype(k_cache, "k_cache", STORAGE_DTYPES)
+    require(v_cache.dtype == k_cache.dtype, "v_cache.dtype", str(v_cache.dtype), str(k_cache.dtype))
+    require_dtype(q, "q", STORAGE_DTYPES)
+    require(1 <= head_size <= MAX_HEAD_SIZE, "head_size", head_size, f"1..{MAX_HEAD_SIZE}")
+    require(q.shape[-1] == head_size, "q.shape[-1]", q.shape[-1], f"{head_size} (the cache head size)")
+    num_q_heads = q.shape[-2]
+    require(num_kv_heads >= 1 and num_q_heads % num_kv_heads == 0, "q num_heads", num_q_heads,
+            f"a multiple of num_kv_heads={num_kv_heads}")
+    require(block_table.dim() == 2, "block_table.dim", block_table.dim(), "2: [batch, max_blocks]")
+    require_dtype(block_table, "block_table", (torch.int32,))
+    require_dtype(seq_lens, "seq_lens", (torch.int32,))
+    batch = block_table.shape[0]
+    require_shape(seq_lens, "seq_lens", (batch,))
+    require_same_device({"q": q, "k_cache": k_cache, "v_cache": v_cache,
+                         "block_table": block_table, "seq_lens": seq_lens})
+    return batch, block_size, num_kv_heads, head_size, num_q_heads
+
+
+def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                           block_table: torch.Tensor, seq_lens: torch.Tensor, scale: float,
+                           *, max_seq_len: int | None = None, num_splits: int | None = None,
+                           out: torch.Tensor | None = None) -> torch.Tensor:
+    """One new query token per sequence attending to its whole paged context.
+
+    ``q`` ``[batch, num_q_heads, head_size]``; returns ``out`` of the same shape and dtype.
+    ``max_seq_len`` bounds the split sizes (default: ``max_blocks * block_size``, known
+    without a device sync); ``num_splits`` overrides the split heuristic.  A sequence of
+    length 0 yields zeros.  Block-table entries are trusted (not range-checked).
+    """
+    batch, block_size, num_kv_heads, head_size, num_q_heads = _check_cache(
+        q, k_cache, v_cache, block_table, seq_lens, 3)
+    require(q.shape[0] == batch, "q.shape[0]", q.shape[0], f"{batch} (block_table rows)")
+    if max_seq_len is None:
+        max_seq_len = block_table.shape[1] * block_size
+    cfg = decode_launch_config(batch, num_kv_heads, max_seq_len, head_size, k_cache.dtype,
+                               q.device, num_splits)
+    if out is None:
+        out = torch.empty_like(q)
+    if batch == 0:
+        return out
+    G = num_q_heads // num_kv_heads
+    m_pad = max(16, next_pow2(G))
+    d_pad = cfg["d_pad"]
+    splits = cfg["num_splits"]
+    split = splits > 1
+    if split:
+        po = torch.empty((batch, num_q_heads, splits, d_pad), device=q.device, dtype=torch.float32)
+        pml = torch.empty((batch, num_q_heads, splits, 2), device=q.device, dtype=torch.float32)
+    else:
+        po = pml = out  # unused
+    ps = (num_q_heads * splits, splits, 1)
+    _decode_kernel[(batch, num_kv_heads, splits)](
+        q, k_cache, v_cache, block_table, seq_lens, out, po, pml,
+        float(scale) * _LOG2E,
+        *q.stride(), *k_cache.stride(), *v_cache.stride(), *block_table.stride(), *out.stride(),
+        *ps,
+        num_q_heads, cfg["tokens_per_split"],
+        G=G, M_PAD=m_pad, HEAD=head_size, D_PAD=d_pad, BLOCK_SIZE=block_size,
+        TILE=cfg["tile"], SPLIT=split, IEEE=k_cache.dtype == torch.float32, UPCAST=_INTERPRET and k_cache.dtype == torch.bfloat16,
+        num_warps=cfg["num_warps"], num_stages=2,
+    )
+    if split:
+        _merge_kernel[(batch, num_q_heads)](
+            po, pml, out, *ps, *out.stride(), splits,
+            HEAD=head_size, D_PAD=d_pad, S_PAD=max(2, next_pow2(splits)), num_warps=4,
+        )
+    return out
+
+
+@triton.jit
+def _prefill_kernel(
+    q_ptr, k_ptr, v_ptr, bt_ptr, sl_ptr, qsl_ptr, out_ptr,
+    scale_log2,
+    s_qt, s_qh, s_qd,
+    s_kn, s_kt, s_kh, s_kd,
+    s_vn, s_vt, s_vh, s_vd,
+    s_btb, s_btn,
+    s_ot, s_oh, s_od,
+    G: tl.constexpr, BLOCK_Q: tl.constexpr, M_PAD: tl.constexpr,
+    HEAD: tl.constexpr, D_PAD: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr, TILE: tl.constexpr, IEEE: tl.constexpr, UPCAST: tl.constexpr,
+):
+    qtile = tl.program_id(0)
+    b = tl.program_id(1)
+    kvh = tl.program_id(2)
+
+    q_start = tl.load(qsl_ptr + b)
+    q_len = tl.load(qsl_ptr + b + 1) - q_start
+    if qtile * BLOCK_Q >= q_len:
+        return
+    seq_len = tl.load(sl_ptr + b)
+    prefix = seq_len - q_len
+
+    rows = tl.arange(0, M_PAD)
+    q_local = rows // G
+    heads = kvh * G + rows % G
+    qi = qtile * BLOCK_Q + q_local
+    row_ok = (q_local < BLOCK_Q) & (qi < q_len)
+    q_pos = prefix + qi
+    offs_d = tl.arange(0, D_PAD)
+    d_ok = offs_d < HEAD
+    tok_rows = (q_start + qi).to(tl.int64)
+
+    q = tl.load(
+        q_ptr + tok_rows[:, None] * s_qt + heads[:, None] * s_qh + offs_d[None, :] * s_qd,
+        mask=row_ok[:, None] & d_ok[None, :], other=0.0,
+    )
+    q = q.to(k_ptr.dtype.element_ty)
+
+    m_i = tl.full([M_PAD], float("-inf"), tl.float32)
+    l_i = tl.zeros([M_PAD], tl.float32)
+    acc = tl.zeros([M_PAD, D_PAD], tl.float32)
+
+    last_q = tl.minimum(qtile * BLOCK_Q + BLOCK_Q, q_len) - 1
+    kv_end = tl.minimum(prefix + last_q + 1, seq_len)
+    bt_row = bt_ptr + b.to(tl.int64) * s_btb
+    for t0 in range(0, kv_end, TILE):
+        toks = t0 + tl.arange(0, TILE)
+        t_ok = toks < kv_end
+        blk = toks // BLOCK_SIZE
+        off = toks % BLOCK_SIZE
+        phys = tl.load(bt_row + blk * s_btn, mask=t_ok, other=0).to(tl.int64)
+        kv_mask = t_ok[:, None] & d_ok[None, :]
+        k = tl.load(
+            k_ptr + phys[:, None] * s_kn + off[:, None] * s_kt + kvh * s_kh + offs_d[None, :] * s_kd,
+            mask=kv_mask, other=0.0,
+        )
+        v = tl.load(
+            v_ptr + phys[:, None] * s_vn + off[:, None] * s_vt + kvh * s_vh + offs_d[None, :] * s_vd,
+            mask=kv_mask, other=0.0,
+        )
+        s = _dot(q, tl.trans(k), IEEE, UPCAST)
+        visible = t_ok[None, :] & (toks[None, :] <= q_pos[:, None]) & row_ok[:, None]
+        s = tl.where(visible, s * scale_log2, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp2(m_i - m_safe)
+        p = tl.exp2(s - m_safe[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        pv = _dot(p.to(v.dtype), v, IEEE, UPCAST)
+        acc = acc * alpha[:, None] + pv
+        m_i = m_new
+
+    l_safe = tl.where(l_i == 0.0, 1.0, l_i)
+    o = acc / l_safe[:, None]
+    tl.store(
+        out_ptr + tok_rows[:, None] * s_ot + heads[:, None] * s_oh + offs_d[None, :] * s_od,
+        o.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & d_ok[None, :],
+    )
+
+
+def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                            block_table: torch.Tensor, seq_lens: torch.Tensor,
+                            query_start_loc: torch.Tensor, scale: float, *,
+                            max_query_len: int | None = None,
+                            out: torch.Tensor | None = None) -> torch.Tensor:
+    """A chunk of new query tokens per sequence, causal over (cached prefix + the chunk).
+
+    ``q`` ``[num_tokens, num_q_heads, head_size]`` holds the sequences' chunks back to
+    back; sequence ``b`` owns rows ``query_start_loc[b]:query_start_loc[b+1]`` (int32
+    ``[batch+1]``).  Its ``q_len`` new tokens are the last ``q_len`` of its ``seq_lens[b]``
+    context and must already be written into the paged cache; query ``i`` sees keys at
+    positions ``<= seq_lens[b] - q_len + i``.  Returns ``out`` shaped like ``q``.
+    """
+    batch, block_size, num_kv_heads, head_size, num_q_heads = _check_cache(
+        q, k_cache, v_cache, block_table, seq_lens, 3)
+    require_dtype(query_start_loc, "query_start_loc", (torch.int32,))
+    require_shape(query_start_loc, "query_start_loc", (batch + 1,))
+    if max_query_len is None:
+        max_query_len = int((query_start_loc[1:] - query_start_loc[:-1]).max().item()) if batch else 0
+    if out is None:
+        out = torch.empty_like(q)
+    if batch == 0 or max_query_len == 0:
+        return out
+    G = num_q_heads // num_kv_heads
+    d_pad = max(16, next_pow2(head_size))
+    tile, warps = _tile_for(d_pad, k_cache.dtype)
+    m_pad = 64 if d_pad <= 256 else 32
+    m_pad = max(m_pad, next_pow2(G))
+    block_q = m_pad // G
+    grid = (triton.cdiv(max_query_len, block_q), batch, num_kv_heads)
+    _prefill_kernel[grid](
+        q, k_cache, v_cache, block_table, seq_lens, query_start_loc, out,
+        float(scale) * _LOG2E,
+        *q.stride(), *k_cache.stride(), *v_cache.stride(), *block_table.stride(), *out.stride(),
+        G=G, BLOCK_Q=block_q, M_PAD=m_pad, HEAD=head_size, D_PAD=d_pad,
+        BLOCK_SIZE=block_size, TILE=tile, IEEE=k_cache.dtype == torch.float32, UPCAST=_INTERPRET and k_cache.dtype == torch.bfloat16,
+        num_warps=warps, num_stages=2,
+    )
+    return out

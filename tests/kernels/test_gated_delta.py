@@ -1,0 +1,54 @@
+"""Gated delta rule decode step against float64."""
+
+import pytest
+import torch
+
+from enginecfg.kernels.checks import check_gated_delta
+from enginecfg.kernels.gated_delta import gated_delta_step, reference_gated_delta_step
+from enginecfg.pipeline.errors import InvalidInputError
+
+
+@pytest.mark.parametrize("state_dtype", ["float32", "float16", "bfloat16"])
+def test_gdn_each_state_dtype_grouped_heads(state_dtype, device):
+    # nv / nk = 3, as Qwen3.5-27B's 48 / 16
+    res = check_gated_delta(2, 2, 6, 32, 32, state_dtype, "bfloat16", device, seed=1)
+    assert res.passed, res.errors
+
+
+def test_gdn_without_l2norm_and_rectangular_state(device):
+    res = check_gated_delta(2, 1, 2, 48, 24, "float32", "float32", device, seed=2,
+                            use_qk_l2norm=False)
+    assert res.passed and res.max_error < 1e-4, res.errors
+
+
+def test_gdn_delta_rule_stores_value_for_unit_key():
+    # With S = 0, g = 0, beta = 1 and a unit key e_0, one step must leave S = v e_0^T and
+    # return o = scale * v (q = k): the rule writes v under key k.
+    dk = dv = 16
+    state = torch.zeros(1, 1, dv, dk)
+    k = torch.zeros(1, 1, dk)
+    k[..., 0] = 1.0
+    v = torch.randn(1, 1, dv)
+    o = gated_delta_step(state, k.clone(), k, v, torch.zeros(1, 1), torch.ones(1, 1), scale=1.0)
+    assert torch.allclose(state[0, 0, :, 0], v[0, 0], atol=1e-5)
+    assert torch.count_nonzero(state[0, 0, :, 1:]) == 0
+    assert torch.allclose(o[0, 0], v[0, 0], atol=1e-5)
+    s_ref = torch.zeros(1, 1, dv, dk, dtype=torch.float64)
+    o_ref = reference_gated_delta_step(s_ref, k.clone(), k, v, torch.zeros(1, 1), torch.ones(1, 1),
+                                       scale=1.0)
+    assert torch.allclose(o_ref.float(), o, atol=1e-5)
+
+
+def test_gdn_wrong_head_mapping_is_detected(device):
+    # key heads repeated in the wrong order (tiling instead of interleaving)
+    def tiled(args):
+        return dict(args, q=args["q"].flip(1).contiguous(), k=args["k"].flip(1).contiguous())
+
+    res = check_gated_delta(2, 2, 4, 16, 16, "float32", "float32", device, seed=3, perturb=tiled)
+    assert not res.passed
+
+
+def test_gdn_rejects_value_heads_not_multiple_of_key_heads():
+    with pytest.raises(InvalidInputError, match="nk"):
+        gated_delta_step(torch.zeros(1, 5, 8, 8), torch.zeros(1, 2, 8), torch.zeros(1, 2, 8),
+                         torch.zeros(1, 5, 8), torch.zeros(1, 5), torch.zeros(1, 5))
