@@ -303,17 +303,15 @@ class EngineConfig:
             if sec is None:
                 out[name] = None
                 continue
-            for a in attrs.fields(type(sec)):
-                if a.name.startswith("_") or a.name in ("hf_config", "hf_text_config", "arch_info"):
-                    continue
-                value = getattr(sec, a.name)
-                if isinstance(value, (list, dict)):
+            for field, key in _tracked_fields(type(sec)):
+                value = getattr(sec, field)
+                if value.__class__ in (list, dict):
                     value = _copy_json(value)
-                out[f"{name}.{a.name}"] = value
+                out[key] = value
         hf = self.model_config.hf_config
         if hf is not None:
             for path, value in hf.overlay_state().items():
-                out[f"hf_config.{path}"] = value
+                out["hf_config." + path] = value
         return out
 
     def section_dict(self, name: str) -> dict[str, Any] | None:
@@ -345,6 +343,19 @@ class EngineConfig:
                 "parallel_config", "pooler_config")}
         doc["hf_config"] = self.hf_config_dict()
         return doc
+
+
+_TRACKED: dict[type, tuple[tuple[str, str], ...]] = {}
+
+
+def _tracked_fields(cls: type) -> tuple[tuple[str, str], ...]:
+    """(attribute, dotted key) of a section's fields that the change record tracks."""
+    fields = _TRACKED.get(cls)
+    if fields is None:
+        fields = tuple((a.name, f"{cls._section}.{a.name}") for a in attrs.fields(cls)
+                       if not a.name.startswith("_") and a.name not in ("hf_config", "hf_text_config", "arch_info"))
+        _TRACKED[cls] = fields
+    return fields
 
 
 def _copy_json(value: Any) -> Any:

@@ -58,6 +58,7 @@ def cache_dir() -> Path:
 
 def clear_memory() -> None:
     _memory.clear()
+    _by_bytes.clear()
 
 
 def _key(canonical: bytes) -> str:
@@ -149,3 +150,22 @@ def snapshots_for(config_dicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def snapshot_for(config_dict: dict[str, Any]) -> dict[str, Any]:
     return snapshots_for([config_dict])[0]
+
+
+_by_bytes: dict[bytes, dict[str, Any]] = {}
+
+
+def snapshot_for_bytes(raw: bytes, parse) -> dict[str, Any]:
+    """The snapshot of a config file's exact bytes; ``parse()`` gives its dict on a miss.
+
+    Identical bytes are identical configs, so a warm lookup skips JSON parsing and the
+    canonical encoding altogether (the key is a digest of the bytes).
+    """
+    digest = hashlib.blake2b(raw, digest_size=20).digest()
+    snap = _by_bytes.get(digest)
+    if snap is None:
+        snap = snapshot_for(parse())
+        if len(_by_bytes) > 4096:
+            _by_bytes.clear()
+        _by_bytes[digest] = snap
+    return snap

@@ -30,6 +30,18 @@ def deep_freeze(value: Any) -> Any:
     return value
 
 
+def _copy(value: Any) -> Any:
+    """A deep copy of JSON-shaped data (much cheaper than copy.deepcopy)."""
+    cls = value.__class__
+    if cls is dict:
+        return {k: _copy(v) for k, v in value.items()}
+    if cls is list:
+        return [_copy(v) for v in value]
+    if cls in (str, int, float, bool) or value is None:
+        return value
+    return copy.deepcopy(value)
+
+
 class HFConfigView:
     """Attribute access over one config snapshot (and its nested sub-configs)."""
 
@@ -73,7 +85,7 @@ class HFConfigView:
         if isinstance(value, (dict, list)):
             if self.is_frozen:
                 return deep_freeze(value)
-            value = copy.deepcopy(value)
+            value = _copy(value)
             overlay[name] = value  # copy-on-read: in-place edits stay in this run
         return value
 
@@ -146,7 +158,7 @@ class HFConfigView:
         for name, value in self._overlay.items():
             if isinstance(value, HFConfigView):
                 continue
-            out[prefix + name] = copy.deepcopy(value)
+            out[prefix + name] = _copy(value)
         for child in self._children.values():
             out.update(child.overlay_state())
         return out

@@ -25,7 +25,7 @@ from enginecfg.pipeline.config import (
 )
 from enginecfg.pipeline.dtypes import canonical_dtype
 from enginecfg.pipeline.errors import ConfigRejectedError, EngineCfgError, InvalidInputError
-from enginecfg.pipeline.hfcache import snapshot_for
+from enginecfg.pipeline.hfcache import snapshot_for, snapshot_for_bytes
 from enginecfg.pipeline.hfsnapshot import is_snapshot, snapshot_of
 from enginecfg.pipeline.hfview import HFConfigView
 
@@ -112,7 +112,7 @@ def _parse_backend(value: str) -> str | None:
 
 # -- reading the config file -----------------------------------------------------------------
 
-def _read_config_file(path: Any) -> tuple[str, dict[str, Any]]:
+def _config_file(path: Any) -> Path:
     if not isinstance(path, (str, os.PathLike)):
         raise InvalidInputError(f"invalid model: got {path!r}; allowed: a path to a model folder or config.json",
                                 field="model")
@@ -122,10 +122,17 @@ def _read_config_file(path: Any) -> tuple[str, dict[str, Any]]:
         what = f"{p} has no config.json" if p.is_dir() else f"{p} does not exist"
         raise InvalidInputError(f"invalid model: {what}; allowed: a model folder holding config.json, "
                                 f"or a config.json file", field="model")
+    return file
+
+
+def _read_bytes(file: Path) -> bytes:
     try:
-        raw = file.read_bytes()
+        return file.read_bytes()
     except OSError as exc:
         raise InvalidInputError(f"invalid model: cannot read {file}: {exc.strerror or exc}", field="model") from None
+
+
+def _parse_config(file: Path, raw: bytes) -> dict[str, Any]:
     try:
         data = json.loads(raw)  # Python's json accepts Infinity/NaN, as published hub files need
     except UnicodeDecodeError as exc:
@@ -139,13 +146,21 @@ def _read_config_file(path: Any) -> tuple[str, dict[str, Any]]:
     if not isinstance(data, dict):
         raise InvalidInputError(f"invalid config.json: {file} holds a JSON {type(data).__name__}; "
                                 f"allowed: a JSON object", field="config.json")
-    return str(path), data
+    return data
 
 
 def load_pretrained(path: Any, engine_args: dict[str, Any]) -> EngineConfig:
     args = parse_engine_args(engine_args)
-    model, data = _read_config_file(path)
-    return _build(model, data, None, engine_args, args)
+    file = _config_file(path)
+    raw = _read_bytes(file)
+    parsed: list[dict[str, Any]] = []
+
+    def parse() -> dict[str, Any]:
+        if not parsed:
+            parsed.append(_parse_config(file, raw))
+        return parsed[0]
+    snap = snapshot_for_bytes(raw, parse)
+    return _build(str(path), parsed[0] if parsed else None, snap, engine_args, args)
 
 
 def load_hf_config(config: Any, engine_args: dict[str, Any]) -> EngineConfig:

@@ -14,7 +14,7 @@ import hashlib
 import json
 import time
 import uuid
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import attrs
 
@@ -56,7 +56,17 @@ class Message:
 
 
 def _jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
+    """A JSON-shaped copy: tuples become lists, anything exotic its string."""
+    cls = value.__class__
+    if value is None or cls in (str, int, bool):
+        return value
+    if cls is float:
+        return value
+    if cls is dict or isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if cls in (list, tuple):
+        return [_jsonable(v) for v in value]
+    return str(value)
 
 
 def fingerprint(doc: Any) -> str:
@@ -75,9 +85,14 @@ class RunResult:
     changes: list[Change]
     messages: list[Message]
     facts: dict[str, Any]
-    fingerprint: str
     stages: list[str]
     error: EngineCfgError | None = None
+    _doc: dict[str, Any] | None = attrs.field(default=None, init=False, repr=False)
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 of the resolved config's canonical JSON (computed once; the config is frozen)."""
+        return self._document()["fingerprint"]
 
     @property
     def pages(self) -> dict[str, Any] | None:
@@ -90,21 +105,27 @@ class RunResult:
     def changes_for(self, field: str) -> list[Change]:
         return [c for c in self.changes if c.field == field]
 
+    def _document(self) -> dict[str, Any]:
+        if self._doc is None:
+            self._doc = _document(self.run_id, self.status, self.config, self.changes, self.messages,
+                                  self.facts, self.error, None)
+        return self._doc
+
     def to_dict(self) -> dict[str, Any]:
-        return _document(self.run_id, self.status, self.config, self.changes, self.messages,
-                         self.facts, self.error, self.fingerprint)
+        """The run document (a fresh copy each call)."""
+        return copy.deepcopy(self._document())
 
 
 def _document(run_id: str, status: str, cfg: EngineConfig | None, changes: Sequence[Change],
               messages: Sequence[Message], facts: dict[str, Any], error: EngineCfgError | None,
               fp: str | None, *, model: str | None = None, engine_args: dict | None = None) -> dict[str, Any]:
-    config = cfg.to_config_dict() if cfg is not None else None
+    config = _jsonable(cfg.to_config_dict()) if cfg is not None else None
     doc = {
         "status": status,
         "run_id": run_id,
         "model": cfg.model if cfg is not None else model,
         "engine_args": _jsonable(cfg.engine_args if cfg is not None else (engine_args or {})),
-        "config": _jsonable(config) if config is not None else None,
+        "config": config,
         "changes": [c.to_dict() for c in changes],
         "messages": [m.to_dict() for m in messages],
         "pages": _jsonable(facts.get("pages")) if facts.get("pages") is not None else None,
@@ -234,24 +255,24 @@ class Pipeline:
             raise InvalidInputError("this config was already resolved and frozen; load it again to rerun",
                                     field="cfg")
         run = _Run(run_id or uuid.uuid4().hex, cfg)
-        input_doc = cfg.to_config_dict()
-        events.run_started.send(run.run_id, event=events.RunStarted(
-            run_id=run.run_id, started_at=time.time(), model=cfg.model,
-            architecture=cfg.model_config.architecture, engine_args=_jsonable(cfg.engine_args),
-            input_config=_jsonable(input_doc), input_fingerprint=fingerprint(input_doc),
-            stages=tuple(self.stage_names)))
+        if events.run_started.receivers:  # documents are built only for someone who listens
+            input_doc = _jsonable(cfg.to_config_dict())
+            events.run_started.send(run.run_id, event=events.RunStarted(
+                run_id=run.run_id, started_at=time.time(), model=cfg.model,
+                architecture=cfg.model_config.architecture, engine_args=_jsonable(cfg.engine_args),
+                input_config=input_doc, input_fingerprint=fingerprint(input_doc),
+                stages=tuple(self.stage_names)))
         for lvl, msg in cfg.load_messages:
             events.warning_issued.send(run.run_id, event=events.WarningIssued(
                 run_id=run.run_id, seq=0, stage="loading", level=lvl, message=msg))
         for order, stage in enumerate(self.stages):
             self._run_stage(run, order, stage)
         cfg.freeze()
-        doc_config = cfg.to_config_dict()
-        result = RunResult(run.run_id, "resolved", cfg, run.changes, run.messages, run.facts,
-                           fingerprint(doc_config), self.stage_names)
-        events.run_finished.send(run.run_id, event=events.RunFinished(
-            run_id=run.run_id, finished_at=time.time(), status="resolved", document=result.to_dict(),
-            fingerprint=result.fingerprint))
+        result = RunResult(run.run_id, "resolved", cfg, run.changes, run.messages, run.facts, self.stage_names)
+        if events.run_finished.receivers:
+            events.run_finished.send(run.run_id, event=events.RunFinished(
+                run_id=run.run_id, finished_at=time.time(), status="resolved", document=result.to_dict(),
+                fingerprint=result.fingerprint))
         return result
 
     def _run_stage(self, run: _Run, order: int, stage: Stage) -> None:
