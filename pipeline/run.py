@@ -262,9 +262,9 @@ class Pipeline:
                 architecture=cfg.model_config.architecture, engine_args=_jsonable(cfg.engine_args),
                 input_config=input_doc, input_fingerprint=fingerprint(input_doc),
                 stages=tuple(self.stage_names)))
-        for lvl, msg in cfg.load_messages:
+        for seq, (lvl, msg) in enumerate(cfg.load_messages, 1):
             events.warning_issued.send(run.run_id, event=events.WarningIssued(
-                run_id=run.run_id, seq=0, stage="loading", level=lvl, message=msg))
+                run_id=run.run_id, seq=seq, stage="loading", level=lvl, message=msg))
         for order, stage in enumerate(self.stages):
             self._run_stage(run, order, stage)
         cfg.freeze()

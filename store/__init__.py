@@ -10,9 +10,26 @@ The pipeline never imports this package; the store only subscribes to
 :mod:`enginecfg.pipeline.events`.
 """
 
-from enginecfg.store.queries import AmbiguousRunError, UnknownRunError
-from enginecfg.store.recorder import AuditStore, WriteFailure
-from enginecfg.store.verify import Problem, VerifyResult
+import importlib
+
+# Lazy: the CLI imports ``enginecfg.store.commands`` on every start, and SQLAlchemy and
+# Alembic are only worth importing when a command (or a run) actually touches the database.
+_EXPORTS = {
+    "AuditStore": "enginecfg.store.recorder",
+    "WriteFailure": "enginecfg.store.recorder",
+    "VerifyResult": "enginecfg.store.verify",
+    "Problem": "enginecfg.store.verify",
+    "UnknownRunError": "enginecfg.store.queries",
+    "AmbiguousRunError": "enginecfg.store.queries",
+}
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'enginecfg.store' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = ["AuditStore", "WriteFailure", "VerifyResult", "Problem", "UnknownRunError",
            "AmbiguousRunError"]
