@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable
 from typing import Any, TextIO
 
-from sqlalchemy import Select, or_, select
+from sqlalchemy import Select, exists, or_, select
 
 from enginecfg.pipeline.errors import InvalidInputError
 from enginecfg.store.hashing import CHILD_ORDER
@@ -199,8 +199,10 @@ def field_history(store, field: str, *, model: str | None = None, limit: int | N
             Run.result)
     with store.engine.connect() as conn:
         if changed_only:
-            changed_ids = select(Change.run_id).where(Change.field == field)
-            base = select(*cols).where(Run.id.in_(changed_ids))
+            # newest runs first through the started_at index, each probed through the
+            # (field, run_id) index: stops after `limit` hits instead of sorting them all
+            base = select(*cols).where(exists().where(Change.run_id == Run.id,
+                                                      Change.field == field))
         else:
             base = select(*cols)
         base = _model_filter(base, model).order_by(Run.started_at.desc(), Run.chain_pos.desc())

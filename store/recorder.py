@@ -121,7 +121,8 @@ class AuditStore:
         self._auto_upgrade = auto_upgrade
         self._engine: Engine | None = None
         self._ready = False
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()          # guards the buffers and the counters
+        self._engine_lock = threading.Lock()
         self._pending: dict[str, _RunBuffer] = {}
         self._receivers: list[tuple[Any, Callable[..., None]]] = []
         self._host = socket.gethostname()
@@ -144,13 +145,17 @@ class AuditStore:
     @property
     def engine(self) -> Engine:
         """The SQLAlchemy engine, created (and the schema upgraded) on first use."""
-        if self._engine is None:
-            self._engine = _eng.make_engine(self.url)
-        if not self._ready:
-            if self._auto_upgrade and _eng.current_revision(self._engine) != _eng.head_revision():
-                _eng.upgrade(self._engine)
-            self._ready = True
-        return self._engine
+        if self._ready and self._engine is not None:
+            return self._engine
+        with self._engine_lock:
+            if self._engine is None:
+                self._engine = _eng.make_engine(self.url)
+            if not self._ready:
+                if (self._auto_upgrade
+                        and _eng.current_revision(self._engine) != _eng.head_revision()):
+                    _eng.upgrade(self._engine)
+                self._ready = True
+            return self._engine
 
     @property
     def display_url(self) -> str:
@@ -271,14 +276,19 @@ class AuditStore:
             run_row, children = self._rows(buf, **outcome)
             self._write(run_row, children)
         except Exception as exc:  # never raise into the pipeline
-            self.write_failed += 1
-            self.last_error = exc
             msg = " ".join(f"{type(exc).__name__}: {exc}".split())[:500]
-            self.write_failures.append(WriteFailure(run_id, msg, time.time()))
-            _log.error("audit_write_failed", run_id=run_id, db=self.display_url, error=msg)
+            with self._lock:
+                self.write_failed += 1
+                self.last_error = exc
+                self.write_failures.append(WriteFailure(run_id, msg, time.time()))
+            try:
+                _log.error("audit_write_failed", run_id=run_id, db=self.display_url, error=msg)
+            except Exception:
+                pass
             return
-        self.recorded += 1
-        self.last_run_id = run_id
+        with self._lock:
+            self.recorded += 1
+            self.last_run_id = run_id
 
     def _rows(self, buf: _RunBuffer, *, status: str, finished_at: float,
               document: dict | None, fingerprint: str | None, error: dict | None,
