@@ -178,6 +178,10 @@ class _Run:
         events.warning_issued.send(self.run_id, event=events.WarningIssued(
             run_id=self.run_id, seq=len(self.messages), stage=stage.name, level=level, message=message))
 
+    def record_check(self, stage: Stage, fields: dict[str, Any]) -> None:
+        events.validation_checked.send(self.run_id, event=events.ValidationChecked(
+            run_id=self.run_id, **{k: _jsonable(v) for k, v in fields.items()}))
+
     def sweep(self, stage: Stage, before: dict[str, Any], ctx: StageContext) -> int:
         """Record every change the stage made that its context did not report."""
         after = self.cfg.state()
@@ -278,27 +282,30 @@ class Pipeline:
     def _run_stage(self, run: _Run, order: int, stage: Stage) -> None:
         t0 = time.perf_counter()
         cfg = run.cfg
-        try:
-            applies = bool(stage.applies(cfg))
-        except EngineCfgError as exc:
-            self._fail(run, order, stage, exc, t0, None)
-        except Exception as exc:
-            self._fail(run, order, stage, self._wrap(stage, exc, "deciding whether it applies"), t0, None)
-        if not applies:
-            events.stage_finished.send(run.run_id, event=events.StageFinished(
-                run_id=run.run_id, stage=stage.name, order=order, outcome="skipped",
-                duration_s=time.perf_counter() - t0))
-            return
-        events.stage_started.send(run.run_id, event=events.StageStarted(
-            run_id=run.run_id, stage=stage.name, order=order, origin=stage.origin))
+        # the snapshot comes before applies(): a mutation made there is the stage's too
         before = cfg.state()
         n_before = len(run.changes)
         ctx = StageContext(run, stage, cfg)
         try:
+            applies = bool(stage.applies(cfg))
+        except EngineCfgError as exc:
+            self._fail(run, order, stage, exc, t0, (before, ctx))
+        except (Exception, SystemExit) as exc:
+            self._fail(run, order, stage, self._wrap(stage, exc, "deciding whether it applies"), t0,
+                       (before, ctx))
+        if not applies:
+            n = run.sweep(stage, before, ctx)
+            events.stage_finished.send(run.run_id, event=events.StageFinished(
+                run_id=run.run_id, stage=stage.name, order=order, outcome="skipped",
+                duration_s=time.perf_counter() - t0, changes=n))
+            return
+        events.stage_started.send(run.run_id, event=events.StageStarted(
+            run_id=run.run_id, stage=stage.name, order=order, origin=stage.origin))
+        try:
             stage.run(cfg, ctx)
         except EngineCfgError as exc:
             self._fail(run, order, stage, exc, t0, (before, ctx))
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             self._fail(run, order, stage, self._wrap(stage, exc, "running"), t0, (before, ctx))
         run.sweep(stage, before, ctx)
         n = len(run.changes) - n_before

@@ -46,8 +46,20 @@ class Stage:
     name: ClassVar[str] = ""
     after: ClassVar[tuple[str, ...]] = ()
     before: ClassVar[tuple[str, ...]] = ()
-    #: where the stage comes from; the pipeline fills it for entry-point plugins
-    origin: str = "built-in"
+    @property
+    def origin(self) -> str:
+        """Where the stage comes from: ``built-in``, ``<distribution> <version>`` for an
+        entry-point plugin (set by discovery), else ``local <module>`` for a stage class
+        handed to ``Pipeline(stages=...)`` directly, so the record never calls it ours."""
+        given = self.__dict__.get("_origin")
+        if given:
+            return given
+        module = type(self).__module__
+        return "built-in" if module.startswith("enginecfg.") else f"local {module}"
+
+    @origin.setter
+    def origin(self, value: str) -> None:
+        self.__dict__["_origin"] = value
 
     def applies(self, cfg: "EngineConfig") -> bool:
         return True
@@ -127,6 +139,10 @@ class StageContext:
     def original(self, section: str, field: str) -> Any:
         """The value the caller gave (before any stage of this run changed it)."""
         return self._run.original(f"{section}.{field}")
+
+    def validation_checked(self, **fields: Any) -> None:
+        """Publish one GPU-validation check (see :class:`enginecfg.pipeline.events.ValidationChecked`)."""
+        self._run.record_check(self._stage, fields)
 
     def record(self, name: str, value: Any) -> None:
         """Publish a derived fact of this run (e.g. ``"pages"``) into the run document."""

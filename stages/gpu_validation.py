@@ -1,12 +1,71 @@
 """``gpu-validation``: the last stage; Triton kernels prove the resolved config.
 
-Placeholder wiring: the checks live in :mod:`enginecfg.kernels`; this stage imports torch
-and triton only when it runs a check.
+From the resolved config it derives what the engine's kernels will meet — every distinct
+attention head size with the KV heads per tensor-parallel rank, the block size, the KV
+dtype; the Mamba family's per-rank state shapes and dtypes; the hybrid page layout after
+padding — runs the Triton kernels of :mod:`enginecfg.kernels` on fresh random inputs of
+those shapes, compares them with a float64 reference within per-dtype tolerances, and
+publishes each result as a ``validation_checked`` event.  A failed check rejects the run
+before the config is frozen.
+
+Modes: ``auto`` (validate when a CUDA device is present, else skip with the reason),
+``require-gpu`` (no GPU is a failure), ``interpret`` (Triton's interpreter on the CPU, on
+scaled-down batch, head counts and sequence lengths but the config's head sizes, block
+size and dtypes), ``off``.  torch and triton are imported only here, only when checking.
+
+The state-precision check runs the SSM (or gated-delta) update for a few hundred steps in
+the resolved state dtype beside a float64 state and warns when the state's relative error
+passes :data:`STATE_ERROR_WARN`.
 """
 
 from __future__ import annotations
 
+import glob
+import importlib.util
+import math
+import os
+import time
+from typing import Any
+
+from enginecfg.pipeline.errors import ConfigRejectedError
 from enginecfg.pipeline.stage import Stage
+
+#: relative state error after the precision run above which a warning is issued
+STATE_ERROR_WARN = 1e-2
+
+_KV_DTYPES = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float32"}
+
+
+def _cuda_present() -> bool:
+    """Is there an NVIDIA device, decided without importing torch?"""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return False
+    return bool(glob.glob("/dev/nvidia[0-9]*"))
+
+
+def _missing_packages() -> list[str]:
+    return [m for m in ("torch", "triton") if importlib.util.find_spec(m) is None]
+
+
+def attention_head_sizes(cfg) -> list[int]:
+    """Every distinct attention head size of the model (Gemma 4 has two)."""
+    mc = cfg.model_config
+    sizes = {mc.head_size} if mc.head_size else set()
+    text = mc.hf_text_config
+    for name in ("head_dim", "global_head_dim"):
+        value = text.get(name) if text is not None else None
+        if isinstance(value, int) and value > 0 and mc.model_type in ("gemma4", "gemma4_text"):
+            sizes.add(value)
+    return sorted(sizes)
+
+
+def _kv_dtype(cfg) -> tuple[str, str | None]:
+    mc, cc = cfg.model_config, cfg.cache_config
+    if cc.cache_dtype == "auto":
+        return mc.dtype, None
+    if cc.cache_dtype in _KV_DTYPES:
+        return cc.cache_dtype, None
+    return mc.dtype, f"{cc.cache_dtype} KV cache is checked in the model dtype {mc.dtype}"
 
 
 class GpuValidationStage(Stage):
@@ -19,6 +78,206 @@ class GpuValidationStage(Stage):
     def configure(self, pipeline) -> None:
         self.mode = pipeline.gpu_validation
 
+    # -- deciding where to run ----------------------------------------------------------
+    def _device(self) -> tuple[str | None, str | None]:
+        """(device, reason to skip)."""
+        if self.mode == "off":
+            return None, "GPU validation is off (--gpu-validation off)"
+        missing = _missing_packages()
+        if missing:
+            reason = f"{' and '.join(missing)} not installed (pip install 'enginecfg[gpu]')"
+            if self.mode == "auto":
+                return None, reason
+            raise ConfigRejectedError(f"GPU validation ({self.mode}) cannot run: {reason}",
+                                      field="gpu_validation", vllm_type="GpuValidationError")
+        if self.mode == "interpret":
+            os.environ["TRITON_INTERPRET"] = "1"
+            return "cpu", None
+        if not _cuda_present():
+            reason = "no CUDA device present"
+            if self.mode == "auto":
+                return None, reason
+            raise ConfigRejectedError(f"GPU validation (require-gpu) cannot run: {reason}",
+                                      field="gpu_validation", vllm_type="GpuValidationError")
+        import torch
+
+        if not torch.cuda.is_available():
+            reason = "torch sees no usable CUDA device"
+            if self.mode == "auto":
+                return None, reason
+            raise ConfigRejectedError(f"GPU validation (require-gpu) cannot run: {reason}",
+                                      field="gpu_validation", vllm_type="GpuValidationError")
+        return "cuda", None
+
     def run(self, cfg, ctx) -> None:
-        ctx.record("validation", {"mode": self.mode, "device": None, "status": "skipped",
-                                  "reason": "GPU validation is not available in this build", "checks": []})
+        device, reason = self._device()
+        doc: dict[str, Any] = {"mode": self.mode, "device": device, "status": "skipped", "reason": reason,
+                               "checks": []}
+        ctx.record("validation", doc)
+        if device is None:
+            return
+        if device == "cuda":
+            import torch
+
+            doc["device"] = torch.cuda.get_device_name(0)
+        plan = build_plan(cfg, interpret=device == "cpu")
+        if not plan:
+            doc["reason"] = "no kernel check applies to this config"
+            return
+        failed = []
+        for check in plan:
+            entry = self._run_check(check, device, doc["device"], ctx)
+            doc["checks"].append(entry)
+            if not entry["passed"]:
+                failed.append(entry)
+        doc["status"] = "failed" if failed else "passed"
+        if failed:
+            first = failed[0]
+            raise ConfigRejectedError(
+                f"GPU validation failed: check {first['check']} ({first['kernel']}, {first['dtype']}, "
+                f"{first['shapes']}): max error {first['max_error']} over tolerance {first['tolerance']}"
+                + (f"; {first['detail']}" if first.get("detail") else ""),
+                field=f"validation.{first['check']}", vllm_type="GpuValidationError")
+        for entry in doc["checks"]:
+            if entry["kernel"] == "state_precision" and entry.get("state_error", 0) > STATE_ERROR_WARN:
+                ctx.warn(f"{entry['check']}: the {entry['dtype']} SSM state drifts to a relative error of "
+                         f"{entry['state_error']:.3g} after {entry['shapes']['steps']} decode steps "
+                         f"(threshold {STATE_ERROR_WARN:g}); float32 keeps it at the float64 reference's level")
+
+    def _run_check(self, check: dict[str, Any], device: str, device_name: str, ctx) -> dict[str, Any]:
+        from enginecfg.kernels import checks
+
+        fn = getattr(checks, check["fn"])
+        t0 = time.perf_counter()
+        detail = check.get("detail")
+        if check["fn"] == "state_precision":
+            res = fn(device=device, **check["args"])
+            err = res.final_state_error
+            entry = {"check": check["name"], "kernel": "state_precision", "shapes": check["shapes"],
+                     "dtype": check["dtype"], "max_error": err, "tolerance": None, "passed": True,
+                     "seconds": time.perf_counter() - t0, "state_error": err, "growth": res.growth,
+                     "detail": detail}
+        else:
+            try:
+                res = fn(device=device, **check["args"])
+                entry = {"check": check["name"], "kernel": check["kernel"], "shapes": check["shapes"],
+                         "dtype": check["dtype"], "max_error": res.max_error, "tolerance": res.tolerance,
+                         "passed": bool(res.passed), "seconds": res.seconds, "detail": detail}
+            except Exception as exc:  # a kernel that cannot run these shapes fails the check
+                entry = {"check": check["name"], "kernel": check["kernel"], "shapes": check["shapes"],
+                         "dtype": check["dtype"], "max_error": None, "tolerance": None, "passed": False,
+                         "seconds": time.perf_counter() - t0,
+                         "detail": f"{type(exc).__name__}: {exc}"}
+        if isinstance(entry["max_error"], float) and not math.isfinite(entry["max_error"]):
+            entry["passed"] = False  # NaN or inf never passes, a precision run included
+            entry["detail"] = f"non-finite error ({entry['max_error']})"
+            entry["max_error"] = None
+        ctx.validation_checked(check=entry["check"], kernel=entry["kernel"], shapes=entry["shapes"],
+                               dtype=entry["dtype"], max_error=entry["max_error"],
+                               tolerance=entry["tolerance"], passed=entry["passed"], device=device_name,
+                               seconds=entry["seconds"], detail=entry.get("detail"))
+        return entry
+
+
+def build_plan(cfg, *, interpret: bool) -> list[dict[str, Any]]:
+    """The kernel checks a config implies, with their arguments (scaled down to interpret)."""
+    mc, cc = cfg.model_config, cfg.cache_config
+    tp = cfg.parallel_config.tensor_parallel_size
+    plan: list[dict[str, Any]] = []
+    block = cc.block_size
+    kv_dtype, kv_note = _kv_dtype(cfg)
+    heads = mc.num_attention_heads
+    if not mc.is_attention_free and mc.head_size and not mc.use_mla and heads:
+        kv_heads = mc.num_kv_heads
+        q_heads = max(kv_heads, heads // tp)
+        group = max(1, q_heads // kv_heads)
+        if interpret:
+            kv_heads, q_heads = 1, min(group, 2)
+            seq_lens = [block + 3, 5]
+        else:
+            seq_lens = [2 * block + 7, block + 1, 33, 1]
+        for hs in attention_head_sizes(cfg):
+            shapes = {"head_size": hs, "num_kv_heads": kv_heads, "num_q_heads": q_heads, "block_size": block,
+                      "seq_lens": seq_lens}
+            plan.append({"name": f"paged-decode-attention-h{hs}", "kernel": "paged_decode_attention",
+                         "fn": "check_paged_attention", "dtype": kv_dtype, "shapes": shapes, "detail": kv_note,
+                         "args": {"head_size": hs, "num_kv_heads": kv_heads, "num_q_heads": q_heads,
+                                  "block_size": block, "kv_dtype": kv_dtype, "seq_lens": seq_lens}})
+        hs = attention_head_sizes(cfg)[-1]
+        q_lens = [4, 3] if interpret else [64, 17]
+        p_lens = [block + 4, 9] if interpret else [block + 64, 40]
+        plan.append({"name": f"paged-prefill-chunk-h{hs}", "kernel": "paged_prefill_attention",
+                     "fn": "check_paged_prefill", "dtype": kv_dtype, "detail": kv_note,
+                     "shapes": {"head_size": hs, "block_size": block, "seq_lens": p_lens, "query_lens": q_lens},
+                     "args": {"head_size": hs, "num_kv_heads": kv_heads, "num_q_heads": q_heads,
+                              "block_size": block, "kv_dtype": kv_dtype, "seq_lens": p_lens,
+                              "query_lens": q_lens}})
+    plan += _mamba_plan(cfg, interpret)
+    return plan
+
+
+def _mamba_plan(cfg, interpret: bool) -> list[dict[str, Any]]:
+    mc, cc = cfg.model_config, cfg.cache_config
+    info = mc.arch_info
+    if info is None or info.state_kind is None:
+        return []
+    from enginecfg.stages.hybrid_alignment import page_facts
+
+    facts = page_facts(cfg)
+    shapes, dtypes = facts["mamba_state_shapes"], facts["mamba_state_dtypes"]
+    plan: list[dict[str, Any]] = []
+    batch = 2 if interpret else 64
+    kind = info.state_kind
+    if kind in ("mamba2", "gated_delta_net", "mamba1", "short_conv") and shapes:
+        conv_rows, conv_dim = shapes[0]
+        width = conv_rows + 1
+        dim = min(conv_dim, 64) if interpret else conv_dim
+        plan.append({"name": "conv1d-state-update", "kernel": "causal_conv1d_update",
+                     "fn": "check_causal_conv1d_update", "dtype": dtypes[0],
+                     "shapes": {"batch": batch, "conv_dim": dim, "kernel_width": width},
+                     "args": {"batch": batch, "conv_dim": dim, "kernel_width": width,
+                              "state_dtype": dtypes[0], "io_dtype": mc.dtype}})
+    if kind == "mamba2" and len(shapes) == 2:
+        (_, conv_dim), (nheads, head_dim, dstate) = shapes
+        groups = (conv_dim - nheads * head_dim) // (2 * dstate) if dstate else 0
+        if groups <= 0 or nheads % groups:
+            groups = 1
+        if interpret:
+            nheads, groups = min(nheads, 2), 1
+            head_dim, dstate = min(head_dim, 16), min(dstate, 16)
+        args = {"batch": batch, "nheads": nheads, "head_dim": head_dim, "dstate": dstate, "ngroups": groups,
+                "state_dtype": dtypes[1], "io_dtype": mc.dtype}
+        plan.append({"name": "mamba2-state-update", "kernel": "selective_state_update",
+                     "fn": "check_selective_state_update", "dtype": dtypes[1], "shapes": dict(args), "args": args})
+        steps = 12 if interpret else 300
+        plan.append({"name": "mamba2-state-precision", "kernel": "state_precision", "fn": "state_precision",
+                     "dtype": dtypes[1], "shapes": {"steps": steps},
+                     "args": {"kernel": "mamba2", "state_dtype": dtypes[1], "steps": steps}})
+    if kind == "gated_delta_net" and len(shapes) == 2:
+        (_, conv_dim), (nv, dv, dk) = shapes
+        nk = (conv_dim - nv * dv) // (2 * dk) if dk else 0
+        if nk <= 0 or nv % nk:
+            nk = nv
+        if interpret:
+            ratio = nv // nk
+            nk, nv, dk, dv = 1, min(ratio, 2), min(dk, 16), min(dv, 16)
+        args = {"batch": batch, "num_k_heads": nk, "num_v_heads": nv, "head_k_dim": dk, "head_v_dim": dv,
+                "state_dtype": dtypes[1], "io_dtype": mc.dtype}
+        plan.append({"name": "gated-delta-step", "kernel": "gated_delta_rule_step", "fn": "check_gated_delta",
+                     "dtype": dtypes[1], "shapes": dict(args), "args": args})
+        steps = 12 if interpret else 300
+        plan.append({"name": "gated-delta-state-precision", "kernel": "state_precision", "fn": "state_precision",
+                     "dtype": dtypes[1], "shapes": {"steps": steps},
+                     "args": {"kernel": "gated_delta", "state_dtype": dtypes[1], "steps": steps}})
+    if mc.is_hybrid and facts["mamba_page_size"]:
+        page = cc.mamba_page_size_padded or cc.block_size * facts["attn_page_size_1_token"]
+        attn_block = cc.block_size * facts["attn_page_size_1_token"]
+        from enginecfg.pipeline.dtypes import dtype_size
+
+        state_bytes = [math.prod(s) * dtype_size(d) for s, d in zip(shapes, dtypes)]
+        plan.append({"name": "hybrid-page-layout", "kernel": "page_check", "fn": "check_page_layout",
+                     "dtype": "uint8", "shapes": {"page_size": page, "attn_block_bytes": attn_block,
+                                                  "mamba_state_bytes": state_bytes},
+                     "args": {"page_size_bytes": page, "attn_block_bytes": attn_block,
+                              "mamba_state_bytes": state_bytes, "num_pages": 2 if interpret else 3}})
+    return plan
