@@ -152,11 +152,19 @@ class HFConfigView:
 
     # -- the pipeline's bookkeeping -------------------------------------------------------
     def overlay_state(self) -> dict[str, Any]:
-        """``{dotted path: value}`` of everything written or possibly edited in this view."""
+        """``{dotted path: value}`` of everything this run changed in the view.
+
+        Values copied on read that still equal the snapshot's are left out (comparing is far
+        cheaper than copying a large ``quantization_config`` at every stage boundary).
+        """
         out: dict[str, Any] = {}
         prefix = f"{self._path}." if self._path else ""
+        attrs = self._snap["attrs"]
         for name, value in self._overlay.items():
             if isinstance(value, HFConfigView):
+                continue
+            base = attrs.get(name, _MISSING)
+            if base is not _MISSING and value.__class__ is base.__class__ and value == base:
                 continue
             out[prefix + name] = _copy(value)
         for child in self._children.values():

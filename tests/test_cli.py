@@ -35,8 +35,10 @@ def flags_for(engine_args):
 
 
 def cli(*args):
+    # built-in stages only: an installed site plugin must not change what vLLM is compared with
+    env = dict(os.environ, ENGINECFG_PLUGINS="none")
     return subprocess.run([sys.executable, "-P", "-m", "enginecfg", *args], capture_output=True, text=True,
-                          timeout=300, cwd=os.environ["ENGINECFG_TEST_TMP"])
+                          timeout=300, cwd=os.environ["ENGINECFG_TEST_TMP"], env=env)
 
 
 DOC_KEYS = {"status", "run_id", "model", "engine_args", "config", "changes", "messages", "pages", "error",

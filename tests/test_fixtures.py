@@ -6,13 +6,14 @@ import pytest
 
 from support import CONFIGS, FIXTURES, SEED_MESSAGE, load_cases
 from enginecfg import EngineCfgError, EngineConfig, InvalidInputError, Pipeline
+from enginecfg.pipeline.plugins import builtin_stages
 
 CASES = load_cases()
 
 
 def _run(case):
     path = str(FIXTURES / case["config"])
-    return path, Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(path, **case["engine_args"]))
+    return path, Pipeline(stages=builtin_stages(), gpu_validation="off").run(EngineConfig.from_pretrained(path, **case["engine_args"]))
 
 
 def _first_sentence(text: str) -> str:

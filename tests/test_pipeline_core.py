@@ -170,13 +170,15 @@ def test_ordering_hints_cycles_unknown_and_duplicates():
 
 
 def test_builtin_order_is_vllms():
-    assert Pipeline(gpu_validation="off").stage_names[:9] == [
+    from enginecfg.pipeline.plugins import builtin_stages
+    assert Pipeline(stages=builtin_stages(), gpu_validation="off").stage_names == [
         "pooling", "engine-defaults", "gemma4-backend", "ssm-dtype", "hybrid-kv-scales",
         "mamba-cache-mode", "hybrid-alignment", "vllm-checks", "gpu-validation"]
 
 
 def test_pooling_step_writes_are_change_events_of_the_pooling_stage():
-    result = Pipeline(gpu_validation="off").run(_cfg(LLAMA_VL))
+    from enginecfg.pipeline.plugins import builtin_stages
+    result = Pipeline(stages=builtin_stages(), gpu_validation="off").run(_cfg(LLAMA_VL))
     by_field = {c.field: c for c in result.changes}
     assert by_field["hf_config.is_causal"].stage == "pooling"
     assert by_field["pooler_config.seq_pooling_type"].new == "MEAN"
