@@ -1,70 +1,162 @@
 """Stage discovery: the built-ins plus stages from installed packages.
 
 A plugin distribution declares entry points in the group ``enginecfg.stages``; each names a
-:class:`~enginecfg.Stage` subclass or instance.  ``ENGINECFG_PLUGINS`` decides which
-installed code may run: ``all`` (the default), ``none``, or a comma-separated allow-list of
-distribution names.
+:class:`~enginecfg.Stage` subclass or instance.  Discovery goes through the installed
+metadata (:mod:`importlib.metadata`), the way pytest and vLLM find their plugins, so a
+package is a plugin exactly while it is installed.
+
+``ENGINECFG_PLUGINS`` decides which installed code may run: ``all`` (the default),
+``none``, or a comma-separated allow-list of distribution names (compared the way package
+indexes compare them: case, ``-``, ``_`` and ``.`` do not matter).  An allow-list permits,
+it does not require: a named distribution that is not installed is simply absent.
+
+Every discovered stage gets ``origin = "<distribution> <version>"``; that origin travels
+with the stage into its events, its errors and the audit record.
 """
 
 from __future__ import annotations
 
 import os
-from importlib.metadata import entry_points
-from typing import Any
+import re
+from importlib.metadata import EntryPoint, entry_points
+from typing import TYPE_CHECKING, Any
 
-from enginecfg.pipeline.errors import InvalidInputError, StageError
+from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError, StageError
 from enginecfg.pipeline.stage import Stage
 
-__all__ = ["ENTRY_POINT_GROUP", "builtin_stages", "plugin_stages", "discover_stages", "plugin_policy"]
+if TYPE_CHECKING:
+    from enginecfg.pipeline.config import EngineConfig
+    from enginecfg.pipeline.run import Pipeline
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "POLICY_ENV",
+    "builtin_stages",
+    "plugin_stages",
+    "discover_stages",
+    "plugin_policy",
+    "describe_stages",
+]
 
 ENTRY_POINT_GROUP = "enginecfg.stages"
+POLICY_ENV = "ENGINECFG_PLUGINS"
 
 
 def builtin_stages() -> list[Stage]:
+    """Fresh instances of the built-in stages, in their declared order."""
     from enginecfg.stages import BUILTIN_STAGES
 
     return [cls() for cls in BUILTIN_STAGES]
 
 
 def _norm(name: str) -> str:
-    return name.strip().lower().replace("_", "-").replace(".", "-")
+    """A distribution name as package indexes compare it (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name.strip()).lower()
 
 
-def plugin_policy(value: str | None = None) -> str | set[str]:
-    """``"all"``, ``"none"`` or the set of allowed distribution names (normalised)."""
-    raw = os.environ.get("ENGINECFG_PLUGINS", "all") if value is None else value
-    raw = raw.strip()
-    if raw.lower() in ("", "all"):
+def plugin_policy(value: str | None = None) -> str | frozenset[str]:
+    """``"all"``, ``"none"`` or the frozenset of allowed distribution names (normalised).
+
+    *value* defaults to ``$ENGINECFG_PLUGINS``.  ``all`` or ``none`` mixed with names is
+    refused: it cannot be told whether the operator meant to allow everything or a list.
+    """
+    raw = os.environ.get(POLICY_ENV, "all") if value is None else value
+    if not isinstance(raw, str):
+        raise InvalidInputError.for_value(POLICY_ENV, raw, "all, none, or a comma-separated list of "
+                                          "distribution names")
+    parts = [p.strip() for p in raw.split(",") if p.strip()]
+    keywords = [p for p in parts if p.lower() in ("all", "none")]
+    if not parts:
         return "all"
-    if raw.lower() == "none":
-        return "none"
-    return {_norm(part) for part in raw.split(",") if part.strip()}
+    if keywords:
+        if len(parts) == 1:
+            return keywords[0].lower()
+        raise InvalidInputError.for_value(POLICY_ENV, raw, "all, none, or a comma-separated list of "
+                                          "distribution names (not both)")
+    return frozenset(_norm(p) for p in parts)
+
+
+def _entry_points() -> list[EntryPoint]:
+    """This group's entry points, in a stable order: by distribution, then entry-point name."""
+    eps = entry_points(group=ENTRY_POINT_GROUP)
+    return sorted(eps, key=lambda e: (_norm(e.dist.name) if e.dist is not None else "", e.name))
+
+
+def _origin(ep: EntryPoint) -> tuple[str, str]:
+    if ep.dist is None:
+        return "unknown", f"unknown distribution (entry point {ep.value})"
+    return ep.dist.name, f"{ep.dist.name} {ep.dist.version}"
 
 
 def plugin_stages(policy: str | None = None) -> list[Stage]:
+    """Instances of the installed plugin stages that *policy* allows.
+
+    A plugin that cannot be imported or instantiated stops discovery with a
+    :class:`StageError` naming the entry point and its distribution: running without a
+    stage the operator installed would silently skip a check they rely on.
+    """
     allowed = plugin_policy(policy)
     if allowed == "none":
         return []
     found: list[Stage] = []
-    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.dist.name if e.dist else "", e.name)):
-        dist = ep.dist.name if ep.dist is not None else "unknown"
-        version = ep.dist.version if ep.dist is not None else "?"
+    for ep in _entry_points():
+        dist, origin = _origin(ep)
         if allowed != "all" and _norm(dist) not in allowed:
             continue
-        origin = f"{dist} {version}"
         try:
             obj: Any = ep.load()
             stage = obj() if isinstance(obj, type) else obj
-        except Exception as exc:
-            raise StageError(f"plugin entry point {ep.name!r} of {origin} could not be loaded: "
-                             f"{type(exc).__name__}: {exc}", stage=ep.name, origin=origin) from exc
+        except (Exception, SystemExit) as exc:
+            raise StageError(f"plugin entry point {ep.name!r} ({ep.value}) of {origin} could not be "
+                             f"loaded: {type(exc).__name__}: {exc}", stage=ep.name, origin=origin) from exc
         if not isinstance(stage, Stage):
-            raise InvalidInputError(f"plugin entry point {ep.name!r} of {origin} names {obj!r}, "
-                                    f"which is not an enginecfg.Stage", field="entry_point")
+            raise InvalidInputError(f"plugin entry point {ep.name!r} ({ep.value}) of {origin} names "
+                                    f"{obj!r}, which is not an enginecfg.Stage subclass or instance",
+                                    field="entry_point")
         stage.origin = origin
         found.append(stage)
     return found
 
 
 def discover_stages(policy: str | None = None) -> list[Stage]:
+    """The built-ins followed by the allowed plugins: what ``Pipeline()`` orders and runs."""
     return builtin_stages() + plugin_stages(policy)
+
+
+def describe_stages(pipeline: "Pipeline", cfg: "EngineConfig | None" = None) -> list[dict[str, Any]]:
+    """One row per stage of *pipeline*, in run order, for ``enginecfg stages``.
+
+    Each row: ``position`` (from 0, as in the run's events), ``name``, ``origin``,
+    ``after`` and ``before`` (lists of names) and ``applies``: with *cfg*, whether the
+    stage's :meth:`~enginecfg.Stage.applies` says yes for the config as given (before any
+    stage changed it; a run may still decide otherwise for a stage whose test reads a field
+    an earlier stage sets); without *cfg*, None.  An ``applies`` that raises is reported as
+    in a run: a :class:`StageError` naming the stage and its origin.
+    """
+    rows: list[dict[str, Any]] = []
+    for position, stage in enumerate(pipeline.stages):
+        applies: bool | None = None
+        if cfg is not None:
+            try:
+                applies = bool(stage.applies(cfg))
+            except EngineCfgError as exc:
+                if exc.stage is None:
+                    exc.stage = stage.name
+                raise
+            except Exception as exc:
+                raise StageError(f"stage {stage.name!r} ({stage.origin}) failed while deciding whether "
+                                 f"it applies: {type(exc).__name__}: {exc}",
+                                 stage=stage.name, origin=stage.origin) from exc
+        rows.append({
+            "position": position,
+            "name": stage.name,
+            "origin": stage.origin,
+            "after": _names(stage.after),
+            "before": _names(stage.before),
+            "applies": applies,
+        })
+    return rows
+
+
+def _names(refs: Any) -> list[str]:
+    return [refs] if isinstance(refs, str) else list(refs)
