@@ -9,6 +9,7 @@ during a run are found and attributed by the pipeline (see :mod:`enginecfg.pipel
 from __future__ import annotations
 
 import math
+from types import MappingProxyType
 from typing import Any, Callable, Iterable
 
 import attrs
@@ -289,6 +290,7 @@ class EngineConfig:
                 value = getattr(sec, a.name)
                 if isinstance(value, list):
                     object.__setattr__(sec, a.name, tuple(value))
+        object.__setattr__(self, "engine_args", MappingProxyType(dict(self.engine_args)))
         object.__setattr__(self, "_frozen", True)
 
     @property
