@@ -88,7 +88,7 @@ def gated_delta_step(state: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
                      g: torch.Tensor, beta: torch.Tensor, scale: float | None = None,
                      use_qk_l2norm: bool = True, state_indices: torch.Tensor | None = None, *,
                      eps: float = 1e-6, out: torch.Tensor | None = None,
-                     block_v: int | None = None) -> torch.Tensor:
+                     block_v: int | None = None, num_warps: int = 8) -> torch.Tensor:
     """One gated-delta decode step; updates ``state`` in place, returns o ``[batch, nv, dv]``.
 
     state ``[slots, nv, dv, dk]`` (float32/float16/bfloat16), q and k ``[batch, nk, dk]``,
@@ -120,7 +120,9 @@ def gated_delta_step(state: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
         return out
     k_pad = next_pow2(dk)
     if block_v is None:
-        block_v = max(1, min(next_pow2(dv), 4096 // k_pad))
+        # ~16 KiB of state per program over 8 warps (64 B a thread) measured best on an
+        # H200 for both float32 and 16-bit states
+        block_v = max(1, min(next_pow2(dv), (16384 // state.element_size()) // k_pad))
     grid = (batch, nv, triton.cdiv(dv, block_v))
     _gdn_kernel[grid](
         state, q, k, v, g, beta, out, state_indices if state_indices is not None else g,
@@ -128,6 +130,6 @@ def gated_delta_step(state: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
         *out.stride(),
         dk, dv, nv // nk, float(scale), float(eps),
         BLOCK_V=block_v, K_PAD=k_pad, L2NORM=bool(use_qk_l2norm), HAS_IDX=state_indices is not None,
-        num_warps=4,
+        num_warps=num_warps,
     )
     return out

@@ -109,7 +109,8 @@ def selective_state_update(state: torch.Tensor, x: torch.Tensor, dt: torch.Tenso
                            B: torch.Tensor, C: torch.Tensor, D: torch.Tensor | None = None,
                            z: torch.Tensor | None = None, dt_bias: torch.Tensor | None = None,
                            dt_softplus: bool = True, state_indices: torch.Tensor | None = None,
-                           *, out: torch.Tensor | None = None, block_p: int | None = None) -> torch.Tensor:
+                           *, out: torch.Tensor | None = None, block_p: int | None = None,
+                           num_warps: int = 4) -> torch.Tensor:
     """One Mamba2 step; updates ``state`` in place and returns ``y`` ``[batch, nheads, head_dim]``.
 
     Shapes: state ``[slots, nheads, head_dim, dstate]`` (float32/float16/bfloat16),
@@ -161,7 +162,7 @@ def selective_state_update(state: torch.Tensor, x: torch.Tensor, dt: torch.Tenso
         BLOCK_P=block_p, N_PAD=n_pad,
         HAS_DTB=dt_bias is not None, HAS_D=D is not None, HAS_Z=z is not None,
         HAS_IDX=state_indices is not None, SOFTPLUS=bool(dt_softplus),
-        num_warps=4,
+        num_warps=num_warps,
     )
     return out
 
@@ -217,7 +218,8 @@ def _conv_kernel(
 def causal_conv1d_update(conv_state: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
                          bias: torch.Tensor | None = None, activation: str | None = "silu",
                          state_indices: torch.Tensor | None = None, *,
-                         out: torch.Tensor | None = None, block_d: int = 256) -> torch.Tensor:
+                         out: torch.Tensor | None = None, block_d: int = 256,
+                         num_warps: int = 4) -> torch.Tensor:
     """One decode step of Mamba's depthwise causal conv; shifts ``conv_state`` in place.
 
     conv_state ``[slots, K-1, conv_dim]`` (any strides; see the module docstring),
@@ -254,6 +256,6 @@ def causal_conv1d_update(conv_state: torch.Tensor, x: torch.Tensor, weight: torc
         dim,
         K=K, K_PAD=next_pow2(K), BLOCK_D=block_d,
         HAS_BIAS=bias is not None, SILU=activation is not None, HAS_IDX=state_indices is not None,
-        num_warps=4,
+        num_warps=num_warps,
     )
     return out

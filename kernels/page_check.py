@@ -40,10 +40,15 @@ _GUARD_MIN = 4096
 _BLOCK = 1024
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["dst_page", "dst_page_stride", "dst_offset", "src_page",
+                                "src_page_stride", "src_offset", "n"])
 def _page_copy_kernel(dst_ptr, src_ptr, dst_page, dst_page_stride, dst_offset,
                       src_page, src_page_stride, src_offset, n, BLOCK: tl.constexpr):
-    """Copy ``n`` elements: ``src[src_page*stride + off + i] -> dst[dst_page*stride + off + i]``."""
+    """Copy ``n`` elements: ``src[src_page*stride + off + i] -> dst[dst_page*stride + off + i]``.
+
+    No integer argument is specialised: a page index of 0 or 1 must stay a run-time value
+    (Triton would otherwise fold it into a compile-time constant).
+    """
     pid = tl.program_id(0)
     offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     ok = offs < n

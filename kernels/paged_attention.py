@@ -55,14 +55,20 @@ __all__ = [
 
 _LOG2E = 1.4426950408889634
 MAX_HEAD_SIZE = 512
+#: decode programs wanted per multiprocessor before flash-decoding splits stop being added
+_PROGRAMS_PER_SM = 2
 #: Triton's CPU interpreter: bf16 dots there must be done on float32 copies.
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+_F32_PRECISION = tl.constexpr("ieee" if _INTERPRET else "tf32x3")
 
 
 @triton.jit
 def _dot(a, b, IEEE: tl.constexpr, UPCAST: tl.constexpr):
     """``a @ b`` with a float32 accumulator.
 
+    ``IEEE`` (float32 operands): on a GPU the product is split into three tf32 products
+    ("tf32x3"), which runs on the tensor cores at close to float32 accuracy -- a plain
+    float32 dot falls back to scalar FMAs and made float32 caches 7x slower than bf16.
     ``UPCAST`` feeds float32 copies of (already rounded) 16-bit operands to the dot: the
     products of two bf16/fp16 numbers are exact in float32, so the result matches a
     16-bit-input dot; it exists because Triton's CPU interpreter mishandles bf16 dots.
@@ -70,7 +76,7 @@ def _dot(a, b, IEEE: tl.constexpr, UPCAST: tl.constexpr):
     if UPCAST:
         return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
     elif IEEE:
-        return tl.dot(a, b, input_precision="ieee")
+        return tl.dot(a, b, input_precision=_F32_PRECISION)
     else:
         return tl.dot(a, b)
 
@@ -85,7 +91,7 @@ def _decode_kernel(
     s_btb, s_btn,
     s_ob, s_oh, s_od,
     s_pb, s_ph, s_ps,
-    num_q_heads, tokens_per_split,
+    num_q_heads, tokens_per_split, max_blocks,
     G: tl.constexpr, M_PAD: tl.constexpr, HEAD: tl.constexpr, D_PAD: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, TILE: tl.constexpr, SPLIT: tl.constexpr,
     IEEE: tl.constexpr, UPCAST: tl.constexpr,
@@ -117,8 +123,8 @@ def _decode_kernel(
     bt_row = bt_ptr + b.to(tl.int64) * s_btb
     for t0 in range(start, end, TILE):
         toks = t0 + tl.arange(0, TILE)
-        t_ok = toks < end
         blk = toks // BLOCK_SIZE
+        t_ok = (toks < end) & (blk < max_blocks)
         off = toks % BLOCK_SIZE
         phys = tl.load(bt_row + blk * s_btn, mask=t_ok, other=0).to(tl.int64)
         kv_mask = t_ok[:, None] & d_ok[None, :]
@@ -197,30 +203,37 @@ def _tile_for(d_pad: int, kv_dtype: torch.dtype) -> tuple[int, int]:
         return 64, 4
     if d_pad <= 256:
         return 32, 4
-    return 16, 8
+    return 16, 4
 
 
 def decode_launch_config(batch: int, num_kv_heads: int, max_seq_len: int, head_size: int,
                          kv_dtype: torch.dtype, device: torch.device,
-                         num_splits: int | None = None) -> dict[str, int]:
+                         num_splits: int | None = None,
+                         launch: dict[str, int] | None = None) -> dict[str, int]:
     """The tile, warps and split count the decode kernel would use for these shapes.
 
     Splits are added only while (batch x KV heads) programs fall short of about two per
     multiprocessor, and each split keeps at least four tiles of tokens, so short contexts
-    and big batches run unsplit and write the output directly.
+    and big batches run unsplit and write the output directly.  ``launch`` overrides
+    ``tile``, ``num_warps`` and ``num_stages`` (for tuning sweeps).
     """
     d_pad = max(16, next_pow2(head_size))
     tile, warps = _tile_for(d_pad, kv_dtype)
+    stages = 2
+    if launch:
+        tile = int(launch.get("tile", tile))
+        warps = int(launch.get("num_warps", warps))
+        stages = int(launch.get("num_stages", stages))
     if num_splits is None:
         base = max(1, batch * num_kv_heads)
-        want = max(1, math.ceil(2 * sm_count(device) / base))
+        want = max(1, math.ceil(_PROGRAMS_PER_SM * sm_count(device) / base))
         most = max(1, math.ceil(max(1, max_seq_len) / (4 * tile)))
         num_splits = min(want, most, 256)
     num_splits = max(1, int(num_splits))
     per_split = math.ceil(max(1, max_seq_len) / num_splits)
     per_split = math.ceil(per_split / tile) * tile
     num_splits = max(1, math.ceil(max(1, max_seq_len) / per_split))
-    return {"tile": tile, "num_warps": warps, "num_splits": num_splits,
+    return {"tile": tile, "num_warps": warps, "num_stages": stages, "num_splits": num_splits,
             "tokens_per_split": per_split, "d_pad": d_pad}
 
 
@@ -252,13 +265,17 @@ def _check_cache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
 def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                            block_table: torch.Tensor, seq_lens: torch.Tensor, scale: float,
                            *, max_seq_len: int | None = None, num_splits: int | None = None,
-                           out: torch.Tensor | None = None) -> torch.Tensor:
+                           out: torch.Tensor | None = None,
+                           launch: dict[str, int] | None = None) -> torch.Tensor:
     """One new query token per sequence attending to its whole paged context.
 
     ``q`` ``[batch, num_q_heads, head_size]``; returns ``out`` of the same shape and dtype.
     ``max_seq_len`` bounds the split sizes (default: ``max_blocks * block_size``, known
-    without a device sync); ``num_splits`` overrides the split heuristic.  A sequence of
-    length 0 yields zeros.  Block-table entries are trusted (not range-checked).
+    without a device sync); ``num_splits`` overrides the split heuristic and ``launch``
+    the tile/warps/stages (see :func:`decode_launch_config`).  A sequence of
+    length 0 yields zeros.  Tokens past the table's capacity (``max_blocks * block_size``)
+    are ignored rather than read through a column that does not exist; the physical
+    block numbers in the table are trusted.
     """
     batch, block_size, num_kv_heads, head_size, num_q_heads = _check_cache(
         q, k_cache, v_cache, block_table, seq_lens, 3)
@@ -266,7 +283,7 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
     if max_seq_len is None:
         max_seq_len = block_table.shape[1] * block_size
     cfg = decode_launch_config(batch, num_kv_heads, max_seq_len, head_size, k_cache.dtype,
-                               q.device, num_splits)
+                               q.device, num_splits, launch)
     if out is None:
         out = torch.empty_like(q)
     if batch == 0:
@@ -287,10 +304,11 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         float(scale) * _LOG2E,
         *q.stride(), *k_cache.stride(), *v_cache.stride(), *block_table.stride(), *out.stride(),
         *ps,
-        num_q_heads, cfg["tokens_per_split"],
+        num_q_heads, cfg["tokens_per_split"], block_table.shape[1],
         G=G, M_PAD=m_pad, HEAD=head_size, D_PAD=d_pad, BLOCK_SIZE=block_size,
-        TILE=cfg["tile"], SPLIT=split, IEEE=k_cache.dtype == torch.float32, UPCAST=_INTERPRET and k_cache.dtype == torch.bfloat16,
-        num_warps=cfg["num_warps"], num_stages=2,
+        TILE=cfg["tile"], SPLIT=split, IEEE=k_cache.dtype == torch.float32,
+        UPCAST=_INTERPRET and k_cache.dtype == torch.bfloat16,
+        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
     )
     if split:
         _merge_kernel[(batch, num_q_heads)](
@@ -309,6 +327,7 @@ def _prefill_kernel(
     s_vn, s_vt, s_vh, s_vd,
     s_btb, s_btn,
     s_ot, s_oh, s_od,
+    max_blocks,
     G: tl.constexpr, BLOCK_Q: tl.constexpr, M_PAD: tl.constexpr,
     HEAD: tl.constexpr, D_PAD: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, TILE: tl.constexpr, IEEE: tl.constexpr, UPCAST: tl.constexpr,
@@ -349,8 +368,8 @@ def _prefill_kernel(
     bt_row = bt_ptr + b.to(tl.int64) * s_btb
     for t0 in range(0, kv_end, TILE):
         toks = t0 + tl.arange(0, TILE)
-        t_ok = toks < kv_end
         blk = toks // BLOCK_SIZE
+        t_ok = (toks < kv_end) & (blk < max_blocks)
         off = toks % BLOCK_SIZE
         phys = tl.load(bt_row + blk * s_btn, mask=t_ok, other=0).to(tl.int64)
         kv_mask = t_ok[:, None] & d_ok[None, :]
@@ -386,7 +405,8 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
                             block_table: torch.Tensor, seq_lens: torch.Tensor,
                             query_start_loc: torch.Tensor, scale: float, *,
                             max_query_len: int | None = None,
-                            out: torch.Tensor | None = None) -> torch.Tensor:
+                            out: torch.Tensor | None = None,
+                            launch: dict[str, int] | None = None) -> torch.Tensor:
     """A chunk of new query tokens per sequence, causal over (cached prefix + the chunk).
 
     ``q`` ``[num_tokens, num_q_heads, head_size]`` holds the sequences' chunks back to
@@ -394,6 +414,8 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
     ``[batch+1]``).  Its ``q_len`` new tokens are the last ``q_len`` of its ``seq_lens[b]``
     context and must already be written into the paged cache; query ``i`` sees keys at
     positions ``<= seq_lens[b] - q_len + i``.  Returns ``out`` shaped like ``q``.
+    ``launch`` overrides ``tile``, ``num_warps``, ``num_stages`` and ``rows`` (query rows
+    per program, a power of two).
     """
     batch, block_size, num_kv_heads, head_size, num_q_heads = _check_cache(
         q, k_cache, v_cache, block_table, seq_lens, 3)
@@ -409,6 +431,12 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
     d_pad = max(16, next_pow2(head_size))
     tile, warps = _tile_for(d_pad, k_cache.dtype)
     m_pad = 64 if d_pad <= 256 else 32
+    stages = 2
+    if launch:
+        tile = int(launch.get("tile", tile))
+        warps = int(launch.get("num_warps", warps))
+        stages = int(launch.get("num_stages", stages))
+        m_pad = int(launch.get("rows", m_pad))
     m_pad = max(m_pad, next_pow2(G))
     block_q = m_pad // G
     grid = (triton.cdiv(max_query_len, block_q), batch, num_kv_heads)
@@ -416,8 +444,10 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
         q, k_cache, v_cache, block_table, seq_lens, query_start_loc, out,
         float(scale) * _LOG2E,
         *q.stride(), *k_cache.stride(), *v_cache.stride(), *block_table.stride(), *out.stride(),
+        block_table.shape[1],
         G=G, BLOCK_Q=block_q, M_PAD=m_pad, HEAD=head_size, D_PAD=d_pad,
-        BLOCK_SIZE=block_size, TILE=tile, IEEE=k_cache.dtype == torch.float32, UPCAST=_INTERPRET and k_cache.dtype == torch.bfloat16,
-        num_warps=warps, num_stages=2,
+        BLOCK_SIZE=block_size, TILE=tile, IEEE=k_cache.dtype == torch.float32,
+        UPCAST=_INTERPRET and k_cache.dtype == torch.bfloat16,
+        num_warps=warps, num_stages=stages,
     )
     return out
