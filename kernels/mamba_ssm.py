@@ -218,7 +218,7 @@ def _conv_kernel(
 def causal_conv1d_update(conv_state: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
                          bias: torch.Tensor | None = None, activation: str | None = "silu",
                          state_indices: torch.Tensor | None = None, *,
-                         out: torch.Tensor | None = None, block_d: int = 256,
+                         out: torch.Tensor | None = None, block_d: int = 512,
                          num_warps: int = 4) -> torch.Tensor:
     """One decode step of Mamba's depthwise causal conv; shifts ``conv_state`` in place.
 

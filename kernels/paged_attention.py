@@ -194,9 +194,13 @@ def _merge_kernel(
 
 
 def _tile_for(d_pad: int, kv_dtype: torch.dtype) -> tuple[int, int]:
-    """(TILE tokens, num_warps): keep a K tile near 8-16 KiB and the accumulator in registers."""
+    """Decode (TILE tokens, num_warps): a K tile of 8-32 KiB, the accumulator in registers.
+
+    Chosen from sweeps on an H200 (bench/NOTES.md): for bf16 at head 512, 4 warps ran at
+    90% of copy bandwidth where 8 warps ran at 48%.
+    """
     if kv_dtype == torch.float32:
-        return (32, 4) if d_pad <= 128 else (16, 4) if d_pad <= 256 else (16, 8)
+        return (64, 4) if d_pad <= 128 else (16, 4) if d_pad <= 256 else (16, 8)
     if d_pad <= 64:
         return 64, 4
     if d_pad <= 128:
@@ -401,6 +405,17 @@ def _prefill_kernel(
     )
 
 
+def _prefill_config(d_pad: int, kv_dtype: torch.dtype) -> tuple[int, int, int, int]:
+    """Prefill (TILE, num_warps, query rows per program, stages), from H200 sweeps."""
+    if kv_dtype == torch.float32:
+        return (32, 4, 64, 2) if d_pad <= 128 else (16, 4, 32, 2) if d_pad <= 256 else (16, 8, 32, 2)
+    if d_pad <= 128:
+        return 32, 8, 128, 3
+    if d_pad <= 256:
+        return 32, 4, 64, 2
+    return 32, 8, 64, 2
+
+
 def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                             block_table: torch.Tensor, seq_lens: torch.Tensor,
                             query_start_loc: torch.Tensor, scale: float, *,
@@ -429,9 +444,7 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
         return out
     G = num_q_heads // num_kv_heads
     d_pad = max(16, next_pow2(head_size))
-    tile, warps = _tile_for(d_pad, k_cache.dtype)
-    m_pad = 64 if d_pad <= 256 else 32
-    stages = 2
+    tile, warps, m_pad, stages = _prefill_config(d_pad, k_cache.dtype)
     if launch:
         tile = int(launch.get("tile", tile))
         warps = int(launch.get("num_warps", warps))
