@@ -15,6 +15,7 @@ import json
 import math
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -126,8 +127,21 @@ def _config_file(path: Any) -> Path:
 
 
 def _read_bytes(file: Path) -> bytes:
+    """The file's bytes; a FIFO or device is refused, not read (it would block or never end).
+
+    Opened non-blocking and checked with ``fstat`` on the open descriptor, so a file swapped
+    for a FIFO after the check cannot hang the read either.
+    """
     try:
-        return file.read_bytes()
+        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise InvalidInputError(f"invalid model: cannot read {file}: not a regular file; allowed: "
+                                        f"a config.json file", field="model")
+            with os.fdopen(fd, "rb", closefd=False) as fh:
+                return fh.read()
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise InvalidInputError(f"invalid model: cannot read {file}: {exc.strerror or exc}", field="model") from None
 
@@ -138,6 +152,9 @@ def _parse_config(file: Path, raw: bytes) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise InvalidInputError(f"invalid config.json: {file} is not UTF-8 text ({exc.reason})",
                                 field="config.json") from None
+    except RecursionError:
+        raise InvalidInputError(f"invalid config.json: {file} is nested too deeply to read; allowed: "
+                                f"a JSON object of ordinary depth", field="config.json") from None
     except ValueError as exc:
         msg = getattr(exc, "msg", str(exc))
         where = f" at line {exc.lineno} column {exc.colno}" if hasattr(exc, "lineno") else ""
@@ -163,10 +180,25 @@ def load_pretrained(path: Any, engine_args: dict[str, Any]) -> EngineConfig:
     return _build(str(path), parsed[0] if parsed else None, snap, engine_args, args)
 
 
+def _json_copy(config: dict[str, Any]) -> dict[str, Any]:
+    """The caller's dict read as its config.json would be (the transformers worker sees it so).
+
+    A cycle, nesting deeper than JSON decoding allows, or a key JSON cannot hold is bad input,
+    not a ``ValueError`` / ``RecursionError`` / ``TypeError`` from deep inside the loader.
+    """
+    try:
+        return json.loads(json.dumps(config, default=str))
+    except RecursionError:
+        reason = "it is nested too deeply"
+    except (ValueError, TypeError) as exc:
+        reason = " ".join(str(exc).split())
+    raise InvalidInputError(f"invalid hf_config: {reason}; allowed: a dict of JSON data", field="hf_config")
+
+
 def load_hf_config(config: Any, engine_args: dict[str, Any]) -> EngineConfig:
     args = parse_engine_args(engine_args)
     if isinstance(config, dict):
-        return _build("<dict>", copy.deepcopy(config), None, engine_args, args)
+        return _build("<dict>", _json_copy(config), None, engine_args, args)
     if hasattr(config, "to_dict") and hasattr(config, "attribute_map"):
         snap = snapshot_of(config)
         try:
@@ -500,6 +532,10 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
             "This indicates a mismatch between the model config and vLLM's expectations. Please ensure that "
             "the model config is compatible with vLLM.", field="hf_config.text_config.num_attention_heads")
     top_type = hf.get("model_type")
+    for view in (hf, text):
+        if not isinstance(view.get("model_type"), (str, type(None))):
+            raise InvalidInputError.for_value(_field(view, "model_type"), view.get("model_type"),
+                                              "a string (a model type name)")
     archs = hf.get("architectures")
     if archs is None:
         default = snap.get("default_architecture")

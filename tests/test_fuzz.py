@@ -1,0 +1,444 @@
+"""Fuzzed inputs: every outcome is a resolved run or an enginecfg error naming the field.
+
+Both inputs a user controls are fuzzed with hypothesis: the model config (real fixture
+configs with the fields the loader and the stages read replaced, deleted or inserted, with
+arbitrary JSON values, nested text configs included) and the engine arguments (every name in
+``loading.ENGINE_ARGS`` with arbitrary values, plus unknown names).  Never another
+exception, never a hang (a per-example alarm).  The seed is fixed (``derandomize``) and the
+number of examples bounded; ``ENGINECFG_FUZZ_EXAMPLES`` scales every test for a long run and
+``ENGINECFG_FUZZ_SEED`` picks a different seed (see docs/fuzzing.md).
+
+The CLI is fed malformed and unreadable files and unreachable databases: exit 2, one line on
+stderr, no traceback.  Tests run as root, where ``chmod 000`` does not stop a read, so the
+unreadable inputs are a directory named ``config.json``, a FIFO and a device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
+
+from support import CONFIGS
+from enginecfg import EngineCfgError, EngineConfig, InvalidInputError, Pipeline
+from enginecfg.pipeline.config import ATTENTION_BACKENDS
+from enginecfg.pipeline.errors import StageError
+from enginecfg.pipeline.loading import ENGINE_ARGS
+
+# -- settings --------------------------------------------------------------------------------
+
+_SCALE = int(os.environ.get("ENGINECFG_FUZZ_EXAMPLES", "0") or 0)
+_SEED = os.environ.get("ENGINECFG_FUZZ_SEED")
+_EXAMPLE_TIMEOUT_S = 30
+
+
+def _fuzz(ci_examples: int):
+    """hypothesis settings: fixed seed, bounded examples, no deadline (CI machines vary)."""
+    n = _SCALE or ci_examples
+    s = settings(max_examples=n, deadline=None, derandomize=_SEED is None, database=None,
+                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                        HealthCheck.filter_too_much])
+
+    def wrap(fn):
+        fn = s(fn)
+        return seed(int(_SEED))(fn) if _SEED is not None else fn
+    return wrap
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _transformers_in_process():
+    """Build snapshots in this process: a worker per new fuzzed config would dominate."""
+    old = os.environ.get("ENGINECFG_HF_INPROCESS")
+    os.environ["ENGINECFG_HF_INPROCESS"] = "1"
+    yield
+    if old is None:
+        os.environ.pop("ENGINECFG_HF_INPROCESS", None)
+    else:
+        os.environ["ENGINECFG_HF_INPROCESS"] = old
+
+
+class _Hang(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float):
+    """Fail the example (not the whole session) if it runs longer than ``seconds``."""
+    def on_alarm(signum, frame):
+        raise _Hang(f"no answer after {seconds}s")
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+# -- the inputs ------------------------------------------------------------------------------
+
+BASE_NAMES = ["nemotron-3-nano-30b-a3b-bf16", "qwen3.5-27b", "gemma-4-26b-a4b", "mamba-130m-hf",
+              "jamba-1.5-mini", "nemotron-vl-embed-avg", "zamba2-default", "qwen3-next-default",
+              "falcon-h1-default", "deepseek-v2-lite-like", "lfm2-default", "mamba2-default",
+              "nemotron-3-nano-30b-a3b-nvfp4", "gemma-4-26b-a4b-nvfp4", "minimax-default"]
+BASES = {name: json.loads((CONFIGS / name / "config.json").read_text()) for name in BASE_NAMES}
+
+#: the fields the loader and the stages read (and a few they must ignore)
+FIELDS = [
+    "architectures", "model_type", "num_attention_heads", "num_key_value_heads", "head_dim",
+    "global_head_dim", "hidden_size", "max_position_embeddings", "model_max_length", "num_hidden_layers",
+    "intermediate_size", "mamba_num_heads", "mamba_head_dim", "mamba_d_state", "mamba_d_conv",
+    "mamba_expand", "mamba_n_heads", "mamba_d_head", "mamba_n_groups", "mamba_d_ssm", "mamba_chunk_size",
+    "mamba_ssm_dtype", "mamba_ssm_cache_dtype", "ssm_state_size", "state_size", "expand", "time_step_rank",
+    "chunk_size", "n_groups", "conv_kernel", "linear_num_key_heads", "linear_num_value_heads",
+    "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim", "linear_attn_config",
+    "layer_types", "layers_block_type", "hybrid_override_pattern", "attn_layer_offset", "attn_layer_period",
+    "attention_head_dim", "n_mamba_heads", "short_conv_kernel_size", "kv_lora_rank", "qk_rope_head_dim",
+    "text_config", "llm_config", "vision_config", "pooling", "quantization_config", "rope_parameters",
+    "rope_scaling", "torch_dtype", "dtype", "is_causal", "is_encoder_decoder", "sliding_window",
+    "patch_size", "num_experts", "vocab_size", "tie_word_embeddings",
+]
+_NESTED = ("top", "text_config", "llm_config", "vision_config", "quantization_config", "rope_parameters")
+
+_WORDS = ["", "auto", "bfloat16", "float16", "float32", "fp8", "float64", "mamba", "attention",
+          "full_attention", "linear_attention", "sliding_attention", "conv", "mean", "avg", "cls", "last",
+          "modelopt", "NVFP4", "yarn", "longrope", "llama", "qwen3_5", "gemma4", "nemotron_h", "M*-",
+          "\x00", "é", "LlamaForCausalLM"]
+_EDGE_INTS = [0, -1, 1, 2, 3, 7, 64, 2**31, 2**31 - 1, 2**63, -2**63, 10**30, -10**30]
+_EDGE_FLOATS = [0.0, -0.0, 0.5, 1.0, 2.0, -3.5, 1e308, -1e308, 5e-324, math.nan, math.inf, -math.inf]
+
+_leaf = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.sampled_from(_EDGE_INTS), st.integers(-8, 300),
+    st.floats(allow_nan=True, allow_infinity=True), st.sampled_from(_EDGE_FLOATS),
+    st.text(max_size=10), st.sampled_from(_WORDS),
+)
+json_values = st.recursive(
+    _leaf,
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=5),
+        st.dictionaries(st.one_of(st.sampled_from(FIELDS + ["type", "rope_type", "factor", "quant_method",
+                                                            "quant_algo", "kv_cache_quant_algo"]),
+                                  st.text(max_size=6)), kids, max_size=4),
+    ),
+    max_leaves=10,
+)
+#: an edit: (where, field, delete?, value)
+edits = st.lists(st.tuples(st.sampled_from(_NESTED), st.sampled_from(FIELDS), st.booleans(), json_values),
+                 min_size=1, max_size=5)
+
+
+def _apply(cfg: dict, changes) -> dict:
+    for where, name, delete, value in changes:
+        target = cfg if where == "top" else cfg.get(where)
+        if not isinstance(target, dict):
+            target = cfg
+        if delete:
+            target.pop(name, None)
+        else:
+            target[name] = value
+    return cfg
+
+
+def _good_value(name: str):
+    kind, choices, _, _ = ENGINE_ARGS[name]
+    if name == "attention_backend":
+        return st.sampled_from(list(ATTENTION_BACKENDS) + ["auto", "None", "", "flash_attn", "NOPE"])
+    if kind == "int":
+        return st.one_of(st.integers(-3, 4096), st.sampled_from([16, 64, 528, 1024, 2**20, 2**40, 2**63]))
+    if kind == "bool":
+        return st.booleans()
+    return st.sampled_from(list(choices) + [c.upper() for c in choices] + ["", "auto "])
+
+
+_ARG_NAMES = sorted(ENGINE_ARGS) + ["no_such_arg", "blocksize", "max_model_length", ""]
+
+
+@st.composite
+def engine_args(draw, max_size=4):
+    names = draw(st.lists(st.sampled_from(_ARG_NAMES), max_size=max_size, unique=True))
+    args = {}
+    for name in names:
+        good = _good_value(name) if name in ENGINE_ARGS else st.integers()
+        args[name] = draw(st.one_of(good, good, json_values))
+    return args
+
+
+# -- the property ----------------------------------------------------------------------------
+
+def _check_error(exc: EngineCfgError) -> None:
+    # a StageError is a stage that crashed with a foreign exception: a bug, not an answer
+    assert not isinstance(exc, StageError), exc
+    assert exc.field is not None, f"{type(exc).__name__} names no field: {exc}"
+    # an unknown engine argument named '' is the one field that is rightly empty
+    assert exc.field or "''" in str(exc), f"{type(exc).__name__} names no field: {exc}"
+    if isinstance(exc, InvalidInputError):
+        # bad input names the field in the message itself
+        assert exc.field.split(".")[-1] in str(exc), (exc.field, str(exc))
+
+
+def resolve_or_name_the_field(config: dict, args: dict):
+    """The property: a resolved, serialisable run, or an enginecfg error that names the field."""
+    with _time_limit(_EXAMPLE_TIMEOUT_S):
+        try:
+            result = Pipeline(gpu_validation="off").run(EngineConfig.from_hf_config(config, **args))
+        except EngineCfgError as exc:
+            _check_error(exc)
+            return exc
+        doc = result.to_dict()
+        json.dumps(doc, default=str)
+    assert doc["status"] == "resolved" and doc["fingerprint"]
+    return result
+
+
+@_fuzz(150)
+@given(name=st.sampled_from(BASE_NAMES), changes=edits)
+def test_fuzzed_model_config(name, changes):
+    resolve_or_name_the_field(_apply(copy.deepcopy(BASES[name]), changes), {})
+
+
+@_fuzz(150)
+@given(name=st.sampled_from(BASE_NAMES), args=engine_args())
+def test_fuzzed_engine_args(name, args):
+    resolve_or_name_the_field(copy.deepcopy(BASES[name]), args)
+
+
+@_fuzz(150)
+@given(name=st.sampled_from(BASE_NAMES), changes=edits, args=engine_args(max_size=3))
+def test_fuzzed_config_and_engine_args(name, changes, args):
+    resolve_or_name_the_field(_apply(copy.deepcopy(BASES[name]), changes), args)
+
+
+_FILE_NAMES = ["qwen3.5-27b", "mamba-130m-hf", "gemma-4-26b-a4b", "nemotron-3-nano-30b-a3b-bf16"]
+_RAW = {n: (CONFIGS / n / "config.json").read_bytes() for n in _FILE_NAMES}
+
+
+@_fuzz(60)
+@given(name=st.sampled_from(_FILE_NAMES), cut=st.floats(0, 1), junk=st.binary(max_size=8),
+       where=st.floats(0, 1), args=engine_args(max_size=2))
+def test_fuzzed_config_file_bytes(name, cut, junk, where, args):
+    """Corrupted config.json bytes (truncated, junk spliced in): a run, or a named error."""
+    raw = _RAW[name]
+    raw = raw[:max(1, int(len(raw) * (1 - cut * cut)))] if cut > 0.5 else raw
+    at = int(len(raw) * where)
+    raw = raw[:at] + junk + raw[at:]
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "config.json").write_bytes(raw)
+        with _time_limit(_EXAMPLE_TIMEOUT_S):
+            try:
+                Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(d, **args))
+            except EngineCfgError as exc:
+                _check_error(exc)
+
+
+# -- a failed run is recorded as failed ------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def fuzz_store():
+    from enginecfg.store import AuditStore
+
+    d = tempfile.mkdtemp(prefix="enginecfg-fuzz-")
+    store = AuditStore(f"sqlite:///{d}/audit.db").attach()
+    yield store
+    store.close()
+
+
+@_fuzz(30)
+@given(name=st.sampled_from(BASE_NAMES), changes=edits, args=engine_args(max_size=2))
+def test_fuzzed_runs_are_recorded_with_their_outcome(fuzz_store, name, changes, args):
+    """Pins: resolve() publishes run_started + run_failed even when loading fails, and the
+    store records the failure with its status and error."""
+    cfg = _apply(copy.deepcopy(BASES[name]), changes)
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "config.json").write_text(json.dumps(cfg))
+        before = fuzz_store.recorded
+        with _time_limit(_EXAMPLE_TIMEOUT_S):
+            try:
+                result = Pipeline(gpu_validation="off").resolve(d, **args)
+            except EngineCfgError as exc:
+                _check_error(exc)
+                run_id, status, error = exc.run_id, exc.status, str(exc)
+            else:
+                run_id, status, error = result.run_id, "resolved", None
+    assert fuzz_store.record_error is None, fuzz_store.record_error
+    assert fuzz_store.recorded == before + 1
+    row = fuzz_store.get_run(run_id)
+    assert row["status"] == status, row
+    stored = row["error"]
+    if error is None:
+        assert stored is None, stored
+    else:
+        assert status in ("invalid", "rejected")
+        assert isinstance(stored, dict) and stored["message"] == error, (stored, error)
+        assert stored["field"] is not None
+
+
+def test_a_fuzzed_invalid_run_is_in_the_store_as_invalid(fuzz_store, tmp_path):
+    """A fixed example of the property above that is sure to be invalid (so the property
+    cannot pass vacuously by drawing only resolved runs)."""
+    cfg = copy.deepcopy(BASES["qwen3.5-27b"])
+    cfg["text_config"]["max_position_embeddings"] = [float("nan")]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(InvalidInputError) as info:
+        Pipeline(gpu_validation="off").resolve(tmp_path, block_size=16)
+    row = fuzz_store.get_run(info.value.run_id)
+    assert row["status"] == "invalid"
+    assert "max_position_embeddings" in json.dumps(row, default=str)
+
+
+# -- regressions found by the fuzzer ---------------------------------------------------------
+
+@pytest.mark.parametrize("where", ["top", "text_config"])
+@pytest.mark.parametrize("value", [["qwen3_5"], {"a": 1}, 7, 1.5, True])
+def test_regression_model_type_of_the_wrong_type_is_bad_input(where, value):
+    """Found by the fuzzer: a list or dict model_type crashed with ``TypeError: unhashable``
+    (set membership in the loader); it is bad input naming the field."""
+    cfg = copy.deepcopy(BASES["qwen3.5-27b"])
+    (cfg if where == "top" else cfg["text_config"])["model_type"] = value
+    exc = resolve_or_name_the_field(cfg, {})
+    assert isinstance(exc, EngineCfgError)
+    assert exc.field.endswith("model_type")
+
+
+def _deep(depth: int):
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _cyclic():
+    cfg = copy.deepcopy(BASES["qwen3.5-27b"])
+    cfg["text_config"]["self"] = cfg["text_config"]
+    return cfg
+
+
+@pytest.mark.parametrize("make", [
+    _cyclic,
+    lambda: dict(copy.deepcopy(BASES["mamba-130m-hf"]), extra=_deep(5000)),
+    lambda: {**copy.deepcopy(BASES["mamba-130m-hf"]), (1, 2): "tuple key"},
+], ids=["cycle", "nested 5000 deep", "tuple key"])
+def test_regression_dict_that_is_not_json_is_bad_input(make):
+    """Found while fuzzing: from_hf_config(dict) crashed with ValueError (a cycle),
+    RecursionError (deep nesting) or TypeError (keys); it is bad input naming hf_config."""
+    with _time_limit(_EXAMPLE_TIMEOUT_S), pytest.raises(InvalidInputError) as info:
+        EngineConfig.from_hf_config(make())
+    assert info.value.field == "hf_config"
+
+
+def test_regression_dict_with_int_keys_reads_as_its_json():
+    """The dict is read as its config.json would be: int keys (a transformers id2label) and
+    Python objects (stringified, as the transformers worker sees them) still load."""
+    cfg = copy.deepcopy(BASES["mamba-130m-hf"])
+    cfg["id2label"] = {0: "A", 1: "B"}
+    cfg["custom"] = {3, 4}
+    a = Pipeline(gpu_validation="off").run(EngineConfig.from_hf_config(cfg)).to_dict()["config"]
+    b = Pipeline(gpu_validation="off").run(EngineConfig.from_hf_config(json.loads(json.dumps(cfg, default=str))))
+    assert a == b.to_dict()["config"]
+
+
+def test_regression_deeply_nested_config_json_is_bad_input(tmp_path):
+    """Found by the CLI test below: json.loads raised RecursionError (not a ValueError)."""
+    (tmp_path / "config.json").write_bytes(MALFORMED["deep nesting"])
+    with pytest.raises(InvalidInputError, match="nested too deeply") as info:
+        EngineConfig.from_pretrained(tmp_path)
+    assert info.value.field == "config.json"
+
+
+# -- the CLI ---------------------------------------------------------------------------------
+
+def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-P", "-m", "enginecfg", *args], capture_output=True, text=True,
+                          cwd=os.environ["ENGINECFG_TEST_TMP"], timeout=timeout)
+
+
+def _one_line_exit_2(proc: subprocess.CompletedProcess, needle: str) -> None:
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert needle in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+MALFORMED = {
+    "empty": b"",
+    "truncated": b'{"architectures": ["LlamaForCausalLM"], "hidden_size": 4',
+    "a list": b'[{"architectures": ["LlamaForCausalLM"]}]',
+    "a number": b"4096",
+    "null": b"null",
+    "not utf-8": b'{"model_type": "\xff\xfe"}',
+    "trailing comma": b'{"model_type": "llama",}',
+    "bare NaN": b"NaN",
+    "deep nesting": b"[" * 100_000 + b"]" * 100_000,
+}
+
+
+@pytest.mark.parametrize("name", list(MALFORMED))
+def test_cli_malformed_config_json(tmp_path, name):
+    (tmp_path / "config.json").write_bytes(MALFORMED[name])
+    _one_line_exit_2(_cli("run", str(tmp_path), "--no-audit"), "config.json")
+
+
+def test_cli_folder_without_config_json(tmp_path):
+    _one_line_exit_2(_cli("run", str(tmp_path), "--no-audit"), "has no config.json")
+
+
+def _unreadable(kind: str, tmp_path: Path) -> str:
+    if kind == "directory named config.json":
+        (tmp_path / "config.json").mkdir()
+        return str(tmp_path)
+    if kind == "fifo":
+        os.mkfifo(tmp_path / "config.json")
+        return str(tmp_path)
+    if kind == "device":
+        return "/dev/zero"
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("kind", ["directory named config.json", "fifo", "device"])
+def test_cli_unreadable_config_exits_2_without_hanging(tmp_path, kind):
+    """Pins the regular-file check in loading._read_bytes: a FIFO without a writer blocked the
+    read forever and /dev/zero never ended (found by this test).  As root, chmod 000 does not
+    stop reads, so these are the unreadable inputs."""
+    path = _unreadable(kind, tmp_path)
+    _one_line_exit_2(_cli("run", path, "--no-audit", timeout=60), "cannot read")
+
+
+def test_python_unreadable_config_is_invalid_input(tmp_path):
+    os.mkfifo(tmp_path / "config.json")
+    with _time_limit(20), pytest.raises(InvalidInputError) as info:
+        EngineConfig.from_pretrained(tmp_path)
+    assert info.value.field == "model" and "not a regular file" in str(info.value)
+
+
+@pytest.mark.parametrize("url", [
+    "postgresql+psycopg://u:p@127.0.0.1:1/x",
+    "sqlite:////proc/no/such/dir/audit.db",
+    "sqlite:///{tmp}/missing-dir/file-not-dir/audit.db",
+    "nosuchdriver://x/y",
+    pytest.param("not a url", marks=pytest.mark.xfail(
+        strict=True, reason="known bug outside this suite's files: AuditStore.record_error formats "
+                            "display_url, whose make_url raises ArgumentError on an unparsable URL, "
+                            "so the CLI prints a traceback")),
+])
+def test_cli_unreachable_database_exits_2_with_one_line(tmp_path, url):
+    """The config resolves but its record cannot be written: exit 2 and one line (the run is
+    not trusted unless recorded), never a traceback."""
+    (tmp_path / "missing-dir").mkdir()
+    (tmp_path / "missing-dir" / "file-not-dir").write_text("a file where a folder is needed")
+    url = url.format(tmp=tmp_path)
+    proc = _cli("run", str(CONFIGS / "qwen3.5-27b"), "--db", url, timeout=180)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "audit" in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
