@@ -11,30 +11,34 @@ Submodules and their public API
 head size up to 512, non-powers of two padded and masked; GQA ``Hq = G * Hkv``)::
 
     paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, scale,
-                           *, max_seq_len=None, num_splits=None, out=None) -> out
+                           *, max_seq_len=None, num_splits=None, out=None, launch=None) -> out
         q [batch, Hq, D]; block_table int32 [batch, max_blocks]; seq_lens int32 [batch]
     paged_prefill_attention(q, k_cache, v_cache, block_table, seq_lens, query_start_loc,
-                            scale, *, max_query_len=None, out=None) -> out
+                            scale, *, max_query_len=None, out=None, launch=None) -> out
         q [num_tokens, Hq, D]: the new chunk of each sequence, back to back;
         query_start_loc int32 [batch+1]; seq_lens = cached prefix + chunk (chunk in cache)
     decode_launch_config(batch, num_kv_heads, max_seq_len, head_size, kv_dtype, device,
-                         num_splits=None) -> dict (tile, warps, flash-decoding splits)
+                         num_splits=None, launch=None) -> dict (tile, warps, stages, splits)
+        ``launch`` ({"tile", "num_warps", "num_stages"}, prefill also "rows") overrides the
+        launch defaults, which were picked by sweeps on an H200 (bench/NOTES.md)
 
 ``mamba_ssm`` -- Mamba2 decode step, states updated in place::
 
     selective_state_update(state, x, dt, A, B, C, D=None, z=None, dt_bias=None,
-                           dt_softplus=True, state_indices=None, *, out=None) -> y
+                           dt_softplus=True, state_indices=None, *, out=None,
+                           block_p=None, num_warps=4) -> y
         state [slots, nheads, head_dim, dstate]; x, z [batch, nheads, head_dim];
         dt [batch, nheads]; A, D, dt_bias [nheads]; B, C [batch, ngroups, dstate]
     causal_conv1d_update(conv_state, x, weight, bias=None, activation="silu",
-                         state_indices=None, *, out=None) -> out
+                         state_indices=None, *, out=None, block_d=512, num_warps=4) -> out
         conv_state [slots, K-1, conv_dim] (any strides: pass a [slots, conv_dim, K-1]
         cache as .transpose(1, 2)); x [batch, conv_dim]; weight [conv_dim, K]
 
 ``gated_delta`` -- Qwen3-Next / Qwen3.5 gated delta rule decode step, in place::
 
     gated_delta_step(state, q, k, v, g, beta, scale=None, use_qk_l2norm=True,
-                     state_indices=None, *, eps=1e-6, out=None) -> o
+                     state_indices=None, *, eps=1e-6, out=None, block_v=None,
+                     num_warps=8) -> o
         state [slots, nv, dv, dk]; q, k [batch, nk, dk]; v [batch, nv, dv];
         g (log decay), beta [batch, nv]
 

@@ -109,6 +109,17 @@ class _View:
     regions: tuple[_Region, ...]
 
 
+def _widest_elements(sizes: Sequence[int]) -> list[torch.dtype]:
+    """Element types for states of unknown dtype: the widest of 4, 2, 1 bytes that divides
+    each state's size and offset, so a missing dtype never invents a misalignment."""
+    out, offset = [], 0
+    for size in sizes:
+        width = next(w for w in (4, 2, 1) if size % w == 0 and offset % w == 0)
+        out.append({4: torch.float32, 2: torch.float16, 1: torch.uint8}[width])
+        offset += size
+    return out
+
+
 def _where(offset: int, page_size: int, num_pages: int) -> str:
     if offset < 0:
         return f"guard before {offset}"
@@ -150,7 +161,8 @@ def page_check(page_size_bytes: int, attn_block_bytes: int, mamba_state_bytes: S
     ``attn_block_bytes`` is one attention block's K plus V (K in the first half, V in the
     second); 0 skips the attention view.  ``mamba_state_bytes`` lists the Mamba states packed
     from the page start, in order (e.g. ``[conv_bytes, ssm_bytes]``); ``mamba_state_dtypes``
-    their element types (default float32 each).  ``kernel_page_size_bytes`` is the page
+    their element types (default: the widest of 4/2/1-byte elements each state's size and
+    offset allow).  ``kernel_page_size_bytes`` is the page
     stride the copy kernel is told (default: ``page_size_bytes``); giving it a different
     value models a kernel that disagrees with the allocator, which the check must catch.
     """
@@ -167,7 +179,7 @@ def page_check(page_size_bytes: int, attn_block_bytes: int, mamba_state_bytes: S
     require(kpage > 0, "kernel_page_size_bytes", kernel_page_size_bytes, "> 0")
     kv = as_dtype(kv_dtype, "kv_dtype")
     if mamba_state_dtypes is None:
-        mdtypes = [torch.float32] * len(mamba)
+        mdtypes = _widest_elements(mamba)
     else:
         require(len(mamba_state_dtypes) == len(mamba), "mamba_state_dtypes", len(mamba_state_dtypes),
                 f"{len(mamba)} entries (one per state)")

@@ -69,3 +69,11 @@ def test_rejects_nonsense_sizes():
         page_check(0, ATTN, MAMBA, device="cpu")
     with pytest.raises(InvalidInputError, match="mamba_state_dtypes"):
         page_check(PAGE, ATTN, MAMBA, mamba_state_dtypes=["float32"], device="cpu")
+
+
+def test_unknown_state_dtypes_use_the_widest_element_that_fits(device):
+    # without dtypes a 6-byte state and the state after it are copied as 2-byte elements,
+    # so the check reports no misalignment that the layout does not have
+    res = page_check(PAGE, 0, [6, 1024], device=device)
+    assert res.passed, res
+    assert res.aligned == {"mamba[0]": True, "mamba[1]": True}
