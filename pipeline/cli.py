@@ -204,9 +204,30 @@ def _cmd_stages(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _configure_logs(fmt: str) -> None:
+    """stdout carries the run document, so log lines never go there: with ``--log-format``
+    they go to stderr; without it, the CLI's own one-line messages say everything and
+    library log lines (e.g. the audit store's) are dropped."""
+    import logging
+
+    import structlog
+
+    # structlog knows the standard levels only; "off" drops everything below CRITICAL, and
+    # nothing in enginecfg logs at CRITICAL
+    level = logging.INFO if fmt != "off" else logging.CRITICAL
+    renderer = structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer(colors=False)
+    structlog.configure(
+        processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"), renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     ns = parser.parse_args(argv)
+    _configure_logs(ns.log_format)
     if ns.log_format != "off":
         from enginecfg.pipeline.logs import attach
 

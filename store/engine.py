@@ -65,8 +65,14 @@ def normalise_url(url: str | URL) -> URL:
 
 
 def display_url(url: str | URL) -> str:
-    """The URL with its password hidden, for messages."""
-    return normalise_url(url).render_as_string(hide_password=True)
+    """The URL with its password hidden, for messages (an unparsable one is quoted as given,
+    with anything between ``:`` and ``@`` masked, so that reporting it never fails)."""
+    try:
+        return normalise_url(url).render_as_string(hide_password=True)
+    except Exception:
+        import re
+
+        return repr(re.sub(r":[^:@/]*@", ":***@", str(url)))
 
 
 def _sqlite_on_connect(dbapi_conn, _record) -> None:

@@ -263,9 +263,6 @@ def test_unwritable_database(small_disk, fault, best_effort):
     assert _verified(url) == 2
 
 
-@pytest.mark.xfail(strict=True, reason="known bug outside this suite's files: the recorder's structlog "
-                                       "'audit_write_failed' line goes to stdout (structlog's default "
-                                       "logger) and corrupts the --json document")
 def test_unwritable_database_stdout_is_only_the_document(small_disk):
     mnt, url = small_disk
     undo = _read_only(mnt)

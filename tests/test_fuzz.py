@@ -426,10 +426,7 @@ def test_python_unreadable_config_is_invalid_input(tmp_path):
     "sqlite:////proc/no/such/dir/audit.db",
     "sqlite:///{tmp}/missing-dir/file-not-dir/audit.db",
     "nosuchdriver://x/y",
-    pytest.param("not a url", marks=pytest.mark.xfail(
-        strict=True, reason="known bug outside this suite's files: AuditStore.record_error formats "
-                            "display_url, whose make_url raises ArgumentError on an unparsable URL, "
-                            "so the CLI prints a traceback")),
+    "not a url",
 ])
 def test_cli_unreachable_database_exits_2_with_one_line(tmp_path, url):
     """The config resolves but its record cannot be written: exit 2 and one line (the run is
