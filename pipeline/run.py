@@ -156,6 +156,7 @@ class _Run:
         self.messages: list[Message] = [Message("loading", lvl, msg) for lvl, msg in cfg.load_messages]
         self.facts: dict[str, Any] = {}
         self.initial = cfg.state()
+        self.last_state = self.initial
 
     def original(self, dotted: str) -> Any:
         if dotted in self.initial:
@@ -185,6 +186,7 @@ class _Run:
     def sweep(self, stage: Stage, before: dict[str, Any], ctx: StageContext) -> int:
         """Record every change the stage made that its context did not report."""
         after = self.cfg.state()
+        self.last_state = after
         found = 0
         hf = self.cfg.model_config.hf_config
         for key in after.keys() | before.keys():
@@ -282,8 +284,10 @@ class Pipeline:
     def _run_stage(self, run: _Run, order: int, stage: Stage) -> None:
         t0 = time.perf_counter()
         cfg = run.cfg
-        # the snapshot comes before applies(): a mutation made there is the stage's too
-        before = cfg.state()
+        # the snapshot comes before applies(): a mutation made there is the stage's too.
+        # Nothing changes the config between stages, so the previous stage's closing
+        # snapshot is this one's opening snapshot.
+        before = run.last_state
         n_before = len(run.changes)
         ctx = StageContext(run, stage, cfg)
         try:
