@@ -5,11 +5,42 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import uuid
 from pathlib import Path
 
 import pytest
 
-from support import CONFIGS
+from support import CONFIGS, PG_URL
+
+#: every audit-store test runs on SQLite and on PostgreSQL (skipped only without a server)
+BACKENDS = [
+    "sqlite",
+    pytest.param("postgresql", marks=[
+        pytest.mark.postgres,
+        pytest.mark.skipif(not PG_URL, reason="ENGINECFG_TEST_PG_URL is not set"),
+    ]),
+]
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request, tmp_path):
+    """A fresh, empty audit database URL (PostgreSQL: a schema of its own, dropped afterwards)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'audit.db'}"
+        return
+    from sqlalchemy import text
+
+    from enginecfg.store.engine import make_engine, normalise_url
+
+    schema = "t_" + uuid.uuid4().hex[:16]
+    admin = make_engine(PG_URL)
+    with admin.begin() as conn:
+        conn.execute(text(f"CREATE SCHEMA {schema}"))
+    url = normalise_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"})
+    yield url.render_as_string(hide_password=False)
+    with admin.begin() as conn:
+        conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
+    admin.dispose()
 
 
 def pytest_configure(config):

@@ -19,6 +19,34 @@ SEED_MESSAGE = re.compile(
     r"|Updating mamba_ssm_cache_dtype to|Qwen3\.5 model specifies mamba_ssm_dtype)")
 
 
+#: a PostgreSQL server for the audit-store tests (``.ci/postgres.sh`` prints it); unset: skipped
+PG_URL = os.environ.get("ENGINECFG_TEST_PG_URL")
+
+
+def kill_at_marker(proc, marker: Path, what: str, timeout: float) -> None:
+    """SIGKILL *proc* as soon as it creates *marker* (its hold point), and reap it."""
+    import signal
+    import time
+
+    import pytest
+
+    try:
+        deadline = time.monotonic() + timeout
+        while not marker.exists():
+            if proc.poll() is not None:
+                pytest.fail(f"{what} exited early ({proc.returncode}): {proc.stderr.read()}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"{what} never reached the hold point")
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        proc.stderr.close()
+
+
 def load_cases() -> list[dict]:
     return json.loads((FIXTURES / "cases.json").read_text())["cases"]
 

@@ -20,40 +20,21 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 from sqlalchemy import text
 
-from support import CONFIGS
+from support import CONFIGS, PG_URL, kill_at_marker
 from enginecfg import EngineConfig, Pipeline
 from enginecfg.store import AuditStore
 from enginecfg.store.engine import make_engine, normalise_url
 
 QWEN = str(CONFIGS / "qwen3.5-27b")
 MAMBA = str(CONFIGS / "mamba-130m-hf")
-PG_URL = os.environ.get("ENGINECFG_TEST_PG_URL")
 _needs_pg = pytest.mark.skipif(not PG_URL, reason="ENGINECFG_TEST_PG_URL is not set")
-BACKENDS = ["sqlite", pytest.param("postgresql", marks=[pytest.mark.postgres, _needs_pg])]
-
-
-@pytest.fixture(params=BACKENDS)
-def db_url(request, tmp_path):
-    """A fresh audit database URL (PostgreSQL: a schema of its own, dropped afterwards)."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'audit.db'}"
-        return
-    schema = "f_" + uuid.uuid4().hex[:16]
-    admin = make_engine(PG_URL)
-    with admin.begin() as conn:
-        conn.execute(text(f"CREATE SCHEMA {schema}"))
-    yield normalise_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"}) \
-        .render_as_string(hide_password=False)
-    with admin.begin() as conn:
-        conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
-    admin.dispose()
+# ``db_url`` (SQLite and PostgreSQL) comes from tests/conftest.py
 
 
 def _cli(*args: str, env: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
@@ -135,21 +116,7 @@ def _kill_cli_at_hold(url: str, tmp_path: Path, mode: str) -> None:
     proc = subprocess.Popen([sys.executable, "-P", "-m", "enginecfg", "run", QWEN, "--db", url, "--json"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             cwd=os.environ["ENGINECFG_TEST_TMP"])
-    try:
-        deadline = time.monotonic() + 180
-        while not marker.exists():
-            if proc.poll() is not None:
-                pytest.fail(f"enginecfg run exited early ({proc.returncode}): {proc.stderr.read()}")
-            if time.monotonic() > deadline:
-                pytest.fail("enginecfg run never reached the hold point")
-            time.sleep(0.05)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
-        proc.stderr.close()
+    kill_at_marker(proc, marker, "enginecfg run", timeout=180)
     assert proc.returncode == -signal.SIGKILL
 
 

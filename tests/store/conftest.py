@@ -7,41 +7,14 @@ own (through ``search_path``), dropped afterwards.
 
 from __future__ import annotations
 
-import os
-import uuid
 
 import pytest
 from sqlalchemy import text
 
 from enginecfg.store import AuditStore
-from enginecfg.store.engine import make_engine, normalise_url
-
-PG_URL = os.environ.get("ENGINECFG_TEST_PG_URL")
-
-BACKENDS = [
-    "sqlite",
-    pytest.param("postgresql", marks=[
-        pytest.mark.postgres,
-        pytest.mark.skipif(not PG_URL, reason="ENGINECFG_TEST_PG_URL is not set"),
-    ]),
-]
 
 
-@pytest.fixture(params=BACKENDS)
-def db_url(request, tmp_path):
-    """A fresh, empty audit database URL."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'audit.db'}"
-        return
-    schema = "t_" + uuid.uuid4().hex[:16]
-    admin = make_engine(PG_URL)
-    with admin.begin() as conn:
-        conn.execute(text(f"CREATE SCHEMA {schema}"))
-    url = normalise_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"})
-    yield url.render_as_string(hide_password=False)
-    with admin.begin() as conn:
-        conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
-    admin.dispose()
+# ``db_url`` (SQLite and PostgreSQL) comes from tests/conftest.py, shared with the fault tests.
 
 
 @pytest.fixture

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import multiprocessing
-import os
 import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
+
+from support import kill_at_marker
 from sqlalchemy import func, select
 
 from enginecfg.store import AuditStore
@@ -72,20 +72,7 @@ def _kill_while_holding(db_url: str, tmp_path: Path, mode: str) -> None:
     marker = tmp_path / "ready"
     proc = subprocess.Popen([sys.executable, str(script), db_url, str(marker), mode],
                             stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while not marker.exists():
-            if proc.poll() is not None:
-                pytest.fail(f"child exited early: {proc.stderr.read()}")
-            if time.monotonic() > deadline:
-                pytest.fail("child never reached the hold point")
-            time.sleep(0.05)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.stderr.close()
+    kill_at_marker(proc, marker, "child", timeout=120)
     assert proc.returncode == -signal.SIGKILL
 
 
