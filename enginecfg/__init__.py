@@ -7,6 +7,10 @@ The public API::
     result.to_dict()          # the run document
 """
 
+from enginecfg import _layout
+
+_layout.join_checkout(__path__, __file__)  # a checkout's top-level rooms are our subpackages
+
 from enginecfg.pipeline.config import EngineConfig
 from enginecfg.pipeline.errors import (
     ConfigRejectedError,

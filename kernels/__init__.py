@@ -82,6 +82,11 @@ variable ``TRITON_INTERPRET=1`` is set before triton is first imported (the test
 
 from __future__ import annotations
 
+if __name__ == "kernels":  # imported by its bare name from a checkout root on sys.path
+    from enginecfg._layout import hand_over_bare_import
+
+    hand_over_bare_import(__name__, __file__)
+
 import importlib
 from typing import Any
 
@@ -144,7 +149,6 @@ _HOME = {
     "state_precision": "checks",
 }
 
-
 def __getattr__(name: str) -> Any:
     """Import the defining submodule on first use, so this package stays torch-free."""
     if name in SUBMODULES or name == "_reference":
@@ -155,7 +159,6 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
     globals()[name] = value
     return value
-
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__) | set(SUBMODULES))

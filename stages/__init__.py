@@ -3,6 +3,11 @@
 Stage names are a public contract: plugins order themselves against them.
 """
 
+if __name__ == "stages":  # imported by its bare name from a checkout root on sys.path
+    from enginecfg._layout import hand_over_bare_import
+
+    hand_over_bare_import(__name__, __file__)
+
 from enginecfg.stages.engine_defaults import EngineDefaultsStage
 from enginecfg.stages.gemma4_backend import Gemma4BackendStage
 from enginecfg.stages.gpu_validation import GpuValidationStage

@@ -10,6 +10,11 @@ The pipeline never imports this package; the store only subscribes to
 :mod:`enginecfg.pipeline.events`.
 """
 
+if __name__ == "store":  # imported by its bare name from a checkout root on sys.path
+    from enginecfg._layout import hand_over_bare_import
+
+    hand_over_bare_import(__name__, __file__)
+
 import importlib
 
 # Lazy: the CLI imports ``enginecfg.store.commands`` on every start, and SQLAlchemy and

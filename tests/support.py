@@ -7,7 +7,9 @@ import os
 import re
 from pathlib import Path
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+#: the checkout these tests belong to, and ``shared/`` beside it (CI lays it out the same way)
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
 FIXTURES = SHARED / "fixtures"
 CONFIGS = FIXTURES / "configs"
 

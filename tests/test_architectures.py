@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from types import SimpleNamespace as NS
 
 import pytest
+
+from support import FIXTURES
 
 from enginecfg.pipeline.architectures import (
     ARCHITECTURES,
@@ -18,7 +19,6 @@ from enginecfg.pipeline.architectures import (
 )
 from enginecfg.pipeline.errors import InvalidInputError
 
-FIXTURES = Path("/work/shared/fixtures")
 
 # Every architecture of the spec's table (§4.2), each of which must be a row.
 SPEC_TABLE = {

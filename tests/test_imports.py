@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from support import CONFIGS
+from support import CONFIGS, REPO
 
 
 def _py(code: str) -> str:
@@ -44,10 +44,52 @@ def test_installing_enginecfg_does_not_shadow_hf_kernels():
         " bool(import_utils.is_kernels_available())]))\n")
     origin, name, available = json.loads(out)
     assert name == "enginecfg.kernels"
-    assert origin is None or "enginecfg" not in origin and "/main/kernels" not in origin
+    assert origin is None or "enginecfg" not in origin and not origin.startswith(str(REPO))
     baseline = _py("import json, importlib.util\nfrom transformers.utils import import_utils\n"
                    "s = importlib.util.find_spec('kernels')\n"
                    "print(json.dumps([None if s is None else s.origin, bool(import_utils.is_kernels_available())]))")
     assert json.loads(baseline) == [origin, available]
     for bare in ("pipeline", "stages", "store", "migrations"):
         assert _py(f"import importlib.util; print(importlib.util.find_spec({bare!r}) is None)") == "True"
+
+
+# -- where Python starts: the checkout's root, its parent folder, anywhere else -----------------
+
+def _run_from(cwd, code: str) -> subprocess.CompletedProcess:
+    """``python -c`` as a user types it (no -P): the current folder is on sys.path."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=str(cwd), env=env)
+
+
+_PROBE = ("import json, enginecfg, enginecfg.pipeline.run, enginecfg.kernels\n"
+          "from enginecfg import Stage\n"
+          "from transformers.utils import import_utils\n"
+          "print(json.dumps([enginecfg.pipeline.run.__file__, enginecfg.kernels.__name__,"
+          " bool(import_utils.is_kernels_available())]))")
+
+
+def test_the_checkout_root_imports_the_checkout_and_shadows_nothing():
+    proc = _run_from(REPO, _PROBE)
+    assert proc.returncode == 0, proc.stderr
+    run_file, kernels_name, available = json.loads(proc.stdout)
+    assert os.path.realpath(run_file) == str(REPO / "pipeline" / "run.py")
+    assert kernels_name == "enginecfg.kernels"
+    baseline = _py("from transformers.utils import import_utils\nprint(bool(import_utils.is_kernels_available()))")
+    assert available == (baseline == "True")
+
+
+def test_a_folder_named_enginecfg_beside_the_cwd_does_not_hide_the_install(tmp_path):
+    # a clone named `enginecfg`, seen from its parent folder: a directory without __init__.py
+    (tmp_path / "enginecfg").symlink_to(REPO, target_is_directory=True)
+    proc = _run_from(tmp_path, _PROBE)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)[1] == "enginecfg.kernels"
+
+
+def test_python_m_pytest_works_in_the_checkout_root():
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "tests/test_architectures.py"],
+                          capture_output=True, text=True, timeout=600, cwd=str(REPO), env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert " passed" in proc.stdout.splitlines()[-1]

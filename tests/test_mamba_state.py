@@ -11,10 +11,11 @@ state that their checkpoint asks for (NemotronH ``mamba_ssm_cache_dtype``, Qwen3
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from types import SimpleNamespace as NS
 
 import pytest
+
+from support import FIXTURES
 
 from enginecfg.pipeline.architectures import ARCHITECTURES, lookup
 from enginecfg.pipeline.dtypes import attention_kv_dtype
@@ -30,7 +31,6 @@ from enginecfg.pipeline.mamba_state import (
     state_shapes,
 )
 
-FIXTURES = Path("/work/shared/fixtures")
 
 # ---------------------------------------------------------------------------------------
 # Hand-built views
