@@ -1,5 +1,5 @@
 import sys
 
-from enginecfg.pipeline.cli import main
+from enginecfg.cli import main
 
 sys.exit(main())

@@ -145,7 +145,7 @@ class ModelConfig:
     supports_mamba_prefix_caching: bool = attrs.field(default=False, validator=boolean())
     mamba_chunk_size: int = attrs.field(default=2048, validator=positive_int())
     quantization: str | None = attrs.field(default=None)
-    #: the resolved class's facts (:class:`enginecfg.pipeline.architectures.ArchInfo`)
+    #: the resolved class's facts (:class:`enginecfg.pipeline.models.architectures.ArchInfo`)
     arch_info: Any = attrs.field(default=None, repr=False, eq=False)
     _engine: Any = _engine_slot()
 

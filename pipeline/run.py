@@ -26,8 +26,6 @@ from enginecfg.pipeline.stage import Stage, StageContext
 
 __all__ = ["Pipeline", "RunResult", "Change", "Message", "fingerprint"]
 
-GPU_VALIDATION_MODES = ("auto", "require-gpu", "interpret", "off")
-
 
 @attrs.frozen
 class Change:
@@ -87,6 +85,8 @@ class RunResult:
     facts: dict[str, Any]
     stages: list[str]
     error: EngineCfgError | None = None
+    #: the facts the pipeline's stages declare (``Stage.facts``), in stage order
+    fact_names: tuple[str, ...] = ()
     _doc: dict[str, Any] | None = attrs.field(default=None, init=False, repr=False)
 
     @property
@@ -94,13 +94,11 @@ class RunResult:
         """sha256 of the resolved config's canonical JSON (computed once; the config is frozen)."""
         return self._document()["fingerprint"]
 
-    @property
-    def pages(self) -> dict[str, Any] | None:
-        return self.facts.get("pages")
-
-    @property
-    def validation(self) -> dict[str, Any] | None:
-        return self.facts.get("validation")
+    def __getattr__(self, name: str) -> Any:
+        # a declared fact reads as an attribute (``result.pages``), None when not recorded
+        if name != "fact_names" and name in self.fact_names:
+            return self.facts.get(name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def changes_for(self, field: str) -> list[Change]:
         return [c for c in self.changes if c.field == field]
@@ -108,7 +106,7 @@ class RunResult:
     def _document(self) -> dict[str, Any]:
         if self._doc is None:
             self._doc = _document(self.run_id, self.status, self.config, self.changes, self.messages,
-                                  self.facts, self.error, None)
+                                  self.facts, self.fact_names, self.error, None)
         return self._doc
 
     def to_dict(self) -> dict[str, Any]:
@@ -117,8 +115,9 @@ class RunResult:
 
 
 def _document(run_id: str, status: str, cfg: EngineConfig | None, changes: Sequence[Change],
-              messages: Sequence[Message], facts: dict[str, Any], error: EngineCfgError | None,
-              fp: str | None, *, model: str | None = None, engine_args: dict | None = None) -> dict[str, Any]:
+              messages: Sequence[Message], facts: dict[str, Any], fact_names: Sequence[str],
+              error: EngineCfgError | None, fp: str | None, *, model: str | None = None,
+              engine_args: dict | None = None) -> dict[str, Any]:
     config = _jsonable(cfg.to_config_dict()) if cfg is not None else None
     doc = {
         "status": status,
@@ -128,12 +127,11 @@ def _document(run_id: str, status: str, cfg: EngineConfig | None, changes: Seque
         "config": config,
         "changes": [c.to_dict() for c in changes],
         "messages": [m.to_dict() for m in messages],
-        "pages": _jsonable(facts.get("pages")) if facts.get("pages") is not None else None,
-        "error": _error_dict(error),
-        "fingerprint": fp if fp is not None else (fingerprint(config) if config is not None else None),
     }
-    if "validation" in facts:
-        doc["validation"] = _jsonable(facts["validation"])
+    for name in (*fact_names, *(n for n in facts if n not in fact_names)):
+        doc[name] = _jsonable(facts.get(name))
+    doc["error"] = _error_dict(error)
+    doc["fingerprint"] = fp if fp is not None else (fingerprint(config) if config is not None else None)
     return doc
 
 
@@ -213,17 +211,14 @@ class Pipeline:
 
     ``stages``: replace the stage set (default: the built-ins plus installed plugins, see
     :mod:`enginecfg.pipeline.plugins`).  ``disable``: stage names to leave out.  ``only``:
-    run just these (plus nothing else).  ``gpu_validation``: ``auto`` | ``require-gpu`` |
-    ``interpret`` | ``off``.
+    run just these (plus nothing else).  ``plugins``: the plugin policy (see
+    :func:`~enginecfg.pipeline.plugins.plugin_policy`).  Any other keyword is an option of
+    the stage of that name, ``-`` spelt ``_`` (``gpu_validation="off"`` for the
+    ``gpu-validation`` stage), handed over by :meth:`options_for` in :meth:`Stage.configure`.
     """
 
     def __init__(self, stages: Iterable[Stage] | None = None, *, disable: Iterable[str] = (),
-                 only: Iterable[str] | None = None, gpu_validation: str = "auto",
-                 plugins: str | None = None):
-        if gpu_validation not in GPU_VALIDATION_MODES:
-            raise InvalidInputError.for_value("gpu_validation", gpu_validation,
-                                              ", ".join(GPU_VALIDATION_MODES), flag="--gpu-validation")
-        self.gpu_validation = gpu_validation
+                 only: Iterable[str] | None = None, plugins: str | None = None, **stage_options: Any):
         if stages is None:
             from enginecfg.pipeline.plugins import discover_stages
 
@@ -234,6 +229,14 @@ class Pipeline:
                 raise InvalidInputError(f"{st!r} is not an enginecfg.Stage", field="stages")
         ordered = order_stages(stages)
         names = {st.name for st in ordered}
+        by_keyword = {st.name.replace("-", "_"): st.name for st in ordered}
+        self._options: dict[str, Any] = {}
+        for keyword, value in stage_options.items():
+            if keyword not in by_keyword:
+                raise InvalidInputError.for_value(
+                    "Pipeline option", keyword, "disable, only, plugins, stages, or a stage name with "
+                    "'_' for '-': " + ", ".join(sorted(by_keyword)))
+            self._options[by_keyword[keyword]] = value
         disable = set(disable)
         only_set = set(only) if only is not None else None
         for name in sorted(disable | (only_set or set())):
@@ -243,9 +246,14 @@ class Pipeline:
             st for st in ordered
             if st.name not in disable and (only_set is None or st.name in only_set)
         ]
-        for st in self.stages:
-            if hasattr(st, "configure"):
-                st.configure(self)
+        #: the facts the run document carries: those every known stage declares, in stage order
+        self.fact_names: tuple[str, ...] = tuple(dict.fromkeys(f for st in ordered for f in st.facts))
+        for st in ordered:  # every known stage, so that a bad option fails even when left out
+            st.configure(self)
+
+    def options_for(self, stage_name: str) -> Any:
+        """The option the caller gave for the stage *stage_name* (None if none was given)."""
+        return self._options.get(stage_name)
 
     @property
     def stage_names(self) -> list[str]:
@@ -274,7 +282,8 @@ class Pipeline:
         for order, stage in enumerate(self.stages):
             self._run_stage(run, order, stage)
         cfg.freeze()
-        result = RunResult(run.run_id, "resolved", cfg, run.changes, run.messages, run.facts, self.stage_names)
+        result = RunResult(run.run_id, "resolved", cfg, run.changes, run.messages, run.facts, self.stage_names,
+                           fact_names=self.fact_names)
         if events.run_finished.receivers:
             events.run_finished.send(run.run_id, event=events.RunFinished(
                 run_id=run.run_id, finished_at=time.time(), status="resolved", document=result.to_dict(),
@@ -339,12 +348,11 @@ class Pipeline:
         self._publish_failure(run.run_id, exc, run.cfg, run.changes, run.messages, run.facts)
         raise exc
 
-    @staticmethod
-    def _publish_failure(run_id: str, exc: EngineCfgError, cfg: EngineConfig | None,
+    def _publish_failure(self, run_id: str, exc: EngineCfgError, cfg: EngineConfig | None,
                          changes: Sequence[Change] = (), messages: Sequence[Message] = (),
                          facts: dict[str, Any] | None = None, *, model: str | None = None,
                          engine_args: dict | None = None) -> dict[str, Any]:
-        doc = _document(run_id, exc.status, cfg, changes, messages, facts or {}, exc, None,
+        doc = _document(run_id, exc.status, cfg, changes, messages, facts or {}, self.fact_names, exc, None,
                         model=model, engine_args=engine_args)
         exc.run_id = run_id
         exc.document = doc

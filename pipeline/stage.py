@@ -40,12 +40,25 @@ class Stage:
 
     Subclasses set ``name`` (unique, kebab-case), optionally ``after`` / ``before`` (names of
     stages this one must run after / before; unknown names are an error) and implement
-    :meth:`run`; :meth:`applies` defaults to always.
+    :meth:`run`; :meth:`applies` defaults to always. ``facts`` names the facts the stage
+    records with :meth:`StageContext.record`: each is a key of the run document (``None``
+    when the stage did not record it), so the document's shape does not depend on the config.
     """
 
     name: ClassVar[str] = ""
     after: ClassVar[tuple[str, ...]] = ()
     before: ClassVar[tuple[str, ...]] = ()
+    facts: ClassVar[tuple[str, ...]] = ()
+
+    def configure(self, pipeline: Any) -> None:
+        """Called once when a :class:`~enginecfg.Pipeline` holding the stage is built; does
+        nothing unless overridden.
+
+        A stage that takes options reads them here with ``pipeline.options_for(self.name)``:
+        ``Pipeline(gpu_validation="off")`` hands ``"off"`` to the ``gpu-validation`` stage (an
+        option's keyword is the stage name with ``_`` for ``-``). Validate the option here,
+        raising :class:`~enginecfg.InvalidInputError`, so a bad one fails at construction.
+        """
     @property
     def origin(self) -> str:
         """Where the stage comes from: ``built-in``, ``<distribution> <version>`` for an

@@ -1,6 +1,9 @@
 """The built-in verification stages, in vLLM 0.19.0's order.
 
-Stage names are a public contract: plugins order themselves against them.
+:data:`BUILTIN_STAGES` is the one statement of that order: each built-in runs after the one
+before it in the tuple (its ``after`` is set from it here). A new built-in stage is its
+module and its entry in the tuple. Stage names are a public contract: plugins order
+themselves against them.
 """
 
 if __name__ == "stages":  # imported by its bare name from a checkout root on sys.path
@@ -29,5 +32,9 @@ BUILTIN_STAGES = (
     VllmChecksStage,
     GpuValidationStage,
 )
+
+for _previous, _stage in zip(BUILTIN_STAGES, BUILTIN_STAGES[1:]):
+    _stage.after = (_previous.name,)
+del _previous, _stage
 
 __all__ = ["BUILTIN_STAGES"] + [cls.__name__ for cls in BUILTIN_STAGES]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from enginecfg.pipeline.architectures import ARCHITECTURES
+from enginecfg.pipeline.models.architectures import ARCHITECTURES
 
 
 def config_hook(cfg: Any) -> str | None:

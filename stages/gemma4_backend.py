@@ -9,21 +9,20 @@ forced for every layer.
 
 from __future__ import annotations
 
+from enginecfg.pipeline.models.derive import gemma4_head_dims
 from enginecfg.pipeline.stage import Stage
 from enginecfg.stages._common import config_hook
 
 
 class Gemma4BackendStage(Stage):
     name = "gemma4-backend"
-    after = ("engine-defaults",)
 
     def applies(self, cfg) -> bool:
         return config_hook(cfg) == "gemma4"
 
     def run(self, cfg, ctx) -> None:
         text = cfg.model_config.hf_text_config
-        head_dim = text.get("head_dim")
-        global_head_dim = text.get("global_head_dim")
+        head_dim, global_head_dim = gemma4_head_dims(text, absent=None)
         if head_dim is None or global_head_dim is None or head_dim == global_head_dim:
             return
         if max(head_dim or 0, global_head_dim or 0) <= 256 or cfg.attention_config.backend is not None:

@@ -27,7 +27,9 @@ import os
 import time
 from typing import Any
 
-from enginecfg.pipeline.errors import ConfigRejectedError
+from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
+from enginecfg.pipeline.models import derive
+from enginecfg.pipeline.models.pages import page_facts
 from enginecfg.pipeline.stage import Stage
 
 #: relative state error after the precision run above which a warning is issued
@@ -49,14 +51,7 @@ def _missing_packages() -> list[str]:
 
 def attention_head_sizes(cfg) -> list[int]:
     """Every distinct attention head size of the model (Gemma 4 has two)."""
-    mc = cfg.model_config
-    sizes = {mc.head_size} if mc.head_size else set()
-    text = mc.hf_text_config
-    for name in ("head_dim", "global_head_dim"):
-        value = text.get(name) if text is not None else None
-        if isinstance(value, int) and value > 0 and mc.model_type in ("gemma4", "gemma4_text"):
-            sizes.add(value)
-    return sorted(sizes)
+    return derive.attention_head_sizes(cfg.model_config)
 
 
 def _kv_dtype(cfg) -> tuple[str, str | None]:
@@ -68,15 +63,24 @@ def _kv_dtype(cfg) -> tuple[str, str | None]:
     return mc.dtype, f"{cc.cache_dtype} KV cache is checked in the model dtype {mc.dtype}"
 
 
+#: where the checks may run (``Pipeline(gpu_validation=...)``, ``--gpu-validation``)
+MODES = ("auto", "require-gpu", "interpret", "off")
+
+
 class GpuValidationStage(Stage):
     name = "gpu-validation"
-    after = ("vllm-checks",)
+    facts = ("validation",)
 
     def __init__(self) -> None:
         self.mode = "auto"
 
     def configure(self, pipeline) -> None:
-        self.mode = pipeline.gpu_validation
+        mode = pipeline.options_for(self.name)
+        if mode is None:
+            mode = "auto"
+        if mode not in MODES:
+            raise InvalidInputError.for_value("gpu_validation", mode, ", ".join(MODES), flag="--gpu-validation")
+        self.mode = mode
 
     # -- deciding where to run ----------------------------------------------------------
     def _device(self) -> tuple[str | None, str | None]:
@@ -221,8 +225,6 @@ def _mamba_plan(cfg, interpret: bool) -> list[dict[str, Any]]:
     info = mc.arch_info
     if info is None or info.state_kind is None:
         return []
-    from enginecfg.stages.hybrid_alignment import page_facts
-
     facts = page_facts(cfg)
     shapes, dtypes = facts["mamba_state_shapes"], facts["mamba_state_dtypes"]
     plan: list[dict[str, Any]] = []
@@ -272,7 +274,7 @@ def _mamba_plan(cfg, interpret: bool) -> list[dict[str, Any]]:
     if mc.is_hybrid and facts["mamba_page_size"]:
         page = cc.mamba_page_size_padded or cc.block_size * facts["attn_page_size_1_token"]
         attn_block = cc.block_size * facts["attn_page_size_1_token"]
-        from enginecfg.pipeline.dtypes import dtype_size
+        from enginecfg.pipeline.models.dtypes import dtype_size
 
         state_bytes = [math.prod(s) * dtype_size(d) for s, d in zip(shapes, dtypes)]
         plan.append({"name": "hybrid-page-layout", "kernel": "page_check", "fn": "check_page_layout",

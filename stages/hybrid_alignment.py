@@ -11,35 +11,15 @@ from __future__ import annotations
 
 import math
 
-from enginecfg.pipeline import mamba_state
-from enginecfg.pipeline.dtypes import attention_kv_dtype
+from enginecfg.pipeline.models.pages import page_facts
 from enginecfg.pipeline.errors import ConfigRejectedError
 from enginecfg.pipeline.stage import Stage
 from enginecfg.stages._common import cdiv
 
 
-def page_facts(cfg) -> dict:
-    """The attention and Mamba page sizes this config implies (before padding)."""
-    mc, cc = cfg.model_config, cfg.cache_config
-    kv_dtype = attention_kv_dtype(cc.cache_dtype, mc.dtype)
-    align = mamba_state.kernel_block_alignment(mc.use_mla, cfg.attention_config.backend)
-    attn1 = mamba_state.attention_page_size_1_token(mc.use_mla, mc.num_kv_heads, mc.head_size, kv_dtype)
-    tp = cfg.parallel_config.tensor_parallel_size
-    shapes = mamba_state.state_shapes(mc.arch_info, mc.hf_config, mc.hf_text_config, tp)
-    dtypes = mamba_state.state_dtypes(mc.arch_info, mc.dtype, cc.mamba_cache_dtype, cc.mamba_ssm_cache_dtype)
-    return {
-        "attn_page_size_1_token": attn1,
-        "kernel_block_alignment_size": align,
-        "mamba_page_size": mamba_state.page_size(shapes, dtypes),
-        "mamba_state_shapes": [list(s) for s in shapes],
-        "mamba_state_dtypes": list(dtypes),
-        "attention_kv_dtype": kv_dtype,
-    }
-
-
 class HybridAlignmentStage(Stage):
     name = "hybrid-alignment"
-    after = ("mamba-cache-mode",)
+    facts = ("pages",)
 
     def applies(self, cfg) -> bool:
         return cfg.model_config.is_hybrid

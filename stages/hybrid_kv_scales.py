@@ -13,7 +13,6 @@ from enginecfg.pipeline.stage import Stage
 
 class HybridKvScalesStage(Stage):
     name = "hybrid-kv-scales"
-    after = ("ssm-dtype",)
 
     def applies(self, cfg) -> bool:
         return cfg.model_config.is_hybrid and cfg.cache_config.calculate_kv_scales

@@ -17,7 +17,6 @@ from enginecfg.stages._common import config_hook
 
 class MambaCacheModeStage(Stage):
     name = "mamba-cache-mode"
-    after = ("hybrid-kv-scales",)
 
     def applies(self, cfg) -> bool:
         return cfg.model_config.is_hybrid or config_hook(cfg) == "mamba"

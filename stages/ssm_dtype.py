@@ -14,7 +14,6 @@ from enginecfg.stages._common import config_hook
 
 class SsmDtypeStage(Stage):
     name = "ssm-dtype"
-    after = ("gemma4-backend",)
 
     def applies(self, cfg) -> bool:
         return config_hook(cfg) in ("nemotron_h", "qwen3_5")

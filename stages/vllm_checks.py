@@ -8,17 +8,12 @@ prefix caching (unless it equals max_model_len).
 from __future__ import annotations
 
 from enginecfg.pipeline.errors import ConfigRejectedError
+from enginecfg.pipeline.models.derive import QUANTIZATION_DTYPES
 from enginecfg.pipeline.stage import Stage
-
-_QUANT_DTYPES = {
-    "modelopt_fp4": ("bfloat16", "float16", "float8_e4m3fn"),
-    "modelopt_mixed": ("bfloat16", "float16"),
-}
 
 
 class VllmChecksStage(Stage):
     name = "vllm-checks"
-    after = ("hybrid-alignment",)
 
     def run(self, cfg, ctx) -> None:
         mc, cc = cfg.model_config, cfg.cache_config
@@ -28,7 +23,7 @@ class VllmChecksStage(Stage):
             raise ConfigRejectedError(
                 f"Total number of attention heads ({heads}) must be divisible by tensor parallel size ({tp}).",
                 field="parallel_config.tensor_parallel_size")
-        supported = _QUANT_DTYPES.get(mc.quantization or "")
+        supported = QUANTIZATION_DTYPES.get(mc.quantization or "")
         if supported is not None and mc.dtype not in supported:
             listed = ", ".join(f"torch.{d}" for d in supported)
             raise ConfigRejectedError(

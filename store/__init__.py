@@ -17,7 +17,7 @@ if __name__ == "store":  # imported by its bare name from a checkout root on sys
 
 import importlib
 
-# Lazy: the CLI imports ``enginecfg.store.commands`` on every start, and SQLAlchemy and
+# Lazy: the CLI imports ``enginecfg.cli.audit`` on every start, and SQLAlchemy and
 # Alembic are only worth importing when a command (or a run) actually touches the database.
 _EXPORTS = {
     "AuditStore": "enginecfg.store.recorder",

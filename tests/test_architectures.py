@@ -9,7 +9,7 @@ import pytest
 
 from support import FIXTURES
 
-from enginecfg.pipeline.architectures import (
+from enginecfg.pipeline.models.architectures import (
     ARCHITECTURES,
     GENERIC_ATTENTION,
     HOOK_LEVELS,

@@ -17,10 +17,10 @@ import pytest
 
 from support import FIXTURES
 
-from enginecfg.pipeline.architectures import ARCHITECTURES, lookup
-from enginecfg.pipeline.dtypes import attention_kv_dtype
+from enginecfg.pipeline.models.architectures import ARCHITECTURES, lookup
+from enginecfg.pipeline.models.dtypes import attention_kv_dtype
 from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
-from enginecfg.pipeline.mamba_state import (
+from enginecfg.pipeline.models.mamba_state import (
     attention_page_size_1_token,
     extra_groups_for_head_shards,
     kernel_block_alignment,
@@ -714,7 +714,7 @@ def test_fixture_tp_error_matches():
 # ---------------------------------------------------------------------------------------
 
 def test_str_dtype_table_matches_vllm():
-    from enginecfg.pipeline.dtypes import DTYPE_NAME_BYTES, STR_DTYPE_BYTES
+    from enginecfg.pipeline.models.dtypes import DTYPE_NAME_BYTES, STR_DTYPE_BYTES
     assert STR_DTYPE_BYTES["fp8"] == ("uint8", 1)
     assert STR_DTYPE_BYTES["fp8_e5m2"] == ("uint8", 1)
     assert STR_DTYPE_BYTES["fp8_inc"] == ("float8_e4m3fn", 1)
@@ -726,7 +726,7 @@ def test_str_dtype_table_matches_vllm():
 
 
 def test_kv_cache_torch_dtype_rules():
-    from enginecfg.pipeline.dtypes import kv_cache_torch_dtype
+    from enginecfg.pipeline.models.dtypes import kv_cache_torch_dtype
     assert kv_cache_torch_dtype("auto", "bfloat16") == "bfloat16"
     assert kv_cache_torch_dtype("auto", "torch.float16") == "float16"
     assert kv_cache_torch_dtype("auto", "half") == "float16"

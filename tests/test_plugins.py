@@ -220,7 +220,7 @@ def _python(code: str, **env: str) -> subprocess.CompletedProcess:
 
 
 def _cli(*args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "import sys; from enginecfg.pipeline.cli import main; "
+    return subprocess.run([sys.executable, "-c", "import sys; from enginecfg.cli import main; "
                            "sys.exit(main())", *args], capture_output=True, text=True, timeout=300,
                           env=_env(**env), cwd=str(REPO.parent))
 

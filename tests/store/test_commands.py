@@ -10,7 +10,7 @@ import json
 import pytest
 
 from enginecfg.store._synthetic import emit_run
-from enginecfg.store.commands import parse_time, register
+from enginecfg.cli.audit import parse_time, register
 
 
 @pytest.fixture

@@ -181,7 +181,7 @@ def test_orphan_child_rows_are_found(store):
 def test_verify_cli_exit_codes_and_json(chain, capsys):
     import argparse
 
-    from enginecfg.store.commands import register
+    from enginecfg.cli.audit import register
 
     store, ids = chain
     parser = argparse.ArgumentParser()

@@ -5,7 +5,7 @@ one Mamba page.  The Mamba page is the sum, over the layer's state tensors, of t
 elements of each per-rank shape times the element size of its dtype; shapes come from one
 of six calculators (mamba1, mamba2, short_conv, gated_delta_net, kda, linear_attention)
 fed with config fields that differ per architecture (the ``state_recipe`` of
-:class:`~enginecfg.pipeline.architectures.ArchInfo`).
+:class:`~enginecfg.pipeline.models.architectures.ArchInfo`).
 
 Configs are read through an "hf view": any object whose attributes are the config's
 fields (sub-configs are nested objects of the same kind).  Fields are read the way vLLM
@@ -22,8 +22,8 @@ import math
 from collections.abc import Mapping
 from typing import Any, Callable, Sequence
 
-from enginecfg.pipeline.architectures import ArchInfo
-from enginecfg.pipeline.dtypes import dtype_size, kv_cache_torch_dtype, str_dtype
+from enginecfg.pipeline.models.architectures import ArchInfo
+from enginecfg.pipeline.models.dtypes import dtype_size, kv_cache_torch_dtype, str_dtype
 from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
 
 __all__ = [

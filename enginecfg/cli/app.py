@@ -3,7 +3,7 @@
 ``enginecfg run PATH [engine flags]`` resolves a config and prints what changed, by which
 stage and why (``--json``: the run document); ``enginecfg stages`` lists the stages; the
 audit commands (``runs``, ``show``, ``history``, ``why``, ``diff``, ``export``, ``db``,
-``audit verify``) come from :mod:`enginecfg.store.commands`.  Engine flags are vLLM's
+``audit verify``) come from :mod:`enginecfg.cli.audit`.  Engine flags are vLLM's
 spellings.  Exit codes: 0 resolved, 1 rejected by a verification step, 2 bad input.
 Errors are one line on stderr, never a traceback (unless ``--traceback``).
 """
@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     stages.add_argument("--json", action="store_true")
     stages.set_defaults(func=_cmd_stages)
 
-    from enginecfg.store.commands import register
+    from enginecfg.cli.audit import register
 
     register(sub)
     return parser
@@ -167,7 +167,7 @@ def _cmd_run(ns: argparse.Namespace) -> int:
     if ns.json:
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
     elif result is not None:
-        from enginecfg.pipeline.report import print_run
+        from enginecfg.cli.report import print_run
 
         print_run(result, recorded=store is not None and not store.record_error)
     elif doc.get("run_id"):
@@ -229,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ns = parser.parse_args(argv)
     _configure_logs(ns.log_format)
     if ns.log_format != "off":
-        from enginecfg.pipeline.logs import attach
+        from enginecfg.cli.logs import attach
 
         attach(ns.log_format)
     if getattr(ns, "command", None) == "run":

@@ -47,7 +47,7 @@ class ArchInfo:
       ``attention_free`` for IsAttentionFree, else ``attention``.
     * ``state_kind``: which Mamba-state calculator sizes the model's recurrent state
       (None: the class defines no state shapes).  ``state_recipe`` names the field
-      mapping :mod:`enginecfg.pipeline.mamba_state` applies; rows that share a recipe read
+      mapping :mod:`enginecfg.pipeline.models.mamba_state` applies; rows that share a recipe read
       the same config fields.
     * ``state_source``: which config object the recipe reads: ``hf_config`` (the
       top-level config), ``hf_text_config`` (the text config vLLM derives), ``text_config``

@@ -1,0 +1,11 @@
+"""The application layer: the ``enginecfg`` command line, its human report and its logs.
+
+It sits above the pipeline and the audit store and is the only place that wires them
+together (``enginecfg run`` attaches the store to the signal bus); neither of them imports
+it. :mod:`.app` parses the command line and runs the pipeline, :mod:`.audit` holds the store's
+commands, :mod:`.report` the human report of a run, :mod:`.logs` the structlog listener.
+"""
+
+from enginecfg.cli.app import build_parser, main
+
+__all__ = ["main", "build_parser"]

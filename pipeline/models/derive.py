@@ -1,0 +1,333 @@
+"""The model facts vLLM 0.19.0 derives while it builds its model config.
+
+Pure functions over the transformers view of a config (:class:`~enginecfg.pipeline.hfview.HFConfigView`)
+and the tables behind them: the dtype (with vLLM's casting log lines), max_model_len (rope
+scaling, the long-context override refusal), the attention head size, the KV heads, MLA, the
+quantisation method and its dtypes, the KV-cache dtype a ModelOpt checkpoint asks for, and the
+Gemma 4 per-layer attributes read back the way vLLM 0.19.0 saw them. Messages are appended to
+the caller's list as ``(level, text)`` in vLLM's order.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
+from enginecfg.pipeline.hfsnapshot import is_snapshot
+from enginecfg.pipeline.hfview import HFConfigView
+from enginecfg.pipeline.models.dtypes import canonical_dtype
+
+# -- the vLLM 0.19 view of a transformers 5.23 snapshot --------------------------------------
+
+def vllm_view(snap: dict[str, Any], raw: dict[str, Any] | None) -> dict[str, Any]:
+    """The snapshot as vLLM 0.19.0 read it, with per-layer attributes read back globally.
+
+    transformers 5.23 made Gemma 4's ``head_dim`` / ``num_key_value_heads`` per-layer
+    (reading them globally raises) and dropped ``global_head_dim``; vLLM 0.19.0 read them
+    as plain attributes (transformers 5.5).  The sliding-attention layers carry the global
+    ``head_dim`` / ``num_key_value_heads`` values, the full-attention layers the
+    ``global_head_dim`` / ``num_global_key_value_heads`` ones.
+    """
+    cached = snap.get("vllm_view")
+    if cached is not None:
+        return cached
+    view = copy.deepcopy(snap)
+    _unlayer(view, raw)
+    snap["vllm_view"] = view
+    return view
+
+
+def _unlayer(snap: dict[str, Any], raw: dict[str, Any] | None) -> None:
+    for name, value in snap["attrs"].items():
+        if is_snapshot(value):
+            _unlayer(value, raw.get(name) if isinstance(raw, dict) and isinstance(raw.get(name), dict) else None)
+    per_layer = snap.get("per_layer")
+    raises = snap.get("raises") or {}
+    if not per_layer or not raises:
+        return
+    layer_types = snap["attrs"].get("layer_types") or []
+    sliding = next((i for i, t in enumerate(layer_types) if t == "sliding_attention"), None)
+    full = next((i for i, t in enumerate(layer_types) if t == "full_attention"), None)
+    first = sliding if sliding is not None else 0
+    for name in list(raises):
+        if name in per_layer[first]:
+            snap["attrs"][name] = per_layer[first][name]
+            del raises[name]
+    if full is not None and full < len(per_layer):
+        layer = per_layer[full]
+        if "head_dim" in layer and "global_head_dim" not in snap["attrs"]:
+            snap["attrs"]["global_head_dim"] = layer["head_dim"]
+        if "num_key_value_heads" in layer and "num_global_key_value_heads" not in snap["attrs"]:
+            snap["attrs"]["num_global_key_value_heads"] = layer["num_key_value_heads"]
+
+
+# -- derivations -----------------------------------------------------------------------------
+
+_MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+                 "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
+_NO_FP16_MODEL_TYPES = {"gemma2", "gemma3", "gemma3_text", "plamo2", "glm4"}
+_ZERO_HEAD_MODEL_TYPES = {"mamba", "falcon_mamba", "timm_wrapper", "medusa"}
+MLA_MODEL_TYPES = {"AXK1", "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_mtp", "glm_moe_dsa",
+                    "glm4_moe_lite", "glm4_moe_lite_mtp", "kimi_k2", "kimi_linear", "longcat_flash",
+                    "pangu_ultra_moe", "pangu_ultra_moe_mtp", "bailing_hybrid"}
+_USER_DTYPES = {"half": "float16", "float16": "float16", "float": "float32", "float32": "float32",
+                "bfloat16": "bfloat16"}
+#: ModelOpt ``quant_algo`` -> the quantization method vLLM names it
+MODELOPT_METHODS = {"NVFP4": "modelopt_fp4", "MIXED_PRECISION": "modelopt_mixed"}
+#: quantization method -> the model dtypes it supports (vLLM refuses others after verification)
+QUANTIZATION_DTYPES = {"modelopt_fp4": ("bfloat16", "float16", "float8_e4m3fn"),
+                       "modelopt_mixed": ("bfloat16", "float16")}
+GEMMA4_MODEL_TYPES = ("gemma4", "gemma4_text")
+
+
+def field_name(view: HFConfigView, name: str) -> str:
+    path = view._path
+    return f"hf_config.{path + '.' if path else ''}{name}"
+
+
+def number(view: HFConfigView, name: str, value: Any, *, allow_float: bool = False) -> Any:
+    ok = isinstance(value, int) and not isinstance(value, bool)
+    if allow_float:
+        ok = ok or (isinstance(value, float) and not math.isnan(value))
+    if not ok:
+        raise InvalidInputError.for_value(field_name(view, name), value,
+                                          "a number" if allow_float else "an integer")
+    return value
+
+
+def opt_int(view: HFConfigView, name: str, default: Any = None) -> Any:
+    value = view.get(name, default)
+    if value is None:
+        return None
+    return number(view, name, value)
+
+
+def _config_dtype(hf: HFConfigView, text: HFConfigView) -> str:
+    candidates = [(hf, "dtype"), (text, "dtype")]
+    for sub in ("vision_config", "encoder_config"):
+        sv = hf.get(sub)
+        if isinstance(sv, HFConfigView):
+            candidates.append((sv, "dtype"))
+    for view, name in candidates:
+        value = view.get(name)
+        if value is None:
+            continue
+        canon = canonical_dtype(value) if isinstance(value, str) else None
+        if canon not in ("float32", "float16", "bfloat16"):
+            raise InvalidInputError.for_value(field_name(view, "torch_dtype"), value,
+                                              "float32, float16 or bfloat16")
+        return canon
+    return "float32"
+
+
+def resolve_dtype(user: str, hf: HFConfigView, text: HFConfigView, model_type: str | None,
+                   pooling: bool, messages: list) -> str:
+    config_dtype = _config_dtype(hf, text)
+    supported = ["bfloat16", "float16", "float32"]
+    if model_type in _NO_FP16_MODEL_TYPES:
+        supported.remove("float16")
+    if user == "auto":
+        preferred = "float16" if pooling and "float16" in supported else supported[0]
+        if config_dtype == "float32":
+            dtype = preferred
+        elif config_dtype in supported:
+            dtype = config_dtype
+        else:
+            messages.append(("WARNING", f"Your device NVIDIA H200 doesn't support torch.{config_dtype}. "
+                                        f"Falling back to torch.{preferred} for compatibility."))
+            dtype = preferred
+    else:
+        dtype = _USER_DTYPES[user]
+    if dtype == "float16" and model_type in _NO_FP16_MODEL_TYPES:
+        raise ConfigRejectedError(
+            f"The model type '{model_type}' does not support float16. Reason: Numerical instability. "
+            f"Please use bfloat16 or float32 instead.", field="dtype")
+    if dtype != config_dtype:
+        if dtype == "float32":
+            messages.append(("INFO", f"Upcasting torch.{config_dtype} to torch.{dtype}."))
+        elif config_dtype == "float32":
+            messages.append(("INFO", f"Downcasting torch.{config_dtype} to torch.{dtype}."))
+        else:
+            messages.append(("WARNING", f"Casting torch.{config_dtype} to torch.{dtype}."))
+    return dtype
+
+
+def _rope_entries(rope: Any) -> list[dict]:
+    if not isinstance(rope, dict):
+        return []
+    if rope and all(isinstance(v, dict) for v in rope.values()):
+        return list(rope.values())
+    return [rope]
+
+
+def max_model_len(text: HFConfigView, user: int | None, messages: list) -> int:
+    derived = math.inf
+    key = None
+    for name in _MAX_LEN_KEYS:
+        value = text.get(name)
+        if value is None:
+            continue
+        value = number(text, name, value, allow_float=True)
+        if value < derived:
+            derived, key = value, name
+    model_max_length = text.get("model_max_length")
+    if model_max_length:
+        model_max_length = number(text, "model_max_length", model_max_length, allow_float=True)
+        derived, key = model_max_length, "model_max_length"
+    rope = text.get("rope_parameters")
+    longrope = False
+    model_type = text.get("model_type") or ""
+    if rope is not None and "gemma3" not in str(model_type):
+        factor = 1.0
+        for entry in _rope_entries(rope):
+            rope_type = entry.get("rope_type", entry.get("type"))
+            if rope_type == "longrope":
+                longrope = True
+            if rope_type in ("su", "longrope", "llama3"):
+                continue
+            if "factor" in entry:
+                factor = entry["factor"]
+                if factor is None:
+                    messages.append(("WARNING", "rope_parameters factor is None; using 1.0"))
+                    factor = 1.0
+                factor = number(text, "rope_parameters.factor", factor, allow_float=True)
+            if rope_type == "yarn":
+                omp = entry.get("original_max_position_embeddings")
+                if omp is not None:
+                    derived = number(text, "rope_parameters.original_max_position_embeddings", omp,
+                                      allow_float=True)
+        derived = derived * factor
+    if math.isinf(derived):
+        if user is not None and user != -1:
+            return user
+        messages.append(("WARNING", "The model's config.json does not contain any of the keys to determine "
+                                    "the original maximum length of the model. Assuming the model's maximum "
+                                    "length is 2048."))
+        return 2048
+    if user is None or user == -1:
+        if longrope and text.get("original_max_position_embeddings") is not None:
+            return int(number(text, "original_max_position_embeddings",
+                               text.get("original_max_position_embeddings"), allow_float=True))
+        return int(derived)
+    if user > derived:
+        mml = text.get("model_max_length")
+        if not (isinstance(mml, (int, float)) and not isinstance(mml, bool) and mml >= user):
+            raise ConfigRejectedError(
+                f"User-specified max_model_len ({user}) is greater than the derived max_model_len "
+                f"({key}={float(derived)} or model_max_length={mml} in model's config.json). To allow "
+                f"overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. "
+                f"VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution. If the model uses "
+                f"relative position encoding (RoPE), positions exceeding derived_max_model_len lead to "
+                f"nan. If the model uses absolute position encoding, positions exceeding "
+                f"derived_max_model_len will cause a CUDA array out-of-bounds error.",
+                field="max_model_len")
+    return int(user)
+
+
+def head_size(hf: HFConfigView, text: HFConfigView, top_model_type: str | None, is_mla: bool) -> int:
+    if top_model_type in _ZERO_HEAD_MODEL_TYPES:
+        return 0
+    if top_model_type == "zamba2":
+        return opt_int(hf, "attention_head_dim", 0) or 0
+    if top_model_type in GEMMA4_MODEL_TYPES:
+        hd, ghd = gemma4_head_dims(text)
+        if hd is None or ghd is None:
+            raise InvalidInputError(
+                f"invalid {field_name(text, 'head_dim' if hd is None else 'global_head_dim')}: got None; "
+                f"allowed: an integer", field=field_name(text, "head_dim" if hd is None else "global_head_dim"))
+        size = max(number(text, "head_dim", hd), number(text, "global_head_dim", ghd))
+        if size:
+            return size
+    if is_mla:
+        kv_lora = number(text, "kv_lora_rank", text.get("kv_lora_rank"))
+        return kv_lora + (opt_int(text, "qk_rope_head_dim", 0) or 0)
+    for name in ("head_dim", "hidden_size_per_head"):
+        value = opt_int(text, name)
+        if value is not None:
+            return value
+    heads = opt_int(text, "num_attention_heads")
+    if heads == 0:
+        return 0
+    hidden = opt_int(text, "hidden_size")
+    if heads is None or hidden is None:
+        missing = "num_attention_heads" if heads is None else "hidden_size"
+        raise InvalidInputError(f"invalid {field_name(text, missing)}: absent; allowed: an integer "
+                                f"(needed to derive the attention head size)", field=field_name(text, missing))
+    return hidden // heads
+
+
+def total_kv_heads(text: HFConfigView, top_model_type: str | None) -> int:
+    if top_model_type in _ZERO_HEAD_MODEL_TYPES:
+        return 0
+    if top_model_type == "falcon" and text.get("multi_query") and not text.get("new_decoder_architecture"):
+        return 1
+    for name in ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num"):
+        if text.has(name):
+            value = text.get(name)
+            if value is None:
+                raise InvalidInputError.for_value(field_name(text, name), None, "an integer")
+            return number(text, name, value)
+    return opt_int(text, "num_attention_heads", 0) or 0
+
+
+def checkpoint_kv_cache_dtype(hf: HFConfigView, user: str, messages: list) -> str:
+    if user != "auto":
+        return user
+    quant = hf.get("quantization_config")
+    if not isinstance(quant, dict):
+        return user
+    method = quant.get("quant_method")
+    if not (isinstance(method, str) and method.startswith("modelopt")):
+        return user
+    inner = quant.get("quantization") if isinstance(quant.get("quantization"), dict) else {}
+    algo = None
+    for value in (inner.get("kv_cache_scheme"), quant.get("kv_cache_scheme"),
+                  inner.get("kv_cache_quant_algo"), quant.get("kv_cache_quant_algo")):
+        if value:
+            algo = value
+            break
+    if algo is None:
+        return "auto"
+    if isinstance(algo, str) and algo.lower() == "fp8":
+        return "fp8_e4m3"
+    if isinstance(algo, dict) and algo.get("num_bits") == 8 and algo.get("type") == "float" \
+            and algo.get("dynamic") is False:
+        return "fp8_e4m3"
+    messages.append(("WARNING", f"kv cache quantization algorithm {algo!r} of the checkpoint is not "
+                                f"supported; using kv_cache_dtype 'auto'"))
+    return "auto"
+
+
+def quantization(hf: HFConfigView) -> str | None:
+    """The checkpoint's quantization method, as vLLM names it (ModelOpt by its algorithm)."""
+    quant = hf.get("quantization_config")
+    if not isinstance(quant, dict):
+        return None
+    method = quant.get("quant_method")
+    if method == "modelopt":
+        algo = quant.get("quant_algo")
+        if isinstance(algo, str) and algo in MODELOPT_METHODS:
+            return MODELOPT_METHODS[algo]
+    return method if isinstance(method, str) else None
+
+def gemma4_head_dims(text: HFConfigView, absent: Any = 0) -> tuple[Any, Any]:
+    """Gemma 4's two attention head sizes: sliding layers' ``head_dim``, global layers'
+    ``global_head_dim`` (as read through :func:`vllm_view`; *absent* when missing: the model
+    config derivation reads 0, vLLM's backend hook None)."""
+    return text.get("head_dim", absent), text.get("global_head_dim", absent)
+
+
+def attention_head_sizes(model_config: Any) -> list[int]:
+    """Every distinct attention head size of a resolved model config (Gemma 4 has two)."""
+    sizes = {model_config.head_size} if model_config.head_size else set()
+    text = model_config.hf_text_config
+    if text is not None and model_config.model_type in GEMMA4_MODEL_TYPES:
+        sizes.update(v for v in gemma4_head_dims(text) if isinstance(v, int) and v > 0)
+    return sorted(sizes)
+
+
+def is_mla(text: HFConfigView) -> bool:
+    """Does the text config describe multi-head latent attention (DeepSeek-style)?"""
+    return text.get("model_type") in MLA_MODEL_TYPES and text.get("kv_lora_rank") is not None
