@@ -136,6 +136,8 @@ class Run(Base):
     n_changes: Mapped[int] = mapped_column(Integer, nullable=False)
     n_messages: Mapped[int] = mapped_column(Integer, nullable=False)
     n_checks: Mapped[int] = mapped_column(Integer, nullable=False, server_default=text("0"))
+    #: the hash layout (field lists, :mod:`enginecfg.store.hashing`) the row was hashed with
+    hash_layout: Mapped[int] = mapped_column(Integer, nullable=False, server_default=text("1"))
     prev_hash: Mapped[str] = mapped_column(String(64), nullable=False)
     row_hash: Mapped[str] = mapped_column(String(64), nullable=False, unique=True)
 
@@ -228,6 +230,9 @@ class ChainHead(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     position: Mapped[int] = mapped_column(Integer, nullable=False)
     head_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    #: the database's identity, drawn once when the schema is created (or upgraded to 0003);
+    #: checkpoints name it so that one is never checked against another database
+    store_id: Mapped[str | None] = mapped_column(String(32))
 
 
 #: Tables whose rows may never be updated or deleted (the triggers' list).

@@ -33,7 +33,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from enginecfg.pipeline import events
 from enginecfg.store import engine as _eng
-from enginecfg.store.hashing import child_hash, run_hash
+from enginecfg.store.hashing import child_hash, current_layout, run_hash
 from enginecfg.store.models import (
     Change,
     ChainHead,
@@ -337,12 +337,13 @@ class AuditStore:
             "result_fingerprint": fingerprint, "error": normalise_json(error) if error else None,
             "failed_stage": failed_stage, "n_stages": len(stages), "n_changes": len(changes),
             "n_messages": len(messages), "n_checks": len(checks),
+            "hash_layout": current_layout(),
         }
         children = {"stage_executions": stages, "changes": changes, "messages": messages,
                     "validation_checks": checks}
         for table, rows in children.items():
             for row in rows:
-                row["row_hash"] = child_hash(table, row)
+                row["row_hash"] = child_hash(table, row, run_row["hash_layout"])
         return run_row, children
 
     def _write(self, run_row: dict[str, Any], children: dict[str, list[dict[str, Any]]]) -> None:
