@@ -13,7 +13,9 @@ next chain position and chains its hash to the previous run's (see
 
 Recording must never break the run it records: a failed write (database unreachable,
 read-only file, disk full) is logged, kept in :attr:`AuditStore.last_error` /
-:attr:`AuditStore.write_failures`, and swallowed.
+:attr:`AuditStore.write_failures`, and swallowed.  So is a failed checkpoint to the mirror
+(``ENGINECFG_AUDIT_MIRROR``, see :mod:`enginecfg.store.checkpoint`), written after the run's
+transaction committed.
 """
 
 from __future__ import annotations
@@ -116,8 +118,14 @@ class AuditStore:
     ``with AuditStore(url).attach() as store: ...``.
     """
 
-    def __init__(self, url: str | None = None, *, auto_upgrade: bool = True):
+    def __init__(self, url: str | None = None, *, auto_upgrade: bool = True,
+                 mirror: Any = "env"):
         self.url: str = url if url is not None else _eng.default_url()
+        #: a :class:`~enginecfg.store.checkpoint.Mirror`, None, or "env" (built on first
+        #: write from ENGINECFG_AUDIT_MIRROR, when that is set)
+        self._mirror = mirror
+        #: checkpoints the mirror failed to write
+        self.mirror_failed: int = 0
         self._auto_upgrade = auto_upgrade
         self._engine: Engine | None = None
         self._ready = False
@@ -178,6 +186,8 @@ class AuditStore:
     def close(self) -> None:
         """Detach and release the database connections."""
         self.detach()
+        if self._mirror not in (None, "env"):
+            self._mirror.close()
         if self._engine is not None:
             self._engine.dispose()
             self._engine = None
@@ -274,7 +284,7 @@ class AuditStore:
             return
         try:
             run_row, children = self._rows(buf, **outcome)
-            self._write(run_row, children)
+            position = self._write(run_row, children)
         except Exception as exc:  # never raise into the pipeline
             msg = " ".join(f"{type(exc).__name__}: {exc}".split())[:500]
             with self._lock:
@@ -289,6 +299,29 @@ class AuditStore:
         with self._lock:
             self.recorded += 1
             self.last_run_id = run_id
+        self._mirror_after(position)
+
+    def _mirror_after(self, position: int) -> None:
+        """Hand the committed position to the mirror; a failure is logged, never raised."""
+        if self._mirror is None:
+            return
+        try:
+            if self._mirror == "env":
+                from enginecfg.store.checkpoint import Mirror
+
+                self._mirror = None  # a broken set-up is reported once, not on every run
+                self._mirror = Mirror.from_env()
+                if self._mirror is None:
+                    return
+            self._mirror.after_write(self, position)
+        except Exception as exc:
+            msg = " ".join(f"{type(exc).__name__}: {exc}".split())[:500]
+            with self._lock:
+                self.mirror_failed += 1
+            try:
+                _log.error("audit_mirror_failed", position=position, error=msg)
+            except Exception:
+                pass
 
     def _rows(self, buf: _RunBuffer, *, status: str, finished_at: float,
               document: dict | None, fingerprint: str | None, error: dict | None,
@@ -346,7 +379,8 @@ class AuditStore:
                 row["row_hash"] = child_hash(table, row, run_row["hash_layout"])
         return run_row, children
 
-    def _write(self, run_row: dict[str, Any], children: dict[str, list[dict[str, Any]]]) -> None:
+    def _write(self, run_row: dict[str, Any], children: dict[str, list[dict[str, Any]]]) -> int:
+        """Append the run to the chain in one transaction; returns its chain position."""
         engine = self.engine
         child_hashes = {t: [r["row_hash"] for r in rows] for t, rows in children.items()}
         for attempt in range(_WRITE_ATTEMPTS):
@@ -367,7 +401,7 @@ class AuditStore:
                                  .values(position=row["chain_pos"], head_hash=row["row_hash"]))
                     if self._before_commit is not None:
                         self._before_commit(conn)
-                return
+                return row["chain_pos"]
             except Exception as exc:
                 if attempt + 1 < _WRITE_ATTEMPTS and _is_transient(exc):
                     time.sleep(0.05 * (attempt + 1))
