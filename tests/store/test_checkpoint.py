@@ -282,3 +282,37 @@ def test_cmd_checkpoint_writes_stdout_or_a_new_file(chain, tmp_path, monkeypatch
     cp.cmd_checkpoint(store, None, str(path), out)
     with pytest.raises(FileExistsError):
         cp.cmd_checkpoint(store, None, str(path), out)
+
+
+def test_the_command_line(chain, tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    store, ids = chain
+    monkeypatch.delenv(cp.KEY_ENV, raising=False)
+
+    def cli(*argv):
+        proc = subprocess.run([sys.executable, "-P", "-m", "enginecfg", *argv],
+                              capture_output=True, text=True, timeout=120)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    pem, pub, saved = tmp_path / "k.pem", tmp_path / "k.pub", tmp_path / "cp.json"
+    code, out, _ = cli("audit", "keygen", "--out", str(pem), "--public", str(pub))
+    assert code == 0 and pem.exists() and pub.exists()
+    code, _, err = cli("audit", "checkpoint", "--key-file", str(pem), "-o", str(saved),
+                       "--db", store.url)
+    assert code == 0 and "position 5" in err
+    code, out, _ = cli("audit", "verify", "--checkpoint", str(saved), "--key-file", str(pub),
+                       "--db", store.url)
+    assert code == 0 and "extends 1 signed checkpoint" in out
+    rewrite(store, 2)
+    assert cli("audit", "verify", "--db", store.url)[0] == 0
+    code, out, _ = cli("audit", "verify", "--checkpoint", str(saved), "--key-file", str(pub),
+                       "--db", store.url)
+    assert code == 1 and "NOT intact" in out and ids[1] in out
+    code, out, err = cli("audit", "verify", "--checkpoint", str(saved), "--db", store.url)
+    assert code == 2 and out == "" and err.count("\n") == 1 and cp.KEY_ENV in err
+    (tmp_path / "wrong").write_text(SECRET)
+    code, out, err = cli("audit", "verify", "--checkpoint", str(saved), "--key-file",
+                         str(tmp_path / "wrong"), "--db", store.url)
+    assert code == 2 and err.count("\n") == 1 and "not the key given" in err
