@@ -245,6 +245,9 @@ class EngineConfig:
     compilation_config: CompilationConfig = attrs.field(factory=CompilationConfig)
     engine_args: dict[str, Any] = attrs.field(factory=dict)
     load_messages: list[tuple[str, str]] = attrs.field(factory=list, repr=False)
+    #: engine-argument errors found at load time, kept for the moment vLLM reports them:
+    #: ``(phase, error)`` in its order (:mod:`enginecfg.pipeline.arg_order`)
+    pending_errors: list[tuple[str, Any]] = attrs.field(factory=list, repr=False)
     _frozen: bool = attrs.field(default=False, init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:

@@ -22,6 +22,7 @@ from enginecfg.pipeline.config import (
     ATTENTION_BACKENDS, CACHE_DTYPES, MAMBA_CACHE_MODES, MAMBA_DTYPES, AttentionConfig,
     CacheConfig, EngineConfig, ModelConfig, ParallelConfig, PoolerConfig, SchedulerConfig,
 )
+from enginecfg.pipeline.arg_order import split_engine_args
 from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
 from enginecfg.pipeline.hfcache import snapshot_for, snapshot_for_bytes
 from enginecfg.pipeline.hfsnapshot import snapshot_of
@@ -59,42 +60,49 @@ def _bad(name: str, value: Any, allowed: str) -> InvalidInputError:
 
 
 def parse_engine_args(engine_args: dict[str, Any]) -> dict[str, Any]:
-    """Type-check the caller's engine arguments; returns them normalised (backend upper-cased)."""
-    out: dict[str, Any] = {}
-    for name, value in engine_args.items():
-        if name not in ENGINE_ARGS:
+    """Type-check the caller's engine arguments; returns them normalised (backend upper-cased).
+
+    Raises the first bad one in vLLM's order of checks, though before the model config is read
+    (the loader instead defers each error to its moment: :mod:`.arg_order`)."""
+    good, deferred = split_engine_args(engine_args, _parse_one, ENGINE_ARGS)
+    if deferred:
+        raise deferred[0][1]
+    return good
+
+
+def _parse_one(name: str, value: Any) -> Any:
+    """One engine argument, normalised, or :class:`InvalidInputError` naming it."""
+    if name not in ENGINE_ARGS:
+        raise InvalidInputError(
+            f"unknown engine argument {name!r}; known: {', '.join(sorted(ENGINE_ARGS))}", field=name)
+    kind, choices, nullable, _ = ENGINE_ARGS[name]
+    if value is None:
+        if not nullable:
+            raise _bad(name, value, "a value (None is not allowed)")
+        return None
+    if kind == _INT:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _bad(name, value, "an integer")
+        if name == "max_model_len":
+            if value != -1 and value < 1:
+                raise _bad(name, value, "a positive integer, or -1 for the model's maximum")
+        elif value < 1:
+            raise _bad(name, value, "a positive integer")
+    elif kind == _BOOL:
+        if not isinstance(value, bool):
+            raise _bad(name, value, "true or false")
+    else:
+        if not isinstance(value, str):
+            raise _bad(name, value, "a string" + (f": one of {', '.join(choices)}" if choices else ""))
+        if name == "attention_backend":
+            value = _parse_backend(value)
+        elif name == "dtype" and value not in choices:
             raise InvalidInputError(
-                f"unknown engine argument {name!r}; known: {', '.join(sorted(ENGINE_ARGS))}", field=name)
-        kind, choices, nullable, _ = ENGINE_ARGS[name]
-        if value is None:
-            if not nullable:
-                raise _bad(name, value, "a value (None is not allowed)")
-            out[name] = None
-            continue
-        if kind == _INT:
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise _bad(name, value, "an integer")
-            if name == "max_model_len":
-                if value != -1 and value < 1:
-                    raise _bad(name, value, "a positive integer, or -1 for the model's maximum")
-            elif value < 1:
-                raise _bad(name, value, "a positive integer")
-        elif kind == _BOOL:
-            if not isinstance(value, bool):
-                raise _bad(name, value, "true or false")
-        else:
-            if not isinstance(value, str):
-                raise _bad(name, value, "a string" + (f": one of {', '.join(choices)}" if choices else ""))
-            if name == "attention_backend":
-                value = _parse_backend(value)
-            elif name == "dtype" and value not in choices:
-                raise InvalidInputError(
-                    f"Unknown dtype: {value!r}: invalid dtype (--dtype); allowed: {', '.join(choices)}",
-                    field="dtype")
-            elif choices is not None and value not in choices:
-                raise _bad(name, value, ", ".join(choices))
-        out[name] = value
-    return out
+                f"Unknown dtype: {value!r}: invalid dtype (--dtype); allowed: {', '.join(choices)}",
+                field="dtype")
+        elif choices is not None and value not in choices:
+            raise _bad(name, value, ", ".join(choices))
+    return value
 
 
 def _parse_backend(value: str) -> str | None:
@@ -163,8 +171,20 @@ def _parse_config(file: Path, raw: bytes) -> dict[str, Any]:
     return data
 
 
-def load_pretrained(path: Any, engine_args: dict[str, Any]) -> EngineConfig:
-    args = parse_engine_args(engine_args)
+def _eager(cfg: EngineConfig, defer: bool) -> EngineConfig:
+    """Raise the first engine-argument error now, unless the caller (the pipeline's
+    ``resolve``) defers it to the moment vLLM reports it."""
+    if cfg.pending_errors and not defer:
+        raise cfg.pending_errors[0][1]
+    return cfg
+
+
+def load_pretrained(path: Any, engine_args: dict[str, Any], *,
+                    defer_argument_errors: bool = False) -> EngineConfig:
+    """The config at ``path``.  Engine-argument errors are raised after the model config was
+    read (vLLM reports a config it cannot build first); with ``defer_argument_errors`` they
+    are kept in ``pending_errors`` for :meth:`Pipeline.run` to raise at vLLM's step."""
+    args, deferred = split_engine_args(engine_args, _parse_one, ENGINE_ARGS)
     file = _config_file(path)
     raw = _read_bytes(file)
     parsed: list[dict[str, Any]] = []
@@ -174,7 +194,8 @@ def load_pretrained(path: Any, engine_args: dict[str, Any]) -> EngineConfig:
             parsed.append(_parse_config(file, raw))
         return parsed[0]
     snap = snapshot_for_bytes(raw, parse)
-    return _build(str(path), parsed[0] if parsed else None, snap, engine_args, args)
+    return _eager(_build(str(path), parsed[0] if parsed else None, snap, engine_args, args, deferred),
+                  defer_argument_errors)
 
 
 def _json_copy(config: dict[str, Any]) -> dict[str, Any]:
@@ -193,9 +214,9 @@ def _json_copy(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_hf_config(config: Any, engine_args: dict[str, Any]) -> EngineConfig:
-    args = parse_engine_args(engine_args)
+    args, deferred = split_engine_args(engine_args, _parse_one, ENGINE_ARGS)
     if isinstance(config, dict):
-        return _build("<dict>", _json_copy(config), None, engine_args, args)
+        return _eager(_build("<dict>", _json_copy(config), None, engine_args, args, deferred), False)
     if hasattr(config, "to_dict") and hasattr(config, "attribute_map"):
         snap = snapshot_of(config)
         try:
@@ -205,7 +226,7 @@ def load_hf_config(config: Any, engine_args: dict[str, Any]) -> EngineConfig:
         except Exception:
             snap["default_architecture"] = None
         model = str(getattr(config, "_name_or_path", "") or "<hf_config>")
-        return _build(model, None, snap, engine_args, args)
+        return _eager(_build(model, None, snap, engine_args, args, deferred), False)
     raise InvalidInputError(f"invalid hf config: got {type(config).__name__}; allowed: a transformers "
                             f"PretrainedConfig or a dict", field="hf_config")
 
@@ -226,7 +247,8 @@ def _raise_load_error(err: dict[str, Any]) -> None:
 
 
 def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
-           given_args: dict[str, Any], args: dict[str, Any]) -> EngineConfig:
+           given_args: dict[str, Any], args: dict[str, Any],
+           deferred: list | None = None) -> EngineConfig:
     if snap is None:
         snap = snapshot_for(raw)
     if "error" in snap:
@@ -308,4 +330,5 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
         scheduler_config=SchedulerConfig(enable_chunked_prefill=args.get("enable_chunked_prefill"),
                                          max_num_batched_tokens=args.get("max_num_batched_tokens")),
         pooler_config=pooler, engine_args=dict(given_args), load_messages=messages,
+        pending_errors=list(deferred or ()),
     )

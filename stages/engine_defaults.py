@@ -52,6 +52,7 @@ def chunked_prefill_supported(cfg) -> bool:
 
 class EngineDefaultsStage(Stage):
     name = "engine-defaults"
+    vllm_step = "model"
 
     def applies(self, cfg) -> bool:
         return cfg.scheduler_config.enable_chunked_prefill is None or cfg.cache_config.enable_prefix_caching is None

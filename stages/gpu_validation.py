@@ -69,6 +69,7 @@ MODES = ("auto", "require-gpu", "interpret", "off")
 
 class GpuValidationStage(Stage):
     name = "gpu-validation"
+    vllm_step = "post"
     facts = ("validation",)
 
     def __init__(self) -> None:

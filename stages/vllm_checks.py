@@ -14,6 +14,7 @@ from enginecfg.pipeline.stage import Stage
 
 class VllmChecksStage(Stage):
     name = "vllm-checks"
+    vllm_step = "post"
 
     def run(self, cfg, ctx) -> None:
         mc, cc = cfg.model_config, cfg.cache_config
