@@ -22,6 +22,7 @@ from enginecfg.pipeline.config import (
     ATTENTION_BACKENDS, CACHE_DTYPES, MAMBA_CACHE_MODES, MAMBA_DTYPES, AttentionConfig,
     CacheConfig, EngineConfig, ModelConfig, ParallelConfig, PoolerConfig, SchedulerConfig,
 )
+from enginecfg.pipeline import typed
 from enginecfg.pipeline.arg_order import split_engine_args
 from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
 from enginecfg.pipeline.hfcache import snapshot_for, snapshot_for_bytes
@@ -194,6 +195,8 @@ def load_pretrained(path: Any, engine_args: dict[str, Any], *,
             parsed.append(_parse_config(file, raw))
         return parsed[0]
     snap = snapshot_for_bytes(raw, parse)
+    if "error" in snap and not parsed:
+        parse()  # a refused config: name the field where a section has the wrong type
     return _eager(_build(str(path), parsed[0] if parsed else None, snap, engine_args, args, deferred),
                   defer_argument_errors)
 
@@ -231,6 +234,19 @@ def load_hf_config(config: Any, engine_args: dict[str, Any]) -> EngineConfig:
                             f"PretrainedConfig or a dict", field="hf_config")
 
 
+#: nested sections of a config.json that transformers builds objects from
+_SECTIONS = ("quantization_config", "text_config", "vision_config", "llm_config",
+             "rope_scaling", "rope_parameters")
+
+
+def _check_sections(raw: dict[str, Any]) -> None:
+    """transformers refused the config: a section that is no JSON object is named as bad
+    input (transformers crashes on some of them, e.g. a list quantization_config)."""
+    for name in _SECTIONS:
+        if name in raw:
+            typed.check(f"hf_config.{name}", raw[name], typed.OBJECT)
+
+
 _FIELD_ERROR = re.compile(r"Validation error for field '([^']+)'")
 
 
@@ -252,6 +268,8 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
     if snap is None:
         snap = snapshot_for(raw)
     if "error" in snap:
+        if raw is not None:
+            _check_sections(raw)
         _raise_load_error(snap["error"])
     messages: list[tuple[str, str]] = []
     hf = HFConfigView(derive.vllm_view(snap, raw))

@@ -8,6 +8,7 @@ with vLLM's warning.  Runs before the hybrid alignment, whose Mamba page size de
 
 from __future__ import annotations
 
+from enginecfg.pipeline import typed
 from enginecfg.pipeline.stage import Stage
 from enginecfg.stages._common import config_hook
 
@@ -22,11 +23,12 @@ class SsmDtypeStage(Stage):
         cc = cfg.cache_config
         if config_hook(cfg) == "nemotron_h":
             if cc.mamba_ssm_cache_dtype == "auto":
-                value = cfg.model_config.hf_config.get("mamba_ssm_cache_dtype", "float16")
+                value = typed.attr(cfg.model_config.hf_config, "mamba_ssm_cache_dtype", typed.STR,
+                                   default="float16", optional=False)
                 ctx.set("cache_config", "mamba_ssm_cache_dtype", value, log=True,
                         reason=f"Updating mamba_ssm_cache_dtype to '{value}' for NemotronH model")
             return
-        wanted = cfg.model_config.hf_text_config.get("mamba_ssm_dtype")
+        wanted = typed.attr(cfg.model_config.hf_text_config, "mamba_ssm_dtype", typed.STR)
         if cc.mamba_ssm_cache_dtype == "auto":
             if wanted is not None:
                 ctx.set("cache_config", "mamba_ssm_cache_dtype", wanted,

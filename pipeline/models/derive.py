@@ -301,16 +301,18 @@ def checkpoint_kv_cache_dtype(hf: HFConfigView, user: str, messages: list) -> st
 
 
 def quantization(hf: HFConfigView) -> str | None:
-    """The checkpoint's quantization method, as vLLM names it (ModelOpt by its algorithm)."""
-    quant = hf.get("quantization_config")
-    if not isinstance(quant, dict):
-        return None
-    method = quant.get("quant_method")
+    """The checkpoint's quantization method, as vLLM names it (ModelOpt by its algorithm).
+
+    A quantization_config that is not an object, or a quant_method that is not a string, is
+    refused here, naming the field (vLLM crashes on both while building the model config)."""
+    from enginecfg.pipeline.models.quant import quant_config, quant_method
+
+    method = quant_method(hf)
     if method == "modelopt":
-        algo = quant.get("quant_algo")
-        if isinstance(algo, str) and algo in MODELOPT_METHODS:
-            return MODELOPT_METHODS[algo]
-    return method if isinstance(method, str) else None
+        algo = quant_config(hf).get("quant_algo")
+        if isinstance(algo, str) and algo.upper() in MODELOPT_METHODS:
+            return MODELOPT_METHODS[algo.upper()]
+    return method
 
 def gemma4_head_dims(text: HFConfigView, absent: Any = 0) -> tuple[Any, Any]:
     """Gemma 4's two attention head sizes: sliding layers' ``head_dim``, global layers'
