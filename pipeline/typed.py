@@ -73,7 +73,7 @@ def field_of(view: Any, name: str) -> str:
 
 def attr(view: Any, name: str, *kinds: str, default: Any = None, **kw: Any) -> Any:
     """Attribute ``name`` of a config view, checked (absent: ``default``, unchecked)."""
-    value = view.get(name, _MISSING)
+    value = getattr(view, name, _MISSING)  # a config view, or any object with attributes
     if value is _MISSING:
         return default
     return check(field_of(view, name), value, *kinds, **kw)
