@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from enginecfg.pipeline.canonical import canonical_json
 from enginecfg.pipeline.errors import InvalidInputError
 from enginecfg.pipeline.hfsnapshot import SNAPSHOT_VERSION
 
@@ -69,7 +70,7 @@ def _key(canonical: bytes) -> str:
 
 
 def _canonical(config_dict: dict[str, Any]) -> bytes:
-    return json.dumps(config_dict, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return canonical_json(config_dict).encode()
 
 
 def _disk_get(key: str) -> dict[str, Any] | None:

@@ -10,8 +10,6 @@ where it comes from; either way ``run_failed`` is published before the error pro
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import time
 import uuid
 from typing import Any, Iterable, Mapping, Sequence
@@ -19,6 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import attrs
 
 from enginecfg.pipeline import events
+from enginecfg.pipeline.canonical import fingerprint
 from enginecfg.pipeline.config import EngineConfig
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError, StageError
 from enginecfg.pipeline.ordering import order_stages
@@ -65,12 +64,6 @@ def _jsonable(value: Any) -> Any:
     if cls in (list, tuple):
         return [_jsonable(v) for v in value]
     return str(value)
-
-
-def fingerprint(doc: Any) -> str:
-    """sha256 of a canonical JSON encoding: equal configs have equal fingerprints."""
-    blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 @attrs.define
@@ -130,18 +123,9 @@ def _document(run_id: str, status: str, cfg: EngineConfig | None, changes: Seque
     }
     for name in (*fact_names, *(n for n in facts if n not in fact_names)):
         doc[name] = _jsonable(facts.get(name))
-    doc["error"] = _error_dict(error)
+    doc["error"] = error.to_dict() if error is not None else None
     doc["fingerprint"] = fp if fp is not None else (fingerprint(config) if config is not None else None)
     return doc
-
-
-def _error_dict(error: EngineCfgError | None) -> dict[str, Any] | None:
-    if error is None:
-        return None
-    d = {"type": type(error).__name__, "message": error.message, "field": error.field}
-    if error.stage:
-        d["stage"] = error.stage
-    return d
 
 
 class _Run:
@@ -357,7 +341,7 @@ class Pipeline:
         exc.run_id = run_id
         exc.document = doc
         events.run_failed.send(run_id, event=events.RunFailed(
-            run_id=run_id, finished_at=time.time(), status=exc.status, error=_error_dict(exc),
+            run_id=run_id, finished_at=time.time(), status=exc.status, error=exc.to_dict(),
             stage=exc.stage, document=doc))
         return doc
 

@@ -10,13 +10,12 @@ the ``spawn`` start method can run :func:`write_runs` in a child.
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import time
 import uuid
 from typing import Any, Callable
 
 from enginecfg.pipeline import events
+from enginecfg.pipeline.canonical import fingerprint
 
 __all__ = ["base_config", "emit_run", "write_runs"]
 
@@ -41,8 +40,7 @@ def base_config(block_size: int | None = None) -> dict[str, Any]:
     }
 
 
-def _fp(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+_fp = fingerprint
 
 
 def _set(cfg: dict[str, Any], field: str, value: Any) -> Any:

@@ -13,9 +13,10 @@ a column does not silently change the hash of rows written before it.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from enginecfg.pipeline.canonical import canonical_json
 
 __all__ = [
     "RUN_FIELDS",
@@ -49,8 +50,7 @@ CHILD_ORDER = {"stage_executions": "stage_order", "changes": "seq", "messages": 
 
 def canonical(value: Any) -> bytes:
     """Deterministic JSON bytes: sorted keys, no whitespace, NaN/Infinity spelled out."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=True).encode("utf-8")
+    return canonical_json(value, ascii_only=False).encode("utf-8")
 
 
 def _sha(value: Any) -> str:
