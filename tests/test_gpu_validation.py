@@ -12,6 +12,7 @@ import pytest
 from support import CONFIGS
 from enginecfg import ConfigRejectedError, EngineConfig, Pipeline, Stage
 from enginecfg.pipeline import events
+from enginecfg.testing import capture_events
 from enginecfg.pipeline.plugins import builtin_stages
 
 
@@ -25,15 +26,9 @@ def _checks(result):
 
 
 def test_gemma4_both_head_sizes_with_block_size_528():
-    got = []
-
-    def rec(sender, event=None, **_):
-        got.append(event)
-    events.validation_checked.connect(rec, weak=False)
-    try:
+    with capture_events(events.validation_checked) as captured:
         result = _run("gemma-4-26b-a4b", block_size=528)
-    finally:
-        events.validation_checked.disconnect(rec)
+    got = captured["validation_checked"]
     v = result.to_dict()["validation"]
     assert v["status"] == "passed" and v["mode"] == "interpret" and v["device"] == "cpu"
     checks = _checks(result)

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from enginecfg.store._synthetic import emit_run
+from enginecfg.testing import emit_run
 from enginecfg.cli.audit import parse_time, register
 
 

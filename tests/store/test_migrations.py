@@ -15,7 +15,7 @@ from sqlalchemy import inspect
 import enginecfg.migrations
 from enginecfg.store import AuditStore
 from enginecfg.store import engine as eng
-from enginecfg.store._synthetic import emit_run
+from enginecfg.testing import emit_run
 from enginecfg.store.models import AUDIT_TABLES, Base
 
 AUDIT = set(AUDIT_TABLES) | {"chain_head"}

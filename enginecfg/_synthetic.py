@@ -1,4 +1,5 @@
-"""Synthetic runs published on the signal bus, for the store's tests and benchmark.
+"""Synthetic runs published on the signal bus, for store tests and benchmarks (see
+:mod:`enginecfg.testing`, which re-exports them).
 
 They follow the pipeline's contract (run_started, per stage stage_started /
 config_changed / warning_issued / validation_checked / stage_finished, then run_finished or
@@ -40,9 +41,6 @@ def base_config(block_size: int | None = None) -> dict[str, Any]:
     }
 
 
-_fp = fingerprint
-
-
 def _set(cfg: dict[str, Any], field: str, value: Any) -> Any:
     section, name = field.split(".", 1)
     old = cfg[section][name]
@@ -69,7 +67,7 @@ def emit_run(*, run_id: str | None = None, model: str = "/models/Qwen3-Next-80B-
     events.run_started.send(run_id, event=events.RunStarted(
         run_id=run_id, started_at=time.time(), model=model, architecture=architecture,
         engine_args=engine_args, input_config=input_config,
-        input_fingerprint=_fp(input_config), stages=_STAGES))
+        input_fingerprint=fingerprint(input_config), stages=_STAGES))
     seq = msg_seq = 0
     plan: dict[str, list[tuple[str, Any, str, str]]] = {
         "defaults": [("scheduler_config.enable_chunked_prefill", True,
@@ -132,7 +130,7 @@ def emit_run(*, run_id: str | None = None, model: str = "/models/Qwen3-Next-80B-
             error="mamba_block_size needs prefix caching" if failing else None))
     doc = {"status": fail or "resolved", "run_id": run_id, "model": model,
            "engine_args": engine_args, "config": cfg, "changes": [], "messages": [],
-           "pages": None, "error": None, "fingerprint": _fp(cfg)}
+           "pages": None, "error": None, "fingerprint": fingerprint(cfg)}
     if fail:
         err = {"type": "ConfigRejectedError" if fail == "rejected" else "InvalidInputError",
                "message": "--mamba-block-size is only supported with prefix caching enabled",
