@@ -429,7 +429,7 @@ def state_shapes(info: ArchInfo, hf_config: Any, hf_text_config: Any, tp: int,
     cfg, path = state_config(info, hf_config, hf_text_config)
     reader = _Reader(cfg, path, info.name, _KIND_WORDS[info.state_kind])
     spec = num_spec if info.num_spec_source != "none" else 0
-    return tuple(tuple(s) for s in _RECIPES[info.state_recipe](reader, tp, spec))
+    return tuple(_RECIPES[info.state_recipe](reader, tp, spec))
 
 
 def state_dtypes(info: ArchInfo, model_dtype: str, mamba_cache_dtype: str,
