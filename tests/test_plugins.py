@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from support import CONFIGS
-from enginecfg import (ConfigRejectedError, EngineConfig, FrozenConfigError, InvalidInputError, Pipeline,
+from enginecfg import (BUILTIN_STAGES, ConfigRejectedError, EngineConfig, FrozenConfigError, InvalidInputError, Pipeline,
                        Stage, StageError, StageOrderError)
 from enginecfg.pipeline import events
 from enginecfg.testing import capture_events
@@ -34,8 +34,8 @@ EXAMPLE = REPO / "examples" / "plugin"
 DIST = "enginecfg-site-policy"
 EP_NAME = "site-max-model-len"
 QWEN = str(CONFIGS / "qwen3.5-27b")
-BUILTIN_NAMES = ["pooling", "engine-defaults", "gemma4-backend", "ssm-dtype", "hybrid-kv-scales",
-                 "mamba-cache-mode", "hybrid-alignment", "vllm-checks", "gpu-validation"]
+#: the built-in order is pinned once, by test_pipeline_core.test_builtin_order_is_vllms
+BUILTIN_NAMES = [cls.name for cls in BUILTIN_STAGES]
 
 
 # -- installing for real -----------------------------------------------------------------------
