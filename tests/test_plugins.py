@@ -569,3 +569,17 @@ def test_disable_and_only_select_plugin_stages_too(site_plugin, policy):
         Pipeline(plugins=DIST, disable=["site-max-model-length"])
     with pytest.raises(InvalidInputError, match="invalid stage"):
         Pipeline(plugins="none", only=[EP_NAME])
+
+
+def test_the_testing_kit_runs_a_plugin_stage_as_the_pipeline_would(monkeypatch, site_plugin):
+    # the example of docs/plugins.md ("Testing a stage"), for real
+    from enginecfg.testing import run_stage
+    from enginecfg_site_policy import SiteMaxModelLen
+
+    monkeypatch.setenv("SITE_MAX_MODEL_LEN", "32768")
+    with capture_events() as got:
+        result = run_stage(SiteMaxModelLen(), QWEN)
+    assert result.config.model_config.max_model_len == 32768
+    assert [e.field for e in got["config_changed"] if e.stage == EP_NAME] == ["model_config.max_model_len"]
+    # ordered after pooling and engine-defaults (its hints), nothing after it ran
+    assert result.stages[-1] == EP_NAME and "gpu-validation" not in result.stages
