@@ -394,7 +394,7 @@ def test_a_plugin_that_raises_fails_the_run_cleanly(toys):
 
 def test_a_plugin_that_raises_exits_1_with_one_line(toys):
     proc = _cli("run", QWEN, "--no-audit", "--gpu-validation", "off",
-                ENGINECFG_PLUGINS="enginecfg-test-boom", PYTHONPATH=str(toys))
+                ENGINECFG_PLUGINS="enginecfg-test-boom", PYTHONPATH=os.pathsep.join([str(toys), os.environ.get("PYTHONPATH", "")]))
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
