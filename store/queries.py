@@ -179,7 +179,7 @@ def _touches(change_field: str, field: str) -> bool:
 
 def _change_dict(c: Any) -> dict[str, Any]:
     return {"seq": c.seq, "stage": c.stage, "field": c.field, "old": c.old, "new": c.new,
-            "reason": c.reason, "level": c.level, "via": c.via}
+            "reason": c.reason, "level": c.level, "via": c.via, "explanation": c.explanation}
 
 
 def field_history(store, field: str, *, model: str | None = None, limit: int | None = 50,

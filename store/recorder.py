@@ -309,7 +309,7 @@ class AuditStore:
         changes = [
             {"run_id": run_id, "seq": c.seq, "stage": c.stage, "field": c.field,
              "old": normalise_json(c.old), "new": normalise_json(c.new), "reason": c.reason,
-             "level": c.level, "via": c.via}
+             "level": c.level, "via": c.via, "explanation": c.explanation}
             for c in sorted(buf.changes, key=lambda c: c.seq)
         ]
         messages = [

@@ -89,7 +89,7 @@ def test_db_commands(cli, db_url):
     code, out, _ = cli("db", "current", "--json", "--db", db_url)
     assert code == 0 and json.loads(out)["current"] is None
     assert cli("db", "upgrade", "--db", db_url)[0] == 0
-    assert json.loads(cli("db", "current", "--json", "--db", db_url)[1])["current"] == "0002"
+    assert json.loads(cli("db", "current", "--json", "--db", db_url)[1])["current"] == "0003_explanations"
     code, out, _ = cli("db", "downgrade", "0001", "--db", db_url)
     assert code == 0 and "0001" in out
     code, out, _ = cli("db", "downgrade", "base", "--db", db_url)

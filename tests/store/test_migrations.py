@@ -29,7 +29,7 @@ def test_upgrade_downgrade_upgrade_round_trip(db_url):
     engine = eng.make_engine(db_url)
     try:
         eng.upgrade(engine)
-        assert eng.current_revision(engine) == eng.head_revision() == "0002"
+        assert eng.current_revision(engine) == eng.head_revision() == "0003_explanations"
         assert AUDIT <= _tables(engine)
         eng.downgrade(engine, "0001")
         assert eng.current_revision(engine) == "0001"
@@ -40,7 +40,7 @@ def test_upgrade_downgrade_upgrade_round_trip(db_url):
         assert not (AUDIT & _tables(engine))
         eng.upgrade(engine)
         assert AUDIT <= _tables(engine)
-        assert eng.current_revision(engine) == "0002"
+        assert eng.current_revision(engine) == "0003_explanations"
     finally:
         engine.dispose()
 
@@ -60,7 +60,7 @@ def test_store_upgrades_on_first_use_and_data_survives_reupgrade(db_url):
     with AuditStore(db_url).attach() as store:
         rid = emit_run()
         assert store.recorded == 1
-        assert eng.current_revision(store.engine) == "0002"
+        assert eng.current_revision(store.engine) == "0003_explanations"
     again = AuditStore(db_url)
     assert again.get_run(rid)["run_id"] == rid
     assert again.verify().ok
@@ -87,7 +87,7 @@ def test_script_location_is_the_installed_package_not_the_cwd(tmp_path, monkeypa
     url = f"sqlite:///{tmp_path / 'x.db'}"
     engine = eng.make_engine(url)
     eng.upgrade(engine)
-    assert eng.current_revision(engine) == "0002"
+    assert eng.current_revision(engine) == "0003_explanations"
     engine.dispose()
 
 
@@ -102,7 +102,7 @@ def test_alembic_command_line_with_the_shipped_ini(tmp_path):
                               capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
     engine = eng.make_engine(url)
-    assert eng.current_revision(engine) == "0002"
+    assert eng.current_revision(engine) == "0003_explanations"
     engine.dispose()
 
 
@@ -130,3 +130,18 @@ def test_default_url_uses_env_then_user_data_dir(monkeypatch, tmp_path):
                                            ("sqlite:///x.db", "sqlite")])
 def test_bare_postgresql_url_means_psycopg3(given, driver):
     assert eng.normalise_url(given).drivername == driver
+
+
+def test_0003_explanations_round_trip_keeps_runs_verifiable(db_url):
+    """The explanation column comes and goes with 0003; the hash chain does not depend on it."""
+    with AuditStore(db_url).attach() as store:
+        rid = emit_run()
+    engine = store.engine
+    assert "explanation" in {c["name"] for c in inspect(engine).get_columns("changes")}
+    eng.downgrade(engine, "0002")
+    assert "explanation" not in {c["name"] for c in inspect(engine).get_columns("changes")}
+    eng.upgrade(engine)
+    store._ready = False
+    assert all(c["explanation"] is None for c in store.get_run(rid)["changes"])
+    assert store.verify().ok
+    store.close()
