@@ -228,7 +228,11 @@ class Pipeline:
         only_set = set(only) if only is not None else None
         for name in sorted(disable | (only_set or set())):
             if name not in names:
-                raise InvalidInputError.for_value("stage", name, ", ".join(st.name for st in ordered))
+                from enginecfg.pipeline.suggest import did_you_mean
+
+                raise InvalidInputError(
+                    f"invalid stage: got {name!r}{did_you_mean(name, names)}; allowed: "
+                    + ", ".join(st.name for st in ordered), field="stage")
         self.stages: list[Stage] = [
             st for st in ordered
             if st.name not in disable and (only_set is None or st.name in only_set)
