@@ -16,7 +16,8 @@ import attrs
 
 from enginecfg.pipeline.config import ATTENTION_BACKENDS, CACHE_DTYPES, MAMBA_CACHE_MODES, MAMBA_DTYPES
 
-__all__ = ["EngineArg", "ENGINE_ARGS", "MODEL_DTYPES", "human_readable_int", "human_readable_int_or_auto"]
+__all__ = ["EngineArg", "ENGINE_ARGS", "MODEL_DTYPES", "human_readable_int", "human_readable_int_or_auto",
+           "parse_flag_text", "to_flags"]
 
 INT, BOOL, STR = "int", "bool", "str"
 
@@ -36,6 +37,8 @@ class EngineArg:
     nullable: bool = False         #: may the Python API pass None ("unset")
     #: how vLLM reads the flag's text: "int", "human_readable_int", "human_readable_int_or_auto"
     parser: str | None = None
+    #: where the resolved value lives in the config (``cache_config.block_size``)
+    config_field: str = ""
 
     @property
     def flag(self) -> str:
@@ -97,8 +100,39 @@ _ARGS = (
         "Most tokens one scheduler step processes. Takes " + _SUFFIXES + ".")),
 )
 
+_CONFIG_FIELDS = {
+    "block_size": "cache_config.block_size", "kv_cache_dtype": "cache_config.cache_dtype",
+    "enable_prefix_caching": "cache_config.enable_prefix_caching",
+    "enable_chunked_prefill": "scheduler_config.enable_chunked_prefill",
+    "mamba_cache_mode": "cache_config.mamba_cache_mode", "mamba_block_size": "cache_config.mamba_block_size",
+    "mamba_ssm_cache_dtype": "cache_config.mamba_ssm_cache_dtype",
+    "mamba_cache_dtype": "cache_config.mamba_cache_dtype",
+    "calculate_kv_scales": "cache_config.calculate_kv_scales", "attention_backend": "attention_config.backend",
+    "tensor_parallel_size": "parallel_config.tensor_parallel_size",
+    "pipeline_parallel_size": "parallel_config.pipeline_parallel_size",
+    "max_model_len": "model_config.max_model_len", "dtype": "model_config.dtype",
+    "max_num_batched_tokens": "scheduler_config.max_num_batched_tokens",
+}
+
 #: name -> :class:`EngineArg`, in the order ``enginecfg run --help`` lists them
-ENGINE_ARGS: dict[str, EngineArg] = {a.name: a for a in _ARGS}
+ENGINE_ARGS: dict[str, EngineArg] = {a.name: attrs.evolve(a, config_field=_CONFIG_FIELDS[a.name]) for a in _ARGS}
+
+
+def to_flags(args: dict[str, Any]) -> list[str]:
+    """``vllm serve`` flags for engine arguments: ``{"block_size": 16}`` -> ``["--block-size", "16"]``.
+
+    Booleans are ``--x`` / ``--no-x``; None (unset) gives no flag; unknown names are skipped.
+    """
+    out: list[str] = []
+    for name, value in args.items():
+        arg = ENGINE_ARGS.get(name)
+        if arg is None or value is None:
+            continue
+        if arg.kind == BOOL:
+            out.append(arg.flags[0] if value else "--no-" + arg.flags[0][2:])
+        else:
+            out += [arg.flags[0], str(value)]
+    return out
 
 _HUMAN = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
 _DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
