@@ -408,6 +408,11 @@ class AuditStore:
 
         return queries.field_history(self, field, **kw)
 
+    def check_field(self, field: str) -> None:
+        from enginecfg.store import queries
+
+        queries.check_field(self, field)
+
     def why(self, run_id: str, field: str) -> dict[str, Any]:
         from enginecfg.store import queries
 

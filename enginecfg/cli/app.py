@@ -42,11 +42,23 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-class _Help(argparse.RawDescriptionHelpFormatter):
+class _Help(argparse.HelpFormatter):
     def __init__(self, prog: str) -> None:
         from enginecfg.cli.tables import width
 
         super().__init__(prog, max_help_position=32, width=min(width(), 100))
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        import textwrap
+
+        # flag names (--max-num-batched-tokens) are never broken at their hyphens
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap
+
+        return textwrap.fill(" ".join(text.split()), width, initial_indent=indent,
+                             subsequent_indent=indent, break_on_hyphens=False)
 
 
 def _version_line() -> str:

@@ -82,7 +82,12 @@ def test_export_to_file_and_stdout(cli, recorded, tmp_path):
     assert code == 0 and "exported 10" in err
     assert len(list(csv.DictReader(io.StringIO(target.read_text())))) == 10
     code, out, _ = cli("export", "--db", store.url)
-    assert [json.loads(x)["id"] for x in out.splitlines()] == [a, b]
+    rows = [json.loads(x) for x in out.splitlines()]
+    assert [r["run_id"] for r in rows] == [a, b]
+    assert all(r["started_at"].endswith("+00:00") and "T" in r["started_at"] for r in rows)
+    code, out, _ = cli("export", "--raw", "--db", store.url)
+    rows = [json.loads(x) for x in out.splitlines()]
+    assert [r["id"] for r in rows] == [a, b] and all(isinstance(r["started_at"], float) for r in rows)
 
 
 def test_db_commands(cli, db_url):
