@@ -49,12 +49,17 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
+def _alembic_errors() -> tuple[type[BaseException], ...]:
+    """Alembic's error type, if a migration imported Alembic (matched only when one fails)."""
+    util = sys.modules.get("alembic.util")
+    return (util.CommandError,) if util is not None else ()
+
+
 def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """Turn every expected failure into one line on stderr and an exit code."""
 
     @functools.wraps(fn)
     def handler(args: argparse.Namespace) -> int:
-        from alembic.util import CommandError
         from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
         db = getattr(args, "db", None)
@@ -70,7 +75,7 @@ def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namesp
             return _fail(f"bad database URL {db or '(default)'}: {exc}", 2)
         except DBAPIError as exc:
             return _fail(f"cannot use the audit database: {exc.orig}", 2)
-        except CommandError as exc:
+        except _alembic_errors() as exc:
             return _fail(f"migration: {exc}", 2)
         except SQLAlchemyError as exc:
             return _fail(f"audit database error: {exc}", 2)

@@ -145,3 +145,22 @@ def test_0003_explanations_round_trip_keeps_runs_verifiable(db_url):
     assert all(c["explanation"] is None for c in store.get_run(rid)["changes"])
     assert store.verify().ok
     store.close()
+
+
+def test_head_revision_without_alembic_is_alembics_answer():
+    from alembic.script import ScriptDirectory
+
+    assert eng.head_revision() == ScriptDirectory.from_config(eng.alembic_config()).get_current_head()
+
+
+def test_an_audited_run_on_an_up_to_date_database_does_not_import_alembic(tmp_path):
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    engine = eng.make_engine(url)
+    eng.upgrade(engine)
+    engine.dispose()
+    code = ("import sys\nfrom enginecfg.store import AuditStore\nfrom enginecfg.store._synthetic import emit_run\n"
+            f"with AuditStore({url!r}).attach() as s:\n    emit_run()\n    assert s.recorded == 1\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('alembic', 'structlog')))")
+    proc = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
