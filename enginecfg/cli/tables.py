@@ -69,7 +69,7 @@ def render(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, names: Sequ
                 break
             widths[i] -= 1
             excess -= 1
-    lines = [title] if title else []
+    lines = _title(title, total)
     header = _GAP.join(columns[i].ljust(widths[i]) for i in range(len(columns))).rstrip()
     lines += [header, _GAP.join("-" * widths[i] for i in range(len(columns)))]
     for r in cells:
@@ -80,8 +80,12 @@ def render(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, names: Sequ
     return "\n".join(lines)
 
 
+def _title(title: str | None, total: int) -> list[str]:
+    return textwrap.wrap(title, total, break_long_words=False, break_on_hyphens=False) if title else []
+
+
 def _blocks(columns, cells, kept, prose, title, total) -> str:
-    lines = [title] if title else []
+    lines = _title(title, total)
     for r in cells:
         lines.append(_GAP.join(f"{r[i]}" for i in kept if r[i]))
         for i in prose:
