@@ -233,7 +233,8 @@ def _cmd_why(args: argparse.Namespace) -> int:
         return 0
     from enginecfg.cli.tables import paragraph
 
-    out = [f"{res['field']} in run {res['run_id']} ({res['status']}, {res['model']})",
+    out = [paragraph(f"{res['field']} in run {res['run_id']} ({res['status']}, {res['model']})",
+                     hanging="    "),
            f"  initial: {_v(res['initial'])}"]
     for c in res["changes"]:
         where = "" if c["field"] == res["field"] else f" [{c['field']}]"
