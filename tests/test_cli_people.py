@@ -295,3 +295,15 @@ def test_run_json_no_audit_imports_neither_structlog_nor_alembic(warm_snapshots)
                           env=dict(os.environ, ENGINECFG_PLUGINS="none"))
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip().endswith("[]"), proc.stderr
+
+
+def test_reading_a_vllm_serve_line_in_all_its_spellings():
+    from enginecfg.cli.app import read_vllm_serve_line
+
+    keep, aside, unknown = read_vllm_serve_line(
+        ["vllm", "serve", "M", "-O3", "--compilation-config.mode", "3", "--max_model_len=4k",
+         "--api-key", "a", "b", "-tp", "2", "--enforce-eager", "--max-model-len", "-1", "--foo"],
+        {"--max-model-len", "-tp"})
+    assert keep == ["M", "--max-model-len=4k", "-tp", "2", "--max-model-len", "-1"]
+    assert aside == ["-O3", "--compilation-config.mode 3", "--api-key a b", "--enforce-eager"]
+    assert unknown == ["--foo"]

@@ -220,6 +220,12 @@ def read_vllm_serve_line(tokens: Sequence[str], own: set[str]) -> tuple[list[str
             keep.append(spelled)
             continue
         nargs = VLLM_SERVE_OPTIONS.get(name)
+        if nargs is None and (name.startswith("-O") and not name.startswith("--")
+                              or not name.startswith("--") and VLLM_SERVE_OPTIONS.get(name[:2]) == 1):
+            aside.append(tok)  # a short option with its value attached: -O3, -tp2
+            continue
+        if nargs is None and "." in name and VLLM_SERVE_OPTIONS.get(name.split(".")[0]) == 1:
+            nargs = 1  # one key of a JSON option: --compilation-config.mode 3
         if nargs is None:
             unknown.append(name)
             continue
