@@ -307,3 +307,12 @@ def test_reading_a_vllm_serve_line_in_all_its_spellings():
     assert keep == ["M", "--max-model-len=4k", "-tp", "2", "--max-model-len", "-1"]
     assert aside == ["-O3", "--compilation-config.mode 3", "--api-key a b", "--enforce-eager"]
     assert unknown == ["--foo"]
+
+
+def test_interpret_mode_validation_reports_each_check_and_its_outcome(warm_snapshots):
+    pytest.importorskip("triton")
+    proc = cli("run", str(CONFIGS / "gemma-4-26b-a4b"), "--gpu-validation", "interpret", "--no-audit")
+    assert proc.returncode == 0, proc.stderr
+    checks = re.findall(r"^enginecfg: gpu-validation: (\S+) passed \(", proc.stderr, re.M)
+    assert len(checks) >= 1
+    assert f"GPU validation: passed, {len(checks)} kernel check(s) on cpu (mode interpret)" in proc.stdout
