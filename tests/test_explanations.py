@@ -27,7 +27,8 @@ _CEIL = re.compile(rf"ceil\({_N} / {_N}\) = {_N}")
 _LCM = re.compile(rf"lcm\([^)]*?{_N}, [^)]*?{_N}\) = {_N}")
 _SMALLEST = re.compile(rf"smallest multiple of (?:the kernel alignment )?{_N} that is at least {_N} is {_N}")
 #: stages whose changes are computed from numbers or a rule, and so must explain them
-EXPLAINING_STAGES = {"hybrid-alignment", "mamba-cache-mode", "gemma4-backend", "ssm-dtype"}
+EXPLAINING_STAGES = {"hybrid-alignment", "mamba-cache-mode", "gemma4-backend", "ssm-dtype",
+                     "engine-defaults"}
 
 
 def _int(text: str) -> int:
@@ -104,6 +105,9 @@ def test_explanations_match_the_runs_numbers(case, warm_snapshots):
             assert f"{bs:,} x {pages['attn_page_size_1_token']:,} = {new:,}" in text
             pad = new - pages["mamba_page_size"]
             assert f"{pad:,} bytes ({100 * pad / pages['mamba_page_size']:.2f}%" in text
+        if change["stage"] == "engine-defaults":
+            assert text.endswith(f"so it is {'on' if new else 'off'}.")
+            assert f"{mc['runner_type']} model" in text
         if field == "cache_config.mamba_ssm_cache_dtype":
             assert repr(new) in text
         if field == "cache_config.mamba_block_size" and "max_model_len" in text:
