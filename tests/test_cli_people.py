@@ -251,6 +251,10 @@ def test_runs_and_history_show_engine_flags_iso_times_and_csv(db, runs):
     assert re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", table)
     parsed = list(csv.DictReader(io.StringIO(cli("runs", "--csv", db=db).stdout)))
     assert {r["run_id"] for r in parsed} >= {a[:12], b[:12]} and "engine flags" in parsed[0]
+    changes = list(csv.DictReader(io.StringIO(cli("show", a, "--csv", db=db).stdout)))
+    stored = json.loads(cli("show", a, "--json", db=db).stdout)["changes"]
+    assert [(int(r["seq"]), r["field"], r["explanation"]) for r in changes] == \
+        [(c["seq"], c["field"], c["explanation"] or "") for c in stored]
     hist = list(csv.DictReader(io.StringIO(cli("history", "cache_config.block_size", "--csv", db=db).stdout)))
     values = {r["run_id"]: r["value"] for r in hist}
     # 'all' mode (prefix caching): a multiple of lcm(128, 16); 'none': of the alignment 16

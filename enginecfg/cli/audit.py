@@ -163,6 +163,14 @@ def _cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         _dump(run)
         return 0
+    if args.csv:  # the run's changes, one row each (the run itself: --json)
+        from enginecfg.cli.tables import write_csv
+
+        write_csv(sys.stdout, ["run_id", "seq", "stage", "field", "old", "new", "level", "reason",
+                               "explanation"],
+                  [[run["run_id"], c["seq"], c["stage"], c["field"], _v(c["old"]), _v(c["new"]),
+                    c["level"], c["reason"], c.get("explanation")] for c in run["changes"]])
+        return 0
     from enginecfg.cli.tables import paragraph, render
 
     keys = ["run_id", "position", "status", "model", "architecture", "started_at",
@@ -355,7 +363,7 @@ def register(subparsers: Any) -> None:
 
     p = subparsers.add_parser("show", help="everything recorded about one run")
     p.add_argument("run", metavar="RUN", help="run id or a unique prefix of it")
-    _add_json(p)
+    _add_json(p, csv=True)
     _add_db(p)
     p.set_defaults(func=_cmd_show)
 
