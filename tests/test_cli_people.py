@@ -264,7 +264,10 @@ def test_runs_and_history_show_engine_flags_iso_times_and_csv(db, runs):
 def test_values_are_spelt_as_json_everywhere(db, runs):
     b, a = runs
     show = cli("show", a, db=db, columns=200).stdout
-    assert '"auto"' in show and "'auto'" not in show and "null" in show
+    rows = [line.split() for line in show.splitlines()
+            if re.match(r"\d+\s+ssm-dtype\s+cache_config\.mamba_ssm_cache_dtype\s", line)]
+    assert rows and rows[0][3:5] == ['"auto"', '"float32"']  # old, new: JSON, not Python's 'auto'
+    assert re.search(r"cache_config\.mamba_block_size\s+null\s+16\s", show)
     why = cli("why", a, "cache_config.mamba_cache_mode", db=db).stdout
     assert '"none" -> "all"' in why
     diff = json.loads(cli("diff", a, b, "--json", db=db).stdout)
