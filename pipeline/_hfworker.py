@@ -37,7 +37,7 @@ def load_config(config_dict: dict[str, Any]):
     config class, the config as that class builds it (see :mod:`.config_defaults`)."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    from enginecfg.pipeline.config_defaults import apply
+    from enginecfg.pipeline.models.config_defaults import apply
 
     config_dict, build, failed = apply(config_dict)
     if failed is not None:

@@ -159,7 +159,10 @@ class ModelSource:
         """What vLLM's ``model_config.model`` holds: the repo id, or the path as given."""
         return self.given
 
-    def _shown(self, name: str) -> str:
+    def describe(self, name: str) -> str:
+        """How to name the file *name* of this source in a message."""
+        if self.kind == "file" and name == "config.json":
+            return str(self._config_path)
         if self.kind == "hub":
             at = f"@{self.revision}" if self.revision else ""
             return f"{name} of {self.repo_id}{at}"
@@ -179,7 +182,7 @@ class ModelSource:
         if name in self._cache:
             return self._cache[name]
         path = self._local(name)
-        data = None if path is None else _read_regular(path, self._shown(name))
+        data = None if path is None else _read_regular(path, self.describe(name))
         if data is not None:
             self.files[name] = FileRecord(name, hashlib.sha256(data).hexdigest(), len(data))
         self._cache[name] = data
@@ -193,13 +196,13 @@ class ModelSource:
         try:
             return json.loads(data)
         except UnicodeDecodeError:
-            raise InvalidInputError(f"invalid {name}: {self._shown(name)} is not UTF-8 text",
+            raise InvalidInputError(f"invalid {name}: {self.describe(name)} is not UTF-8 text",
                                     field=name) from None
         except RecursionError:
-            raise InvalidInputError(f"invalid {name}: {self._shown(name)} is nested too deeply",
+            raise InvalidInputError(f"invalid {name}: {self.describe(name)} is nested too deeply",
                                     field=name) from None
         except ValueError as exc:
-            raise InvalidInputError(f"invalid {name}: {self._shown(name)} is not valid JSON: "
+            raise InvalidInputError(f"invalid {name}: {self.describe(name)} is not valid JSON: "
                                     f"{getattr(exc, 'msg', exc)}", field=name) from None
 
     def config_bytes(self) -> bytes:

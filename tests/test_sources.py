@@ -14,7 +14,7 @@ from hubsupport import LocalHub, safetensors_bytes, write_cache_repo
 from enginecfg.pipeline.errors import InvalidInputError
 from enginecfg.pipeline.safetensors_header import read_header
 from enginecfg.pipeline.sources import hub_cache_dir, is_repo_id, open_source
-from enginecfg.pipeline.weights_dtype import common_dtype, dtype_from_headers
+from enginecfg.pipeline.models.weights_dtype import common_dtype, dtype_from_headers
 
 CONFIG = json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
                      "num_attention_heads": 4, "num_hidden_layers": 2}).encode()

@@ -39,7 +39,10 @@ def main() -> int:
         out = root / "results.json"
         subprocess.run([python, str(oracle / "run_oracle.py"), str(root / "cases.json"), "-o", str(out),
                         "--extra-path", str(oracle / "tf523-overlay"), "--all-logs",
-                        "--cache-dir", str(root / "oracle-cache")], check=True)
+                        "--cache-dir", str(root / "oracle-cache")],
+                       # a neutral working directory: vLLM's model-inspection subprocess runs
+                       # `python -m`, which would put a checkout's top-level folders on its path
+                       check=True, cwd=root)
         raw = json.loads(out.read_text())
     results = []
     for (name, folder, args), r in zip(CASES, raw["results"]):
