@@ -25,8 +25,10 @@ way ``huggingface_hub`` reads them, so a caller that changes them after import i
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import os
 import re
 import stat
@@ -245,8 +247,9 @@ class ModelSource:
         from huggingface_hub import HfApi
 
         try:
-            meta = HfApi(endpoint=_endpoint()).get_safetensors_metadata(
-                self.repo_id, revision=self.commit or self.revision)
+            with _quiet_hub():
+                meta = HfApi(endpoint=_endpoint()).get_safetensors_metadata(
+                    self.repo_id, revision=self.commit or self.revision)
         except Exception:  # vLLM swallows every failure here and goes on without a dtype
             return {}
         out: dict[str, dict[str, Any]] = {}
@@ -300,6 +303,18 @@ def open_source(model: Any, revision: str | None = None) -> ModelSource:
     raise InvalidInputError(f"invalid model: {text} does not exist; allowed: a model folder holding "
                             f"config.json, a config.json file, or a Hugging Face repo id (org/name)",
                             field="model")
+
+
+@contextlib.contextmanager
+def _quiet_hub():
+    """huggingface_hub logs each retry as a warning; enginecfg reports the outcome in one line."""
+    log = logging.getLogger("huggingface_hub")
+    before = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(before)
 
 
 def _endpoint() -> str | None:
@@ -356,7 +371,9 @@ def _open_online(repo_id: str, revision: str | None, cache: Path) -> ModelSource
 
     at = f" at revision {revision!r}" if revision else ""
     try:
-        first = hf_hub_download(repo_id, "config.json", revision=revision, cache_dir=cache, endpoint=_endpoint())
+        with _quiet_hub():
+            first = hf_hub_download(repo_id, "config.json", revision=revision, cache_dir=cache,
+                                    endpoint=_endpoint())
     except GatedRepoError:
         raise InvalidInputError(
             f"invalid model: Hugging Face repo {repo_id!r} is gated and this token has no access; allowed: "
@@ -373,11 +390,11 @@ def _open_online(repo_id: str, revision: str | None, cache: Path) -> ModelSource
         raise InvalidInputError(
             f"invalid model: Hugging Face repo {repo_id!r}{at} has no config.json; allowed: a repo holding a "
             f"transformers config.json", field="model") from None
-    except (LocalEntryNotFoundError, HfHubHTTPError, OSError) as exc:
+    except (LocalEntryNotFoundError, HfHubHTTPError, OSError):
         raise InvalidInputError(
-            f"invalid model: cannot reach the Hugging Face Hub for {repo_id!r}{at} and it is not in the local "
-            f"cache ({cache}): {' '.join(str(exc).split())[:160]}; allowed: a reachable hub, or a cached repo "
-            f"with HF_HUB_OFFLINE=1 (HF_HOME / HF_HUB_CACHE naming the cache)", field="model") from None
+            f"invalid model: cannot reach the Hugging Face Hub ({_endpoint() or 'https://huggingface.co'}) for "
+            f"{repo_id!r}{at} and it is not in the local cache ({cache}); allowed: a reachable hub, or a cached "
+            f"repo with HF_HUB_OFFLINE=1 (HF_HOME / HF_HUB_CACHE naming the cache)", field="model") from None
     commit = _commit_of(first)
     pinned = commit if commit and _COMMIT.match(commit) else revision
 
@@ -385,7 +402,9 @@ def _open_online(repo_id: str, revision: str | None, cache: Path) -> ModelSource
         if name == "config.json":
             return Path(first)
         try:
-            return Path(hf_hub_download(repo_id, name, revision=pinned, cache_dir=cache, endpoint=_endpoint()))
+            with _quiet_hub():
+                return Path(hf_hub_download(repo_id, name, revision=pinned, cache_dir=cache,
+                                            endpoint=_endpoint()))
         except (EntryNotFoundError, LocalEntryNotFoundError, RevisionNotFoundError, RepositoryNotFoundError):
             return None
         except (HfHubHTTPError, OSError):  # vLLM skips a file it cannot fetch, too
