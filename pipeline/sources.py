@@ -176,6 +176,9 @@ class ModelSource:
             return self._config_path if name == "config.json" else None
         if self.root is not None:
             p = self.root / name
+            if name == "config.json":
+                # present but not a regular file (a FIFO, a folder): refused when read, not missed
+                return p if os.path.lexists(p) else None
             return p if p.is_file() else None
         return self._fetch(name) if self._fetch is not None else None
 
@@ -271,6 +274,8 @@ class ModelSource:
         out: dict[str, Any] = {"kind": self.kind, "model": self.given}
         if self.kind == "hub":
             out.update(repo_id=self.repo_id, revision=self.revision, commit=self.commit, offline=self.offline)
+        else:
+            out["path"] = str(Path(self.given).resolve())
         out["files"] = [self.files[n].to_dict() for n in sorted(self.files)]
         return out
 

@@ -93,7 +93,7 @@ def test_local_folder_reads_small_files_and_headers_with_hashes(tmp_path):
     assert files["config.json"]["sha256"] == hashlib.sha256(CONFIG).hexdigest()
     assert files["model-00001-of-00001.safetensors"]["how"] == "header"
     assert files["model-00001-of-00001.safetensors"]["size"] < len(st)
-    assert prov["kind"] == "folder" and "repo_id" not in prov
+    assert prov["kind"] == "folder" and "repo_id" not in prov and prov["path"] == str(tmp_path.resolve())
 
 
 def test_lone_config_file_reads_nothing_beside_it(tmp_path):

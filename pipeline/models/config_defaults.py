@@ -20,7 +20,9 @@ vLLM's classes do for the model types where that matters:
   builds the config (``build = "transformers"``) where transformers would leave a field out.
 
 :func:`apply` returns the config dict to hand to the builder and how to build it.  The table
-is data; the few derived defaults are small functions next to it.
+is data; the few derived defaults are small functions next to it.  It is applied where the
+transformers snapshot is built, so the snapshot cache must not outlive a change to it: bump
+``hfsnapshot.SNAPSHOT_VERSION`` with every change here.
 """
 
 from __future__ import annotations
