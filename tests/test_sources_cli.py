@@ -47,6 +47,7 @@ def test_run_repo_id_offline_from_the_cache(tmp_path):
     # the audit store keeps the same provenance
     show = _cli("show", doc["run_id"], "--json", "--db", db, env_extra={}, tmp_path=tmp_path)
     assert show.returncode == 0, show.stderr
+    assert json.loads(show.stdout)["source"] == doc["source"]
     from sqlalchemy import create_engine, text
 
     with create_engine(db).connect() as conn:
