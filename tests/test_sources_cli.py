@@ -120,3 +120,32 @@ def test_kimi_linear_follows_vllms_class_where_transformers_disagrees():
     assert hf.kv_lora_rank == 512 and hf.max_position_embeddings == 1048576   # transformers' defaults
     ours = EngineConfig.from_hf_config(cfg).model_config
     assert (ours.use_mla, ours.head_size, ours.max_model_len) == (False, 72, 2048)
+
+
+def test_run_repo_id_online_then_offline(tmp_path):
+    """Online the small files land in the standard cache (weights: header bytes only, by range);
+    the same command offline then resolves from that cache, to the same config."""
+    from hubsupport import LocalHub
+
+    commit = "e" * 40
+    weights = safetensors_bytes({"w": ("BF16", [128, 128]), "A_log": ("F32", [4])})
+    repo = {"commit": commit, "files": {"config.json": CONFIG, "model.safetensors": weights,
+                                        "tokenizer_config.json": b'{"model_max_length": 1024}'}}
+    home = str(tmp_path / "hf")
+    with LocalHub({"org/next": repo}) as hub:
+        online = _cli("run", "org/next", "--json", "--no-audit", "--gpu-validation", "off",
+                      env_extra={"HF_HOME": home, "HF_ENDPOINT": hub.url}, tmp_path=tmp_path)
+        assert online.returncode == 0, online.stderr
+        ranges = hub.bytes_sent_for("model.safetensors")
+    assert ranges and all(r and r.startswith("bytes=") for r in ranges)
+    offline = _cli("run", "org/next", "--json", "--no-audit", "--gpu-validation", "off",
+                   env_extra={"HF_HOME": home, "HF_HUB_OFFLINE": "1"}, tmp_path=tmp_path)
+    assert offline.returncode == 0, offline.stderr
+    on, off = json.loads(online.stdout), json.loads(offline.stdout)
+    assert (on["source"]["commit"], on["source"]["offline"]) == (commit, False)
+    assert (off["source"]["commit"], off["source"]["offline"]) == (commit, True)
+    # online vLLM reads the remote headers (bf16 + f32 -> float32 -> bfloat16); offline the
+    # weights are not in the cache, so vLLM (and enginecfg) see no safetensors at all
+    assert {f["name"]: f["how"] for f in on["source"]["files"]}["model.safetensors"] == "remote-header"
+    assert "model.safetensors" not in {f["name"] for f in off["source"]["files"]}
+    assert on["config"]["model_config"] == off["config"]["model_config"]
