@@ -149,3 +149,16 @@ def test_run_repo_id_online_then_offline(tmp_path):
     assert {f["name"]: f["how"] for f in on["source"]["files"]}["model.safetensors"] == "remote-header"
     assert "model.safetensors" not in {f["name"] for f in off["source"]["files"]}
     assert on["config"]["model_config"] == off["config"]["model_config"]
+
+
+def test_run_report_names_the_source_and_pins_the_commit(tmp_path):
+    home = tmp_path / "hf"
+    commit = write_cache_repo(home / "hub", "Qwen/Tiny-Next", {
+        "config.json": CONFIG, "model.safetensors": safetensors_bytes({"w": ("BF16", [2])})})
+    proc = _cli("run", "Qwen/Tiny-Next", "--no-audit", "--gpu-validation", "off",
+                env_extra={"HF_HOME": str(home), "HF_HUB_OFFLINE": "1", "COLUMNS": "200"}, tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    assert (f"source: Hugging Face repo Qwen/Tiny-Next at commit {commit} (from the local cache); "
+            f"read: config.json, model.safetensors (header)") in text
+    assert f"vllm serve Qwen/Tiny-Next --revision {commit}" in text

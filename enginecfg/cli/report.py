@@ -32,8 +32,8 @@ def vllm_serve_flags(doc: dict[str, Any]) -> list[str]:
         v = (config.get(section) or {}).get(field)
         if v is None:
             continue
-        if name == "calculate_kv_scales" and v is False:
-            continue  # deprecated flag; off is vLLM's default
+        if name in ("calculate_kv_scales", "disable_sliding_window") and v is False:
+            continue  # off is vLLM's default (and calculate_kv_scales is deprecated)
         args[name] = v
     return to_flags(args)
 
