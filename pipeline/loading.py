@@ -2,12 +2,13 @@
 
 ``load_pretrained`` reads ``config.json`` from a model folder, a lone file or a Hugging Face
 repo (see :mod:`.sources`) together with the files beside it that vLLM reads (safetensors
-headers, tokenizer and sentence-transformers settings), validates the engine arguments, obtains the transformers view of the config (see :mod:`.hfcache`: built
-once per config content, never in this process unless transformers is already imported)
-and derives ``ModelConfig``: architecture, text config, dtype, max_model_len, head size,
-KV heads, MLA, hybrid / attention-free, Mamba prefix-caching support, chunk size, sliding
-window, and the sentence-transformers pooling settings.  The
-steps that depend on pooling decisions (chunked prefill, prefix caching) are stages.
+headers, tokenizer and sentence-transformers settings), validates the engine arguments,
+obtains the transformers view of the config (see :mod:`.hfcache`: built once per config
+content, never in this process unless transformers is already imported) and derives
+``ModelConfig``: architecture, text config, dtype, max_model_len, head size, KV heads, MLA,
+hybrid / attention-free, Mamba prefix-caching support, chunk size, sliding window, and the
+sentence-transformers pooling settings.  The steps that depend on pooling decisions (chunked
+prefill, prefix caching) are stages.
 """
 
 from __future__ import annotations

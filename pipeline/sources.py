@@ -44,7 +44,8 @@ __all__ = [
     "hub_offline",
 ]
 
-#: the files (besides safetensors headers) vLLM 0.19.0 may read before it loads weights
+#: the files (besides safetensors headers) vLLM 0.19.0 may read before it loads weights; online,
+#: only these (and a sentence-transformers module's ``<folder>/config.json``) are downloaded
 SMALL_FILES = (
     "config.json",
     "generation_config.json",
@@ -406,6 +407,9 @@ def _open_online(repo_id: str, revision: str | None, cache: Path) -> ModelSource
     def fetch(name: str) -> Path | None:
         if name == "config.json":
             return Path(first)
+        if name not in SMALL_FILES and not name.endswith("/config.json"):
+            # only settings files are ever downloaded (weights: headers, by range, elsewhere)
+            raise ValueError(f"not a settings file vLLM reads at config time: {name}")
         try:
             with _quiet_hub():
                 return Path(hf_hub_download(repo_id, name, revision=pinned, cache_dir=cache,

@@ -254,3 +254,57 @@ def test_online_without_network_and_without_cache(hub_env, monkeypatch):
     msg = str(e.value)
     assert "cannot reach the Hugging Face Hub" in msg and "for 'org/name'" in msg and "HF_HUB_OFFLINE=1" in msg
     assert "\n" not in msg and e.value.field == "model"
+
+
+# -- sentence-transformers settings ----------------------------------------------------------
+
+class _Files:
+    """A source made of a dict: name -> parsed JSON."""
+
+    def __init__(self, files):
+        self.files = files
+
+    def read_json(self, name):
+        return self.files.get(name)
+
+
+@pytest.mark.parametrize("key, name", [
+    ("pooling_mode_cls_token", "CLS"), ("pooling_mode_mean_tokens", "MEAN"), ("pooling_mode_lasttoken", "LAST"),
+    ("pooling_mode_mean_sqrt_len_tokens", "MEAN"), ("pooling_mode_max_tokens", "MAX"),
+    ("pooling_mode_weightedmean_tokens", "WEIGHTEDMEAN"), ("include_prompt", "INCLUDE"),
+])
+def test_pooling_mode_keys_read_as_vllm_names_them(key, name):
+    from enginecfg.pipeline.models.model_files import pooling_type_name
+
+    assert pooling_type_name(key) == name
+
+
+def test_sentence_transformers_pooling_settings():
+    from enginecfg.pipeline.models.model_files import sentence_transformers_pooling
+
+    modules = [{"type": "sentence_transformers.models.Transformer", "path": ""},
+               {"type": "sentence_transformers.models.Pooling", "path": "1_Pooling"},
+               {"type": "sentence_transformers.models.Normalize", "path": "2_Normalize"}]
+    pool = {"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False, "pooling_mode_max_tokens": True,
+            "include_prompt": True}
+    got = sentence_transformers_pooling(_Files({"modules.json": modules, "1_Pooling/config.json": pool}))
+    assert got == {"use_activation": True, "seq_pooling_type": "CLS"}        # MAX / INCLUDE are not vLLM types
+    # the last True key wins, as vLLM walks the file in order
+    pool2 = {"pooling_mode_cls_token": True, "pooling_mode_lasttoken": True}
+    got = sentence_transformers_pooling(_Files({"modules.json": modules[:2], "1_Pooling/config.json": pool2}))
+    assert got == {"use_activation": False, "seq_pooling_type": "LAST"}
+    # no Pooling module: not a sentence-transformers pooling model
+    assert sentence_transformers_pooling(_Files({"modules.json": modules[:1]})) is None
+    with pytest.raises(InvalidInputError, match="modules.json"):
+        sentence_transformers_pooling(_Files({"modules.json": {"not": "a list"}}))
+
+
+def test_online_never_downloads_anything_but_settings_files(hub_env, monkeypatch):
+    repo = {"commit": "f" * 40, "files": {"config.json": CONFIG,
+                                          "model.safetensors": safetensors_bytes({"w": ("F16", [64])})}}
+    with LocalHub({"org/name": repo}) as hub:
+        _online(monkeypatch, hub.url)
+        src = open_source("org/name")
+        with pytest.raises(ValueError, match="not a settings file"):
+            src.read_bytes("model.safetensors")
+        assert hub.bytes_sent_for("model.safetensors") == []
