@@ -41,7 +41,10 @@ def load_config(config_dict: dict[str, Any]):
 
     config_dict, build, failed = apply(config_dict)
     if failed is not None:
-        raise AssertionError(f"vLLM's {config_dict.get('model_type')} config class refuses {failed}")
+        # vLLM's class asserts these (a bare AssertionError): bad input, named as a field error
+        raise AssertionError(f"Validation error for field '{failed}': vLLM 0.19.0's "
+                             f"{config_dict.get('model_type')} config class refuses its value "
+                             f"{config_dict.get(failed)!r}")
     if build == "plain":
         return _generic(config_dict)
     model_type = config_dict.get("model_type")

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from hubsupport import safetensors_bytes, write_cache_repo
 from support import CONFIGS
 
@@ -162,3 +164,18 @@ def test_run_report_names_the_source_and_pins_the_commit(tmp_path):
     assert (f"source: Hugging Face repo Qwen/Tiny-Next at commit {commit} (from the local cache); "
             f"read: config.json, model.safetensors (header)") in text
     assert f"vllm serve Qwen/Tiny-Next --revision {commit}" in text
+
+
+def test_kimi_linear_values_vllms_class_refuses_name_the_field():
+    from enginecfg import EngineConfig, InvalidInputError
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "sources_oracle"))
+    from cases import KIMI
+
+    bad_router = dict(KIMI, moe_router_activation_func="relu")
+    with pytest.raises(InvalidInputError, match="moe_router_activation_func") as info:
+        EngineConfig.from_hf_config(bad_router)
+    assert info.value.field == "hf_config.moe_router_activation_func"
+    no_kda = dict(KIMI, linear_attn_config={"full_attn_layers": [4], "num_heads": 32, "head_dim": 128})
+    with pytest.raises(InvalidInputError, match="linear_attn_config"):
+        EngineConfig.from_hf_config(no_kda)
