@@ -80,6 +80,7 @@ class LocalHub:
     def __init__(self, repos: dict[str, dict[str, Any]]):
         self.repos = repos
         self.requests: list[tuple[str, str, str | None]] = []
+        self.authorizations: list[str | None] = []
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -88,6 +89,7 @@ class LocalHub:
 
             def _answer(self, head: bool) -> None:
                 hub.requests.append((self.command, self.path, self.headers.get("Range")))
+                hub.authorizations.append(self.headers.get("Authorization"))
                 path = self.path.split("?", 1)[0].lstrip("/")
                 parts = path.split("/")
                 if len(parts) < 5 or parts[2] != "resolve":

@@ -308,3 +308,12 @@ def test_online_never_downloads_anything_but_settings_files(hub_env, monkeypatch
         with pytest.raises(ValueError, match="not a settings file"):
             src.read_bytes("model.safetensors")
         assert hub.bytes_sent_for("model.safetensors") == []
+
+
+def test_online_sends_hf_token(hub_env, monkeypatch):
+    monkeypatch.delenv("HF_HUB_DISABLE_IMPLICIT_TOKEN", raising=False)
+    monkeypatch.setenv("HF_TOKEN", "hf_testtoken123")
+    with LocalHub({"org/private": {"commit": "a" * 40, "files": {"config.json": CONFIG}}}) as hub:
+        _online(monkeypatch, hub.url)
+        assert open_source("org/private").config_bytes() == CONFIG
+    assert hub.authorizations and set(hub.authorizations) == {"Bearer hf_testtoken123"}
