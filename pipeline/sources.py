@@ -252,7 +252,7 @@ class ModelSource:
 
         try:
             with _quiet_hub():
-                meta = HfApi(endpoint=_endpoint()).get_safetensors_metadata(
+                meta = HfApi(endpoint=_endpoint(), token=_token()).get_safetensors_metadata(
                     self.repo_id, revision=self.commit or self.revision)
         except Exception:  # vLLM swallows every failure here and goes on without a dtype
             return {}
@@ -323,6 +323,11 @@ def _quiet_hub():
         log.setLevel(before)
 
 
+def _token() -> str | None:
+    """``HF_TOKEN`` now; None lets huggingface_hub fall back to its saved token."""
+    return os.environ.get("HF_TOKEN") or None
+
+
 def _endpoint() -> str | None:
     """``HF_ENDPOINT`` now (huggingface_hub itself reads it once, at import)."""
     return (os.environ.get("HF_ENDPOINT") or "").rstrip("/") or None
@@ -379,7 +384,7 @@ def _open_online(repo_id: str, revision: str | None, cache: Path) -> ModelSource
     try:
         with _quiet_hub():
             first = hf_hub_download(repo_id, "config.json", revision=revision, cache_dir=cache,
-                                    endpoint=_endpoint())
+                                    endpoint=_endpoint(), token=_token())
     except GatedRepoError:
         raise InvalidInputError(
             f"invalid model: Hugging Face repo {repo_id!r} is gated and this token has no access; allowed: "
@@ -413,7 +418,7 @@ def _open_online(repo_id: str, revision: str | None, cache: Path) -> ModelSource
         try:
             with _quiet_hub():
                 return Path(hf_hub_download(repo_id, name, revision=pinned, cache_dir=cache,
-                                            endpoint=_endpoint()))
+                                            endpoint=_endpoint(), token=_token()))
         except (EntryNotFoundError, LocalEntryNotFoundError, RevisionNotFoundError, RepositoryNotFoundError):
             return None
         except (HfHubHTTPError, OSError):  # vLLM skips a file it cannot fetch, too
