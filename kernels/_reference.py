@@ -91,6 +91,15 @@ def _rows(state: torch.Tensor, batch: int, state_indices: torch.Tensor | None) -
     return state_indices.long()
 
 
+def _live(rows: torch.Tensor, state_indices: torch.Tensor | None) -> torch.Tensor | None:
+    """Batch rows whose state index is not negative (None if there are none).  Without
+    indices every row is live, decided without reading the device (no sync per step)."""
+    if state_indices is None:
+        return rows
+    live = torch.nonzero(rows >= 0).flatten()
+    return live if live.numel() else None
+
+
 def reference_selective_state_update(state, x, dt, A, B, C, D=None, z=None, dt_bias=None,
                                      dt_softplus=True, state_indices=None,
                                      *, compute_dtype=torch.float64) -> torch.Tensor:
@@ -106,11 +115,10 @@ def reference_selective_state_update(state, x, dt, A, B, C, D=None, z=None, dt_b
     batch, nheads, _ = x.shape
     ngroups = B.shape[1]
     rows = _rows(state, batch, state_indices)
-    live = rows >= 0
     y = torch.zeros(x.shape, dtype=cd, device=x.device)
-    if not bool(live.any()):
+    bsel = _live(rows, state_indices)
+    if bsel is None:
         return y
-    bsel = torch.nonzero(live).flatten()
     srows = rows[bsel]
     s = state[srows].to(cd)
     xx = x[bsel].to(cd)
@@ -148,8 +156,8 @@ def reference_causal_conv1d_update(conv_state, x, weight, bias=None, activation=
     batch = x.shape[0]
     rows = _rows(conv_state, batch, state_indices)
     out = torch.zeros(x.shape, dtype=cd, device=x.device)
-    live = torch.nonzero(rows >= 0).flatten()
-    if live.numel() == 0:
+    live = _live(rows, state_indices)
+    if live is None:
         return out
     srows = rows[live]
     window = torch.cat([conv_state[srows].to(cd), x[live].to(cd)[:, None, :]], dim=1)
@@ -185,8 +193,8 @@ def reference_gated_delta_step(state, q, k, v, g, beta, scale=None, use_qk_l2nor
         scale = dk ** -0.5
     rows = _rows(state, batch, state_indices)
     out = torch.zeros(v.shape, dtype=cd, device=v.device)
-    live = torch.nonzero(rows >= 0).flatten()
-    if live.numel() == 0:
+    live = _live(rows, state_indices)
+    if live is None:
         return out
     srows = rows[live]
     qq, kk = q[live].to(cd), k[live].to(cd)

@@ -107,7 +107,7 @@ def _decode_kernel(
     kvh = tl.program_id(1)
     split = tl.program_id(2)
     if FP8:
-        k_scale = tl.load(ks_ptr).to(tl.float32)
+        scale_log2 = scale_log2 * tl.load(ks_ptr).to(tl.float32)
         v_scale = tl.load(vs_ptr).to(tl.float32)
 
     seq_len = tl.load(sl_ptr + b)
@@ -148,9 +148,10 @@ def _decode_kernel(
             mask=kv_mask, other=0.0,
         )
         if FP8:
-            # dequantise to the query's dtype, per-tensor scales (as vLLM's kernels do)
-            k = (k.to(tl.float32) * k_scale).to(q_ptr.dtype.element_ty)
-            v = (v.to(tl.float32) * v_scale).to(q_ptr.dtype.element_ty)
+            # fp8 -> the query's 16-bit dtype is exact; the per-tensor scales are applied
+            # to the scores and once to the output instead of to every element
+            k = k.to(q_ptr.dtype.element_ty)
+            v = v.to(q_ptr.dtype.element_ty)
         s = _dot(q, tl.trans(k), IEEE, UPCAST)
         s = tl.where(t_ok[None, :], s * scale_log2, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
@@ -162,6 +163,8 @@ def _decode_kernel(
         acc = acc * alpha[:, None] + pv
         m_i = m_new
 
+    if FP8:
+        acc = acc * v_scale
     if SPLIT:
         base = b * s_pb + heads * s_ph + split * s_ps
         tl.store(po_ptr + base[:, None] * D_PAD + offs_d[None, :], acc, mask=row_ok[:, None])
@@ -301,9 +304,12 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
                            v_scale: torch.Tensor | float | None = None) -> torch.Tensor:
     """One new query token per sequence attending to its whole paged context.
 
-    An fp8 cache (``float8_e4m3fn`` / ``float8_e5m2``) is read as fp8 and dequantised in
-    the kernel with the per-tensor ``k_scale`` / ``v_scale`` (one-element float32 tensors
-    or floats; 1.0 if not given) to q's dtype, the dtype the dot products then run in.
+    An fp8 cache (``float8_e4m3fn`` / ``float8_e5m2``) is read as fp8 (half the bytes of
+    bf16) with per-tensor ``k_scale`` / ``v_scale`` (one-element float32 tensors or
+    floats; 1.0 if not given), the values vLLM's fp8 caches carry.  The fp8 values are
+    widened to q's dtype (exact: both fp8 formats fit in bf16 and fp16) for the dot
+    products; ``k_scale`` multiplies the scores and ``v_scale`` the output, which is the
+    same math as dequantising every element, one rounding fewer.
 
     ``q`` ``[batch, num_q_heads, head_size]``; returns ``out`` of the same shape and dtype.
     ``max_seq_len`` bounds the split sizes (default: ``max_blocks * block_size``, known
@@ -522,6 +528,7 @@ def _mla_decode_kernel(
     split = tl.program_id(2)
     if FP8:
         c_scale = tl.load(cs_ptr).to(tl.float32)
+        scale_log2 = scale_log2 * c_scale
 
     seq_len = tl.load(sl_ptr + b)
     start = split * tokens_per_split
@@ -552,9 +559,9 @@ def _mla_decode_kernel(
         row = c_ptr + phys[:, None] * s_cn + (toks % BLOCK_SIZE)[:, None] * s_ct
         c_n = tl.load(row + offs_l[None, :] * s_cd, mask=t_ok[:, None] & l_ok[None, :], other=0.0)
         c_r = tl.load(row + (LORA + offs_r[None, :]) * s_cd, mask=t_ok[:, None] & r_ok[None, :], other=0.0)
-        if FP8:
-            c_n = (c_n.to(tl.float32) * c_scale).to(q_ptr.dtype.element_ty)
-            c_r = (c_r.to(tl.float32) * c_scale).to(q_ptr.dtype.element_ty)
+        if FP8:  # exact in the query's 16-bit dtype; the scale goes on scores and output
+            c_n = c_n.to(q_ptr.dtype.element_ty)
+            c_r = c_r.to(q_ptr.dtype.element_ty)
         s = _dot(q_n, tl.trans(c_n), IEEE, UPCAST) + _dot(q_r, tl.trans(c_r), IEEE, UPCAST)
         s = tl.where(t_ok[None, :], s * scale_log2, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
@@ -565,6 +572,8 @@ def _mla_decode_kernel(
         acc = acc * alpha[:, None] + _dot(p.to(c_n.dtype), c_n, IEEE, UPCAST)
         m_i = m_new
 
+    if FP8:
+        acc = acc * c_scale
     if SPLIT:
         base = b * s_pb + heads * s_ph + split * s_ps
         tl.store(po_ptr + base[:, None] * L_PAD + offs_l[None, :], acc, mask=h_ok[:, None])

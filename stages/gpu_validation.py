@@ -34,6 +34,9 @@ from enginecfg.pipeline.stage import Stage
 STATE_ERROR_WARN = 1e-2
 
 _KV_DTYPES = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float32"}
+#: fp8 cache strings -> the fp8 format the kernels read them in
+_FP8_KV = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2",
+           "fp8_inc": "fp8_e4m3", "fp8_ds_mla": "fp8_e4m3"}
 
 
 def _cuda_present() -> bool:
@@ -60,12 +63,34 @@ def attention_head_sizes(cfg) -> list[int]:
 
 
 def _kv_dtype(cfg) -> tuple[str, str | None]:
+    """(dtype the KV cache is checked in, note).  fp8 caches are checked in fp8: the
+    kernels read the fp8 bytes and dequantise with per-tensor scales, as vLLM does."""
     mc, cc = cfg.model_config, cfg.cache_config
     if cc.cache_dtype == "auto":
         return mc.dtype, None
     if cc.cache_dtype in _KV_DTYPES:
         return cc.cache_dtype, None
+    if cc.cache_dtype in _FP8_KV:
+        fp8 = _FP8_KV[cc.cache_dtype]
+        note = None if fp8 == cc.cache_dtype or cc.cache_dtype == "fp8" else (
+            f"{cc.cache_dtype} KV cache is checked as {fp8} with per-tensor scales")
+        return fp8, note
     return mc.dtype, f"{cc.cache_dtype} KV cache is checked in the model dtype {mc.dtype}"
+
+
+def mla_facts(cfg) -> dict[str, int] | None:
+    """kv_lora_rank, qk_rope_head_dim and query heads per rank of an MLA model (read from
+    the config's text config), or None when the model does not use MLA."""
+    mc = cfg.model_config
+    if not mc.use_mla:
+        return None
+    text = mc.hf_text_config or {}
+    lora, rope = text.get("kv_lora_rank"), text.get("qk_rope_head_dim") or 0
+    heads = mc.num_attention_heads
+    if not isinstance(lora, int) or lora <= 0 or not isinstance(rope, int) or not heads:
+        return None
+    tp = cfg.parallel_config.tensor_parallel_size
+    return {"kv_lora_rank": lora, "qk_rope_head_dim": rope, "num_heads": max(1, heads // tp)}
 
 
 class GpuValidationStage(Stage):
@@ -187,7 +212,19 @@ def build_plan(cfg, *, interpret: bool) -> list[dict[str, Any]]:
     block = cc.block_size
     kv_dtype, kv_note = _kv_dtype(cfg)
     heads = mc.num_attention_heads
-    if not mc.is_attention_free and mc.head_size and not mc.use_mla and heads:
+    fp8 = kv_dtype.startswith("fp8")
+    mla = mla_facts(cfg) if not mc.is_attention_free else None
+    if mla:
+        h = min(mla["num_heads"], 3) if interpret else mla["num_heads"]
+        seq_lens = [block + 3, 5] if interpret else [2 * block + 7, block + 1, 33, 1]
+        args = {"kv_lora_rank": mla["kv_lora_rank"], "qk_rope_head_dim": mla["qk_rope_head_dim"],
+                "num_heads": h, "block_size": block, "kv_dtype": kv_dtype, "seq_lens": seq_lens,
+                "q_dtype": mc.dtype}
+        plan.append({"name": f"mla-decode-attention-{mla['kv_lora_rank']}+{mla['qk_rope_head_dim']}",
+                     "kernel": "mla_decode_attention", "fn": "check_mla_attention", "dtype": kv_dtype,
+                     "detail": kv_note, "shapes": {k: v for k, v in args.items() if k != "q_dtype"},
+                     "args": args})
+    elif not mc.is_attention_free and mc.head_size and not mc.use_mla and heads:
         kv_heads = mc.num_kv_heads
         q_heads = max(kv_heads, heads // tp)
         group = max(1, q_heads // kv_heads)
@@ -199,11 +236,18 @@ def build_plan(cfg, *, interpret: bool) -> list[dict[str, Any]]:
         for hs in attention_head_sizes(cfg):
             shapes = {"head_size": hs, "num_kv_heads": kv_heads, "num_q_heads": q_heads, "block_size": block,
                       "seq_lens": seq_lens}
-            plan.append({"name": f"paged-decode-attention-h{hs}", "kernel": "paged_decode_attention",
-                         "fn": "check_paged_attention", "dtype": kv_dtype, "shapes": shapes, "detail": kv_note,
-                         "args": {"head_size": hs, "num_kv_heads": kv_heads, "num_q_heads": q_heads,
-                                  "block_size": block, "kv_dtype": kv_dtype, "seq_lens": seq_lens}})
+            args = {"head_size": hs, "num_kv_heads": kv_heads, "num_q_heads": q_heads,
+                    "block_size": block, "kv_dtype": kv_dtype, "seq_lens": seq_lens}
+            if fp8:
+                args["q_dtype"] = mc.dtype
+            plan.append({"name": f"paged-decode-attention-h{hs}" + ("-fp8" if fp8 else ""),
+                         "kernel": "paged_decode_attention", "dtype": kv_dtype, "shapes": shapes,
+                         "fn": "check_paged_attention_fp8" if fp8 else "check_paged_attention",
+                         "detail": kv_note, "args": args})
         hs = attention_head_sizes(cfg)[-1]
+        if fp8:  # the prefill kernel reads 16/32-bit caches: its check stays in the model dtype
+            kv_dtype = mc.dtype
+            kv_note = f"prefill checked in the model dtype {mc.dtype}; the fp8 cache is checked by decode"
         q_lens = [4, 3] if interpret else [64, 17]
         p_lens = [block + 4, 9] if interpret else [block + 64, 40]
         plan.append({"name": f"paged-prefill-chunk-h{hs}", "kernel": "paged_prefill_attention",
@@ -265,6 +309,9 @@ def _mamba_plan(cfg, interpret: bool) -> list[dict[str, Any]]:
                 "state_dtype": dtypes[1], "io_dtype": mc.dtype}
         plan.append({"name": "gated-delta-step", "kernel": "gated_delta_rule_step", "fn": "check_gated_delta",
                      "dtype": dtypes[1], "shapes": dict(args), "args": args})
+        plan.append({"name": "gated-delta-step-packed", "kernel": "gated_delta_rule_step_packed",
+                     "fn": "check_gated_delta_packed", "dtype": dtypes[1], "shapes": dict(args, packed=True),
+                     "args": dict(args)})
         steps = 12 if interpret else 300
         plan.append({"name": "gated-delta-state-precision", "kernel": "state_precision", "fn": "state_precision",
                      "dtype": dtypes[1], "shapes": {"steps": steps},
