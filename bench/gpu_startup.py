@@ -81,7 +81,7 @@ def child(cfg: Path, cache: str, env_extra: dict | None = None) -> dict:
     env = dict(os.environ, TRITON_CACHE_DIR=cache, **(env_extra or {}))
     t = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", CHILD, str(cfg)], capture_output=True, text=True, env=env,
-                          cwd=str(REPO))
+                          cwd=tempfile.gettempdir())
     wall = time.perf_counter() - t
     for ln in proc.stdout.splitlines():
         if ln.startswith("RESULT "):
@@ -104,7 +104,7 @@ def main() -> int:
     report = {"python_c_pass_s": bare, "models": {}}
     print(f"python -c pass: {bare * 1e3:.0f} ms", flush=True)
     for model in a.models.split(","):
-        cfg = Path(a.configs) / model
+        cfg = Path(a.configs).resolve() / model
         with tempfile.TemporaryDirectory() as cache:
             runs = [child(cfg, cache) for _ in range(1 + a.runs)]
         cold, warm = runs[0], runs[1:]

@@ -143,7 +143,8 @@ def _idx(batch: int, slots: int, dev) -> torch.Tensor:
 
 
 def _err(got: torch.Tensor, want: torch.Tensor) -> float:
-    e = float((got.double() - want.double()).abs().max())
+    """Relative max error: max |got - want| / max |want|."""
+    e = float((got.double() - want.double()).abs().max()) / max(float(want.double().abs().max()), 1e-30)
     return math.inf if math.isnan(e) else e
 
 
@@ -472,7 +473,7 @@ def line(r: dict) -> str:
 
 
 #: launch variants for ``--sweep`` (our kernels only; vLLM's run as shipped)
-SWEEP = {
+SWEEP_ALL = {
     "gdn": {b: [{"block_v": bv, "num_warps": w} for bv, w in ((32, 1), (32, 2), (32, 4), (16, 1), (64, 2),
                                                              (64, 4), (128, 8), (8, 1))]
             for b in (256, 64, 1)},
@@ -484,4 +485,13 @@ SWEEP = {
     "conv": {b: [{"block_d": bd, "num_warps": w} for bd, w in ((256, 1), (256, 2), (512, 2), (512, 4),
                                                                (1024, 4), (1024, 8), (2048, 8))]
              for b in (256,)},
+}
+
+#: the second round: the launch shapes still in question
+SWEEP = {
+    "gdn": {b: [{"block_v": bv, "num_warps": 1} for bv in (8, 16, 32)] for b in (256, 64, 8, 1)},
+    "gdn_packed": {b: [{"block_v": bv, "num_warps": 1} for bv in (8, 16, 32)] for b in (256, 64, 8, 1)},
+    "conv": {b: [{"block_d": bd, "num_warps": w} for bd, w in ((128, 1), (256, 4), (512, 8), (128, 2), (512, 4),
+                                                               (64, 1))]
+             for b in (256, 8)},
 }
