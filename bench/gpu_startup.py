@@ -9,6 +9,8 @@ For each model, fresh processes (the first with an empty Triton cache: cold; the
 * ``import enginecfg`` and resolving the config with GPU validation off (no torch);
 * ``import torch``; the CUDA context (``torch.cuda.init()`` + a first allocation);
 * ``import triton`` and the kernel modules;
+* (one more warm process, ``fine``) the first torch CUDA kernels, cuBLAS's start, and the
+  first two Triton launches, split out of what the first check otherwise pays;
 * the gpu-validation stage itself, check by check (the wall time of each check, its
   first kernel call included: the Triton cache lookup and module load, or compilation
   when cold), and then every check a second time in the same process, so the
@@ -42,6 +44,7 @@ def mark(name, t=[T0]):
 import enginecfg
 from enginecfg import EngineConfig, Pipeline
 cfg_path = sys.argv[1]
+FINE = sys.argv[2] == "1"
 Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(cfg_path))
 mark("enginecfg import + config (no GPU)")
 import torch
@@ -52,6 +55,22 @@ import triton
 import enginecfg.kernels.checks, enginecfg.kernels.paged_attention, enginecfg.kernels.mamba_ssm
 import enginecfg.kernels.gated_delta, enginecfg.kernels.page_check
 mark("import triton + kernel modules")
+if FINE:
+    g = torch.Generator(device="cuda").manual_seed(0)
+    torch.randn(64, generator=g, device="cuda"); torch.randperm(64, generator=g, device="cuda")
+    torch.cuda.synchronize()
+    mark("first torch CUDA kernels (RNG, randperm)")
+    a = torch.randn(8, 8, device="cuda", dtype=torch.float64); (a @ a).sum().item()
+    mark("cuBLAS start (first float64 matmul)")
+    from enginecfg.kernels.mamba_ssm import causal_conv1d_update, selective_state_update
+    causal_conv1d_update(torch.zeros(1, 3, 8, device="cuda"), torch.zeros(1, 8, device="cuda"),
+                         torch.zeros(8, 4, device="cuda")); torch.cuda.synchronize()
+    mark("Triton: first launch in the process")
+    selective_state_update(torch.zeros(1, 2, 4, 16, device="cuda"), torch.zeros(1, 2, 4, device="cuda"),
+                           torch.zeros(1, 2, device="cuda"), torch.zeros(2, device="cuda"),
+                           torch.zeros(1, 1, 16, device="cuda"), torch.zeros(1, 1, 16, device="cuda"))
+    torch.cuda.synchronize()
+    mark("Triton: a second kernel's first launch")
 from enginecfg.stages import gpu_validation as gv
 checks = {}
 real = gv.GpuValidationStage._run_check
@@ -77,10 +96,10 @@ print("RESULT " + json.dumps({"marks": marks, "checks": checks, "again": again,
 """
 
 
-def child(cfg: Path, cache: str, env_extra: dict | None = None) -> dict:
+def child(cfg: Path, cache: str, fine: bool, env_extra: dict | None = None) -> dict:
     env = dict(os.environ, TRITON_CACHE_DIR=cache, **(env_extra or {}))
     t = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(cfg)], capture_output=True, text=True, env=env,
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(cfg), "1" if fine else "0"], capture_output=True, text=True, env=env,
                           cwd=tempfile.gettempdir())
     wall = time.perf_counter() - t
     for ln in proc.stdout.splitlines():
@@ -106,9 +125,11 @@ def main() -> int:
     for model in a.models.split(","):
         cfg = Path(a.configs).resolve() / model
         with tempfile.TemporaryDirectory() as cache:
-            runs = [child(cfg, cache) for _ in range(1 + a.runs)]
+            runs = [child(cfg, cache, False) for _ in range(1 + a.runs)]
+            fine = child(cfg, cache, True)
         cold, warm = runs[0], runs[1:]
-        report["models"][model] = {"cold": cold, "warm": warm}
+        report["models"].setdefault(model, {})["fine"] = fine
+        report["models"][model].update(cold=cold, warm=warm)
         print(f"\n== {model}: validation {cold['status']}; process wall cold {cold['process_wall']:.2f} s, "
               f"warm {statistics.median(r['process_wall'] for r in warm):.2f} s ==")
         print(f"{'phase':<44} {'cold ms':>9} {'warm ms':>9} {'2nd call ms':>11}")
@@ -119,6 +140,11 @@ def main() -> int:
             wv = statistics.median(r["checks"][k][0] for r in warm)
             ag = statistics.median(r["again"].get(k, float("nan")) for r in warm)
             print(f"  check {k:<38} {cold['checks'][k][0] * 1e3:9.1f} {wv * 1e3:9.1f} {ag * 1e3:11.1f}")
+        print(f"  finer split of one more warm process (process wall {fine['process_wall']:.2f} s):")
+        for k, v in fine["marks"].items():
+            print(f"    {k:<42} {v * 1e3:9.0f}")
+        for k, v in fine["checks"].items():
+            print(f"    check {k:<36} {v[0] * 1e3:9.1f}")
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "gpu_startup.json").write_text(json.dumps(report, indent=1))

@@ -331,7 +331,8 @@ def run(vllm: dict, K, time_calls, sets_for, copy_bw: float, dev, shapes: dict,
         def o_call(s, var=None):
             var = var or {}
             return causal_conv1d_update(s["store"], s["x2"], w, bias, "silu", state_indices=s["idx"],
-                                        out=s["o2"], block_d=var.get("block_d"), num_warps=var.get("num_warps"))
+                                        out=s["o2"], block_d=var.get("block_d"), num_warps=var.get("num_warps"),
+                                        tile=var.get("tile"))
 
         t_v = time_calls([lambda s=s: v_call(s) for s in sets], eager=False)["graph_s"]
         t_o = time_calls([lambda s=s: o_call(s) for s in sets], eager=False)["graph_s"]
@@ -487,11 +488,13 @@ SWEEP_ALL = {
              for b in (256,)},
 }
 
-#: the second round: the launch shapes still in question
+#: the launch shapes still in question (round 3)
 SWEEP = {
-    "gdn": {b: [{"block_v": bv, "num_warps": 1} for bv in (8, 16, 32)] for b in (256, 64, 8, 1)},
-    "gdn_packed": {b: [{"block_v": bv, "num_warps": 1} for bv in (8, 16, 32)] for b in (256, 64, 8, 1)},
-    "conv": {b: [{"block_d": bd, "num_warps": w} for bd, w in ((128, 1), (256, 4), (512, 8), (128, 2), (512, 4),
-                                                               (64, 1))]
-             for b in (256, 8)},
+    "gdn": {b: [{"block_v": 16, "num_warps": 1, "hints": False}, {"block_v": 32, "num_warps": 1, "hints": False}]
+            for b in (256, 64, 8)},
+    "gdn_packed": {b: [{"block_v": 16, "num_warps": 1, "hints": False},
+                       {"block_v": 32, "num_warps": 1, "hints": False}] for b in (256, 64, 8)},
+    "conv": {b: [{"block_d": bd, "num_warps": w, "tile": t} for bd, w, t in (
+        (512, 4, False), (128, 1, True), (256, 1, True), (256, 2, True), (512, 4, True), (512, 2, True),
+        (1024, 4, True))] for b in (256, 8)},
 }

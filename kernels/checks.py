@@ -528,9 +528,12 @@ def state_precision(kernel: str, state_dtype: str | torch.dtype, steps: int = 30
                             dtype=sd, device=dev)
         ref_state = torch.zeros_like(state, dtype=torch.float64)
         par = _mamba_params(sh["nheads"], gen, dev)
-        for _ in range(int(steps)):
-            inp = _mamba_inputs(sh["batch"], sh["nheads"], sh["head_dim"], sh["dstate"],
-                                sh["ngroups"], io, gen, dev)
+        # every step's inputs drawn at once: one launch per tensor instead of one per step
+        n, b = int(steps), sh["batch"]
+        every = _mamba_inputs(n * b, sh["nheads"], sh["head_dim"], sh["dstate"], sh["ngroups"], io, gen, dev)
+        every = {k: t.view(n, b, *t.shape[1:]) for k, t in every.items()}
+        for i in range(n):
+            inp = {k: t[i] for k, t in every.items()}
             args = dict(x=inp["x"], dt=inp["dt"], A=par["A"], B=inp["B"], C=inp["C"],
                         D=par["D"], z=inp["z"], dt_bias=par["dt_bias"], dt_softplus=True)
             y = selective_state_update(state, **args)
@@ -541,8 +544,11 @@ def state_precision(kernel: str, state_dtype: str | torch.dtype, steps: int = 30
         sh = dict(batch=2, nk=2, nv=4, dk=32, dv=32) | (shape or {})
         state = torch.zeros((sh["batch"], sh["nv"], sh["dv"], sh["dk"]), dtype=sd, device=dev)
         ref_state = torch.zeros_like(state, dtype=torch.float64)
-        for _ in range(int(steps)):
-            inp = _gdn_inputs(sh["batch"], sh["nk"], sh["nv"], sh["dk"], sh["dv"], io, gen, dev)
+        n, b = int(steps), sh["batch"]
+        every = _gdn_inputs(n * b, sh["nk"], sh["nv"], sh["dk"], sh["dv"], io, gen, dev)
+        every = {k: t.view(n, b, *t.shape[1:]) for k, t in every.items()}
+        for i in range(n):
+            inp = {k: t[i] for k, t in every.items()}
             o = gated_delta_step(state, **inp)
             o_ref = ref.reference_gated_delta_step(ref_state, **inp)
             s_err.append(_rel(state, ref_state))

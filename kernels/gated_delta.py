@@ -50,7 +50,7 @@ __all__ = ["gated_delta_step", "gated_delta_step_packed", "gdn_launch_config",
 
 
 @triton.jit
-def _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok):
+def _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok, HINTS: tl.constexpr):
     """Pointers to the rows ``offs_v`` of ``state[slot, h]``, their mask, and the rows.
 
     Issued before the small q/k/v loads and their norms, so the long state load is in
@@ -59,17 +59,23 @@ def _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, 
     st_ptrs = (state_ptr + slot * s_sn + h * s_sh
                + offs_v[:, None] * s_sv + offs_k[None, :] * s_sk)
     mask = v_ok[:, None] & k_ok[None, :]
-    S = tl.load(st_ptrs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    if HINTS:
+        S = tl.load(st_ptrs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    else:
+        S = tl.load(st_ptrs, mask=mask, other=0.0).to(tl.float32)
     return st_ptrs, mask, S
 
 
 @triton.jit
-def _gdn_update(st_ptrs, mask, S, q, k, v, decay, beta):
+def _gdn_update(st_ptrs, mask, S, q, k, v, decay, beta, HINTS: tl.constexpr):
     """One step on loaded rows S; stores them back in the state's dtype; returns o."""
     S = S * decay
     u = (v - tl.sum(S * k[None, :], 1)) * beta
     S = S + u[:, None] * k[None, :]
-    tl.store(st_ptrs, S.to(st_ptrs.dtype.element_ty), mask=mask, eviction_policy="evict_first")
+    if HINTS:
+        tl.store(st_ptrs, S.to(st_ptrs.dtype.element_ty), mask=mask, eviction_policy="evict_first")
+    else:
+        tl.store(st_ptrs, S.to(st_ptrs.dtype.element_ty), mask=mask)
     return tl.sum(S * q[None, :], 1)
 
 
@@ -85,6 +91,7 @@ def _gdn_kernel(
     s_ob, s_oh, s_od,
     dk, dv, v_per_k, scale, eps,
     BLOCK_V: tl.constexpr, K_PAD: tl.constexpr, L2NORM: tl.constexpr, HAS_IDX: tl.constexpr,
+    HINTS: tl.constexpr,
 ):
     vb = tl.program_id(0)
     h = tl.program_id(1)
@@ -101,7 +108,7 @@ def _gdn_kernel(
     if slot < 0:
         tl.store(o_ptrs, tl.zeros([BLOCK_V], tl.float32).to(o_ptr.dtype.element_ty), mask=v_ok)
         return
-    st_ptrs, mask, S = _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok)
+    st_ptrs, mask, S = _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok, HINTS)
     kh = h // v_per_k
 
     q = tl.load(q_ptr + b * s_qb + kh * s_qh + offs_k * s_qd, mask=k_ok, other=0.0).to(tl.float32)
@@ -113,7 +120,7 @@ def _gdn_kernel(
     v = tl.load(v_ptr + b * s_vb + h * s_vh + offs_v * s_vd, mask=v_ok, other=0.0).to(tl.float32)
     decay = tl.exp(tl.load(g_ptr + b * s_gb + h * s_gh).to(tl.float32))
     beta = tl.load(beta_ptr + b * s_bb + h * s_bh).to(tl.float32)
-    o = _gdn_update(st_ptrs, mask, S, q, k, v, decay, beta)
+    o = _gdn_update(st_ptrs, mask, S, q, k, v, decay, beta, HINTS)
     tl.store(o_ptrs, o.to(o_ptr.dtype.element_ty), mask=v_ok)
 
 
@@ -125,6 +132,7 @@ def _gdn_packed_kernel(
     s_ob, s_oh, s_od,
     nk, dk, dv, v_per_k, scale, eps,
     BLOCK_V: tl.constexpr, K_PAD: tl.constexpr, L2NORM: tl.constexpr, HAS_IDX: tl.constexpr,
+    HINTS: tl.constexpr,
 ):
     vb = tl.program_id(0)
     h = tl.program_id(1)
@@ -141,7 +149,7 @@ def _gdn_packed_kernel(
     if slot < 0:
         tl.store(o_ptrs, tl.zeros([BLOCK_V], tl.float32).to(o_ptr.dtype.element_ty), mask=v_ok)
         return
-    st_ptrs, mask, S = _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok)
+    st_ptrs, mask, S = _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok, HINTS)
     kh = h // v_per_k
     row = qkv_ptr + b.to(tl.int64) * s_xb
     q = tl.load(row + kh * dk + offs_k, mask=k_ok, other=0.0).to(tl.float32)
@@ -155,7 +163,7 @@ def _gdn_packed_kernel(
     softplus = tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))
     decay = tl.exp(-tl.exp(tl.load(alog_ptr + h).to(tl.float32)) * softplus)
     beta = tl.sigmoid(tl.load(b_ptr + b * s_bb + h).to(tl.float32))
-    o = _gdn_update(st_ptrs, mask, S, q, k, v, decay, beta)
+    o = _gdn_update(st_ptrs, mask, S, q, k, v, decay, beta, HINTS)
     tl.store(o_ptrs, o.to(o_ptr.dtype.element_ty), mask=v_ok)
 
 
@@ -163,20 +171,22 @@ def gdn_launch_config(dv: int, dk: int, state_dtype: torch.dtype,
                       launch: dict[str, int] | None = None) -> dict[str, int]:
     """Rows of state per program and warps, from H200 sweeps (bench/NOTES.md).
 
-    One warp a program and small programs (16 rows of a 128-wide float32 head = 8 KiB,
-    32 rows of a 16-bit one), so that many programs share a multiprocessor and keep
-    enough loads in flight: at 256 sequences float32 ran at 95% of copy bandwidth this
-    way, 84% on 32 rows x 2 warps and 75% on 128 rows x 8 warps.  ``launch``
+    One warp a program and small programs (16 rows of a 128-wide head), so that many
+    programs share a multiprocessor and keep enough loads in flight: at 256 sequences a
+    float32 state ran at 95-96% of copy bandwidth this way, 84% on 32 rows x 2 warps and
+    75% on 128 rows x 8 warps; bf16 at 91-92%.  ``launch``
     (``{"block_v", "num_warps"}``) overrides them, for sweeps.
     """
     k_pad = next_pow2(dk)
-    per_program = 2048 if state_dtype == torch.float32 else 4096
+    per_program = 2048
     block_v = max(1, min(next_pow2(dv), per_program // k_pad))
     warps = 1
+    hints = True
     if launch:
         block_v = int(launch.get("block_v", block_v))
         warps = int(launch.get("num_warps", warps))
-    return {"block_v": block_v, "num_warps": warps, "k_pad": k_pad}
+        hints = bool(launch.get("hints", hints))
+    return {"block_v": block_v, "num_warps": warps, "k_pad": k_pad, "hints": hints}
 
 
 def _check_state(state: torch.Tensor) -> tuple[int, int, int, int]:
@@ -231,6 +241,7 @@ def gated_delta_step(state: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
         *out.stride(),
         dk, dv, nv // nk, float(scale), float(eps),
         BLOCK_V=bv, K_PAD=cfg["k_pad"], L2NORM=bool(use_qk_l2norm), HAS_IDX=state_indices is not None,
+        HINTS=cfg["hints"],
         num_warps=num_warps or cfg["num_warps"],
     )
     return out
@@ -285,6 +296,7 @@ def gated_delta_step_packed(state: torch.Tensor, mixed_qkv: torch.Tensor, a: tor
         *state.stride(), mixed_qkv.stride(0), a.stride(0), b.stride(0), *out.stride(),
         nk, dk, dv, nv // nk, float(scale), float(eps),
         BLOCK_V=bv, K_PAD=cfg["k_pad"], L2NORM=bool(use_qk_l2norm), HAS_IDX=state_indices is not None,
+        HINTS=cfg["hints"],
         num_warps=cfg["num_warps"],
     )
     return out

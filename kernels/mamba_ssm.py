@@ -237,11 +237,59 @@ def _conv_kernel(
     tl.store(o_ptrs, acc.to(out_ptr.dtype.element_ty), mask=d_ok)
 
 
+@triton.jit
+def _conv_kernel_tile(
+    cs_ptr, x_ptr, w_ptr, bias_ptr, out_ptr, idx_ptr,
+    s_cn, s_ck, s_cd,
+    s_xb, s_xd,
+    s_wd, s_wk,
+    s_ob, s_od,
+    dim,
+    K: tl.constexpr, K_PAD: tl.constexpr, BLOCK_D: tl.constexpr,
+    HAS_BIAS: tl.constexpr, SILU: tl.constexpr, HAS_IDX: tl.constexpr,
+):
+    """The same step with every load issued before any store: the window and the shifted
+    window are two independent tile loads (the second mostly from cache), so the state's
+    columns are not read one memory round trip after another."""
+    db = tl.program_id(0)
+    b = tl.program_id(1)
+    offs_d = db * BLOCK_D + tl.arange(0, BLOCK_D)
+    d_ok = offs_d < dim
+    o_ptrs = out_ptr + b * s_ob + offs_d * s_od
+    if HAS_IDX:
+        slot = tl.load(idx_ptr + b).to(tl.int64)
+    else:
+        slot = b.to(tl.int64)
+    if slot < 0:
+        tl.store(o_ptrs, tl.zeros([BLOCK_D], tl.float32).to(out_ptr.dtype.element_ty), mask=d_ok)
+        return
+    offs_k = tl.arange(0, K_PAD)
+    base = cs_ptr + slot * s_cn + offs_d[None, :] * s_cd
+    in_state = (offs_k[:, None] < K - 1) & d_ok[None, :]
+    win = tl.load(base + offs_k[:, None] * s_ck, mask=in_state, other=0.0)
+    nxt_in_state = (offs_k[:, None] + 1 < K - 1) & d_ok[None, :]
+    nxt = tl.load(base + (offs_k[:, None] + 1) * s_ck, mask=nxt_in_state, other=0.0)
+    x = tl.load(x_ptr + b * s_xb + offs_d * s_xd, mask=d_ok, other=0.0)
+    w = tl.load(w_ptr + offs_d[None, :] * s_wd + offs_k[:, None] * s_wk,
+                mask=(offs_k[:, None] < K) & d_ok[None, :], other=0.0).to(tl.float32)
+    if HAS_BIAS:
+        acc = tl.load(bias_ptr + offs_d, mask=d_ok, other=0.0).to(tl.float32)
+    else:
+        acc = tl.zeros([BLOCK_D], tl.float32)
+    winf = tl.where(offs_k[:, None] == K - 1, x.to(tl.float32)[None, :], win.to(tl.float32))
+    acc += tl.sum(winf * w, 0)
+    nxt = tl.where(offs_k[:, None] + 1 == K - 1, x.to(nxt.dtype)[None, :], nxt)
+    tl.store(base + offs_k[:, None] * s_ck, nxt.to(cs_ptr.dtype.element_ty), mask=in_state)
+    if SILU:
+        acc = acc * tl.sigmoid(acc)
+    tl.store(o_ptrs, acc.to(out_ptr.dtype.element_ty), mask=d_ok)
+
+
 def causal_conv1d_update(conv_state: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
                          bias: torch.Tensor | None = None, activation: str | None = "silu",
                          state_indices: torch.Tensor | None = None, *,
                          out: torch.Tensor | None = None, block_d: int | None = None,
-                         num_warps: int | None = None) -> torch.Tensor:
+                         num_warps: int | None = None, tile: bool | None = None) -> torch.Tensor:
     """One decode step of Mamba's depthwise causal conv; shifts ``conv_state`` in place.
 
     conv_state ``[slots, K-1, conv_dim]`` (any strides; see the module docstring),
@@ -276,7 +324,20 @@ def causal_conv1d_update(conv_state: torch.Tensor, x: torch.Tensor, weight: torc
         block_d = 256
     if num_warps is None:
         num_warps = max(1, block_d // 128)
+    if tile is None:
+        tile = False
     grid = (triton.cdiv(dim, block_d), batch)
+    if tile:
+        _conv_kernel_tile[grid](
+            conv_state, x, weight, bias if bias is not None else weight, out,
+            state_indices if state_indices is not None else x,
+            *conv_state.stride(), *x.stride(), *weight.stride(), *out.stride(),
+            dim,
+            K=K, K_PAD=next_pow2(K), BLOCK_D=block_d,
+            HAS_BIAS=bias is not None, SILU=activation is not None, HAS_IDX=state_indices is not None,
+            num_warps=num_warps,
+        )
+        return out
     _conv_kernel[grid](
         conv_state, x, weight, bias if bias is not None else weight, out,
         state_indices if state_indices is not None else x,
