@@ -96,6 +96,28 @@ print("RESULT " + json.dumps({"marks": marks, "checks": checks, "again": again,
 """
 
 
+USER = r"""
+import sys, time
+t = time.perf_counter()
+from enginecfg import EngineConfig, Pipeline
+p = Pipeline(gpu_validation="require-gpu")
+res = p.run(EngineConfig.from_pretrained(sys.argv[1]))
+assert res.to_dict()["validation"]["status"] == "passed"
+print("RESULT %.4f" % (time.perf_counter() - t))
+"""
+
+
+def user_run(cfg: Path, cache: str, prefetch: bool) -> float:
+    """Whole process wall of a plain ``Pipeline(gpu_validation="require-gpu").run(...)``."""
+    env = dict(os.environ, TRITON_CACHE_DIR=cache, ENGINECFG_GPU_PREFETCH="1" if prefetch else "0")
+    t = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", USER, str(cfg)], capture_output=True, text=True, env=env,
+                          cwd=tempfile.gettempdir())
+    if proc.returncode:
+        raise RuntimeError(proc.stderr[-2000:])
+    return time.perf_counter() - t
+
+
 def child(cfg: Path, cache: str, fine: bool, env_extra: dict | None = None) -> dict:
     env = dict(os.environ, TRITON_CACHE_DIR=cache, **(env_extra or {}))
     t = time.perf_counter()
@@ -127,8 +149,10 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as cache:
             runs = [child(cfg, cache, False) for _ in range(1 + a.runs)]
             fine = child(cfg, cache, True)
+            users = {"prefetch off": user_run(cfg, cache, False), "prefetch on": user_run(cfg, cache, True)}
         cold, warm = runs[0], runs[1:]
         report["models"].setdefault(model, {})["fine"] = fine
+        report["models"][model]["user_process_wall"] = users
         report["models"][model].update(cold=cold, warm=warm)
         print(f"\n== {model}: validation {cold['status']}; process wall cold {cold['process_wall']:.2f} s, "
               f"warm {statistics.median(r['process_wall'] for r in warm):.2f} s ==")
@@ -145,6 +169,8 @@ def main() -> int:
             print(f"    {k:<42} {v * 1e3:9.0f}")
         for k, v in fine["checks"].items():
             print(f"    check {k:<36} {v[0] * 1e3:9.1f}")
+        print("  plain Pipeline(gpu_validation='require-gpu').run in a new process, warm: "
+              + ", ".join(f"{k} {v:.2f} s" for k, v in users.items()))
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "gpu_startup.json").write_text(json.dumps(report, indent=1))

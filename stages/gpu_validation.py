@@ -24,6 +24,7 @@ import glob
 import importlib.util
 import math
 import os
+import threading
 import time
 from typing import Any
 
@@ -48,6 +49,39 @@ def _cuda_present() -> bool:
 
 def _missing_packages() -> list[str]:
     return [m for m in ("torch", "triton") if importlib.util.find_spec(m) is None]
+
+
+_PREFETCH: threading.Thread | None = None
+
+
+def _prefetch_body() -> None:
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.init()
+        import triton  # noqa: F401
+
+        import enginecfg.kernels.checks  # noqa: F401
+    except Exception:  # noqa: BLE001 - the stage itself reports what is missing
+        pass
+
+
+def start_prefetch() -> None:
+    """Import torch, start CUDA and import the kernels on a background thread, once per
+    process, so that they overlap with loading the config and the earlier stages (torch's
+    import alone is 3-4 s on an H200 host; see bench/NOTES.md).  Only when this stage
+    will run on a GPU; ``ENGINECFG_GPU_PREFETCH=0`` turns it off."""
+    global _PREFETCH
+    if _PREFETCH is not None or os.environ.get("ENGINECFG_GPU_PREFETCH", "1") == "0":
+        return
+    _PREFETCH = threading.Thread(target=_prefetch_body, name="enginecfg-gpu-prefetch", daemon=True)
+    _PREFETCH.start()
+
+
+def _join_prefetch() -> None:
+    if _PREFETCH is not None:
+        _PREFETCH.join()
 
 
 def attention_head_sizes(cfg) -> list[int]:
@@ -102,6 +136,8 @@ class GpuValidationStage(Stage):
 
     def configure(self, pipeline) -> None:
         self.mode = pipeline.gpu_validation
+        if self.mode in ("auto", "require-gpu") and _cuda_present() and not _missing_packages():
+            start_prefetch()
 
     # -- deciding where to run ----------------------------------------------------------
     def _device(self) -> tuple[str | None, str | None]:
@@ -118,6 +154,7 @@ class GpuValidationStage(Stage):
         if self.mode == "interpret":
             os.environ["TRITON_INTERPRET"] = "1"
             return "cpu", None
+        _join_prefetch()
         if not _cuda_present():
             reason = "no CUDA device present"
             if self.mode == "auto":
