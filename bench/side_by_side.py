@@ -492,4 +492,6 @@ SWEEP_ALL = {
 SWEEP = {
     "conv": {256: [{"block_d": bd, "num_warps": w, "tile": t} for bd, w, t in (
         (512, 4, False), (128, 1, True), (256, 2, True), (512, 4, True), (1024, 4, True))]},
+    "gdn": {256: [{"block_v": 16, "num_warps": 1, "hints": False}]},
+    "gdn_packed": {b: [{"block_v": bv, "num_warps": 1, "hints": False} for bv in (16, 32)] for b in (256, 8)},
 }
