@@ -240,7 +240,7 @@ class Pipeline:
         ]
         #: the facts the run document carries: those every known stage declares, in stage order
         self.fact_names: tuple[str, ...] = tuple(dict.fromkeys(f for st in ordered for f in st.facts))
-        for st in ordered:  # every known stage, so that a bad option fails even when left out
+        for st in self.stages:  # only those that will run: configuring may cost (GPU prefetch)
             st.configure(self)
 
     def options_for(self, stage_name: str) -> Any:

@@ -365,3 +365,17 @@ def attention_head_sizes(model_config: Any) -> list[int]:
 def is_mla(text: HFConfigView) -> bool:
     """Does the text config describe multi-head latent attention (DeepSeek-style)?"""
     return text.get("model_type") in MLA_MODEL_TYPES and text.get("kv_lora_rank") is not None
+
+
+def mla_dims(model_config: Any, tp: int) -> dict[str, int] | None:
+    """The latent KV layout of an MLA model: ``kv_lora_rank``, ``qk_rope_head_dim`` and the
+    query heads per tensor-parallel rank; None when the model does not use MLA."""
+    if not model_config.use_mla:
+        return None
+    text = model_config.hf_text_config
+    lora = text.get("kv_lora_rank") if text is not None else None
+    rope = (text.get("qk_rope_head_dim") if text is not None else 0) or 0
+    heads = model_config.num_attention_heads
+    if not isinstance(lora, int) or lora <= 0 or not isinstance(rope, int) or not heads:
+        return None
+    return {"kv_lora_rank": lora, "qk_rope_head_dim": rope, "num_heads": max(1, heads // tp)}
