@@ -28,7 +28,7 @@ from pathlib import Path
 
 def _one_writer(url: str, n: int) -> float:
     from enginecfg.store import AuditStore
-    from enginecfg.store._synthetic import emit_run
+    from enginecfg.testing import emit_run
 
     store = AuditStore(url).attach()
     emit_run()  # schema + connection warm-up
@@ -43,7 +43,7 @@ def _one_writer(url: str, n: int) -> float:
 
 def _worker(url: str, n: int, barrier, queue) -> None:
     from enginecfg.store import AuditStore
-    from enginecfg.store._synthetic import emit_run
+    from enginecfg.testing import emit_run
 
     store = AuditStore(url).attach()
     emit_run()
@@ -108,7 +108,7 @@ def _fill(url: str, n_changes: int, per_run: int = 10) -> int:
     from sqlalchemy import insert
 
     from enginecfg.store import AuditStore
-    from enginecfg.store._synthetic import base_config
+    from enginecfg.testing import base_config
     from enginecfg.store.models import Change, Run
 
     store = AuditStore(url)

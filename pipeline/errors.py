@@ -42,7 +42,11 @@ class EngineCfgError(Exception):
         return self.message
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": type(self).__name__, "message": self.message, "field": self.field}
+        """The error as the run document, the audit store and ``--json`` output carry it."""
+        d = {"type": type(self).__name__, "message": self.message, "field": self.field}
+        if self.stage:
+            d["stage"] = self.stage
+        return d
 
 
 class InvalidInputError(EngineCfgError, ValueError):

@@ -17,8 +17,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+from enginecfg.pipeline.canonical import canonical_json
 from enginecfg.pipeline.errors import InvalidInputError
 from enginecfg.pipeline.hfsnapshot import SNAPSHOT_VERSION
 
@@ -69,7 +70,7 @@ def _key(canonical: bytes) -> str:
 
 
 def _canonical(config_dict: dict[str, Any]) -> bytes:
-    return json.dumps(config_dict, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return canonical_json(config_dict).encode()
 
 
 def _disk_get(key: str) -> dict[str, Any] | None:
@@ -125,6 +126,11 @@ def _in_process() -> bool:
     return "transformers" in sys.modules
 
 
+#: called with one line of text before a slow step (building snapshots in a transformers
+#: worker); the CLI sets it to show progress on stderr, the library leaves it None
+progress: Callable[[str], None] | None = None
+
+
 def snapshots_for(config_dicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Snapshots for many configs, building the missing ones in one batch."""
     keys = [_key(_canonical(d)) for d in config_dicts]
@@ -141,6 +147,9 @@ def snapshots_for(config_dicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out.append(snap)
     if missing:
         items = [{"config": d} for d in missing.values()]
+        if progress is not None and not _in_process():
+            progress(f"reading {len(items)} model config(s) with transformers {transformers_version()} "
+                     f"(first time for this content; cached afterwards)")
         built = _build_in_process(items) if _in_process() else _build_in_worker(items)
         for key, snap in zip(missing, built):
             _memory[key] = snap

@@ -23,7 +23,7 @@ from typing import Any
 __all__ = ["SNAPSHOT_VERSION", "snapshot_of", "is_snapshot"]
 
 #: bump when the snapshot layout or what it captures changes (it keys the on-disk cache)
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
 
 # properties (not instance attributes) that vLLM reads on some config classes
 _READ_PROPERTIES = ("layers_block_type",)

@@ -1,11 +1,14 @@
 """Load a model config and derive the model facts exactly as vLLM 0.19.0 does.
 
-``load_pretrained`` reads a local ``config.json`` (or a folder holding one), validates the
-engine arguments, obtains the transformers view of the config (see :mod:`.hfcache`: built
-once per config content, never in this process unless transformers is already imported)
-and derives ``ModelConfig``: architecture, text config, dtype, max_model_len, head size,
-KV heads, MLA, hybrid / attention-free, Mamba prefix-caching support, chunk size.  The
-steps that depend on pooling decisions (chunked prefill, prefix caching) are stages.
+``load_pretrained`` reads ``config.json`` from a model folder, a lone file or a Hugging Face
+repo (see :mod:`.sources`) together with the files beside it that vLLM reads (safetensors
+headers, tokenizer and sentence-transformers settings), validates the engine arguments,
+obtains the transformers view of the config (see :mod:`.hfcache`: built once per config
+content, never in this process unless transformers is already imported) and derives
+``ModelConfig``: architecture, text config, dtype, max_model_len, head size, KV heads, MLA,
+hybrid / attention-free, Mamba prefix-caching support, chunk size, sliding window, and the
+sentence-transformers pooling settings.  The steps that depend on pooling decisions (chunked
+prefill, prefix caching) are stages.
 """
 
 from __future__ import annotations
@@ -13,50 +16,34 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 from pathlib import Path
 from typing import Any
 
-from enginecfg.pipeline.models import architectures, derive, mamba_state
+from enginecfg.pipeline.models import architectures, derive, mamba_state, model_files
 from enginecfg.pipeline.config import (
-    ATTENTION_BACKENDS, CACHE_DTYPES, MAMBA_CACHE_MODES, MAMBA_DTYPES, AttentionConfig,
-    CacheConfig, EngineConfig, ModelConfig, ParallelConfig, PoolerConfig, SchedulerConfig,
+    ATTENTION_BACKENDS, AttentionConfig, CacheConfig, EngineConfig, ModelConfig, ParallelConfig,
+    PoolerConfig, SchedulerConfig,
 )
 from enginecfg.pipeline import typed
 from enginecfg.pipeline.arg_order import split_engine_args
+from enginecfg.pipeline.engine_args import BOOL, ENGINE_ARGS, INT, STR
+from enginecfg.pipeline.suggest import did_you_mean
 from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
 from enginecfg.pipeline.hfcache import snapshot_for, snapshot_for_bytes
 from enginecfg.pipeline.hfsnapshot import snapshot_of
 from enginecfg.pipeline.hfview import HFConfigView
+from enginecfg.pipeline.models.weights_dtype import dtype_from_headers
+from enginecfg.pipeline.sources import ModelSource, open_source
 
 __all__ = ["load_pretrained", "load_hf_config", "ENGINE_ARGS", "parse_engine_args"]
 
-# -- engine arguments (vLLM EngineArgs names) ------------------------------------------------
+# -- engine arguments (vLLM EngineArgs names; the table is :mod:`.engine_args`) -------------
 
-_INT, _BOOL, _STR = "int", "bool", "str"
-
-#: name -> (kind, allowed choices or None, may be None, CLI flag)
-ENGINE_ARGS: dict[str, tuple[str, tuple | None, bool, str]] = {
-    "block_size": (_INT, None, True, "--block-size"),
-    "kv_cache_dtype": (_STR, CACHE_DTYPES, False, "--kv-cache-dtype"),
-    "enable_prefix_caching": (_BOOL, None, True, "--enable-prefix-caching"),
-    "enable_chunked_prefill": (_BOOL, None, True, "--enable-chunked-prefill"),
-    "mamba_cache_mode": (_STR, MAMBA_CACHE_MODES, False, "--mamba-cache-mode"),
-    "mamba_block_size": (_INT, None, True, "--mamba-block-size"),
-    "mamba_ssm_cache_dtype": (_STR, MAMBA_DTYPES, False, "--mamba-ssm-cache-dtype"),
-    "mamba_cache_dtype": (_STR, MAMBA_DTYPES, False, "--mamba-cache-dtype"),
-    "calculate_kv_scales": (_BOOL, None, False, "--calculate-kv-scales"),
-    "attention_backend": (_STR, None, True, "--attention-backend"),
-    "tensor_parallel_size": (_INT, None, False, "-tp/--tensor-parallel-size"),
-    "pipeline_parallel_size": (_INT, None, False, "-pp/--pipeline-parallel-size"),
-    "max_model_len": (_INT, None, True, "--max-model-len"),
-    "dtype": (_STR, ("auto", "half", "float16", "bfloat16", "float", "float32"), False, "--dtype"),
-    "max_num_batched_tokens": (_INT, None, True, "--max-num-batched-tokens"),
-}
+_INT, _BOOL, _STR = INT, BOOL, STR
 
 
 def _bad(name: str, value: Any, allowed: str) -> InvalidInputError:
-    flag = ENGINE_ARGS[name][3]
+    flag = ENGINE_ARGS[name].flag
     return InvalidInputError(f"invalid {name} ({flag}): got {value!r}; allowed: {allowed}", field=name)
 
 
@@ -75,8 +62,10 @@ def _parse_one(name: str, value: Any) -> Any:
     """One engine argument, normalised, or :class:`InvalidInputError` naming it."""
     if name not in ENGINE_ARGS:
         raise InvalidInputError(
-            f"unknown engine argument {name!r}; known: {', '.join(sorted(ENGINE_ARGS))}", field=name)
-    kind, choices, nullable, _ = ENGINE_ARGS[name]
+            f"unknown engine argument {name!r}{did_you_mean(str(name), ENGINE_ARGS)}; known: "
+            f"{', '.join(sorted(ENGINE_ARGS))}", field=name)
+    arg = ENGINE_ARGS[name]
+    kind, choices, nullable = arg.kind, arg.choices, arg.nullable
     if value is None:
         if not nullable:
             raise _bad(name, value, "a value (None is not allowed)")
@@ -119,40 +108,7 @@ def _parse_backend(value: str) -> str | None:
 
 # -- reading the config file -----------------------------------------------------------------
 
-def _config_file(path: Any) -> Path:
-    if not isinstance(path, (str, os.PathLike)):
-        raise InvalidInputError(f"invalid model: got {path!r}; allowed: a path to a model folder or config.json",
-                                field="model")
-    p = Path(path)
-    file = p / "config.json" if p.is_dir() else p
-    if not file.exists():
-        what = f"{p} has no config.json" if p.is_dir() else f"{p} does not exist"
-        raise InvalidInputError(f"invalid model: {what}; allowed: a model folder holding config.json, "
-                                f"or a config.json file", field="model")
-    return file
-
-
-def _read_bytes(file: Path) -> bytes:
-    """The file's bytes; a FIFO or device is refused, not read (it would block or never end).
-
-    Opened non-blocking and checked with ``fstat`` on the open descriptor, so a file swapped
-    for a FIFO after the check cannot hang the read either.
-    """
-    try:
-        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise InvalidInputError(f"invalid model: cannot read {file}: not a regular file; allowed: "
-                                        f"a config.json file", field="model")
-            with os.fdopen(fd, "rb", closefd=False) as fh:
-                return fh.read()
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        raise InvalidInputError(f"invalid model: cannot read {file}: {exc.strerror or exc}", field="model") from None
-
-
-def _parse_config(file: Path, raw: bytes) -> dict[str, Any]:
+def _parse_config(file: str | Path, raw: bytes) -> dict[str, Any]:
     try:
         data = json.loads(raw)  # Python's json accepts Infinity/NaN, as published hub files need
     except UnicodeDecodeError as exc:
@@ -180,14 +136,22 @@ def _eager(cfg: EngineConfig, defer: bool) -> EngineConfig:
     return cfg
 
 
-def load_pretrained(path: Any, engine_args: dict[str, Any], *,
+def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None = None, *,
                     defer_argument_errors: bool = False) -> EngineConfig:
-    """The config at ``path``.  Engine-argument errors are raised after the model config was
-    read (vLLM reports a config it cannot build first); with ``defer_argument_errors`` they
-    are kept in ``pending_errors`` for :meth:`Pipeline.run` to raise at vLLM's step."""
+    """A config from a model folder, a ``config.json`` or a Hugging Face repo id.
+
+    Besides ``config.json`` the files vLLM 0.19.0 reads while building its config are read
+    from the same source (see :mod:`.sources` and :mod:`.models.model_files`), and every one
+    is recorded with its sha256 in the config's ``source``.
+
+    Engine-argument errors are raised after the model config was read (vLLM reports a config
+    it cannot build first); with ``defer_argument_errors`` they are kept in
+    ``pending_errors`` for :meth:`Pipeline.run` to raise at vLLM's step (:mod:`.arg_order`).
+    """
     args, deferred = split_engine_args(engine_args, _parse_one, ENGINE_ARGS)
-    file = _config_file(path)
-    raw = _read_bytes(file)
+    source = open_source(path, revision)
+    raw = source.config_bytes()
+    file = source.describe("config.json")
     parsed: list[dict[str, Any]] = []
 
     def parse() -> dict[str, Any]:
@@ -197,8 +161,8 @@ def load_pretrained(path: Any, engine_args: dict[str, Any], *,
     snap = snapshot_for_bytes(raw, parse)
     if "error" in snap and not parsed:
         parse()  # a refused config: name the field where a section has the wrong type
-    return _eager(_build(str(path), parsed[0] if parsed else None, snap, engine_args, args, deferred),
-                  defer_argument_errors)
+    return _eager(_build(source.model, parsed[0] if parsed else None, snap, engine_args, args,
+                         source=source, deferred=deferred), defer_argument_errors)
 
 
 def _json_copy(config: dict[str, Any]) -> dict[str, Any]:
@@ -219,7 +183,8 @@ def _json_copy(config: dict[str, Any]) -> dict[str, Any]:
 def load_hf_config(config: Any, engine_args: dict[str, Any]) -> EngineConfig:
     args, deferred = split_engine_args(engine_args, _parse_one, ENGINE_ARGS)
     if isinstance(config, dict):
-        return _eager(_build("<dict>", _json_copy(config), None, engine_args, args, deferred), False)
+        return _eager(_build("<dict>", _json_copy(config), None, engine_args, args,
+                             deferred=deferred), False)
     if hasattr(config, "to_dict") and hasattr(config, "attribute_map"):
         snap = snapshot_of(config)
         try:
@@ -229,7 +194,7 @@ def load_hf_config(config: Any, engine_args: dict[str, Any]) -> EngineConfig:
         except Exception:
             snap["default_architecture"] = None
         model = str(getattr(config, "_name_or_path", "") or "<hf_config>")
-        return _eager(_build(model, None, snap, engine_args, args, deferred), False)
+        return _eager(_build(model, None, snap, engine_args, args, deferred=deferred), False)
     raise InvalidInputError(f"invalid hf config: got {type(config).__name__}; allowed: a transformers "
                             f"PretrainedConfig or a dict", field="hf_config")
 
@@ -263,7 +228,7 @@ def _raise_load_error(err: dict[str, Any]) -> None:
 
 
 def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
-           given_args: dict[str, Any], args: dict[str, Any],
+           given_args: dict[str, Any], args: dict[str, Any], source: ModelSource | None = None,
            deferred: list | None = None) -> EngineConfig:
     if snap is None:
         snap = snapshot_for(raw)
@@ -294,13 +259,35 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
                 field="hf_config.architectures")
         archs = [default]
     arch, info = architectures.lookup(archs)
-    pooling = info.is_pooling
+    # a sentence-transformers checkpoint (modules.json with a Pooling module) is a pooling
+    # model whatever its architecture; a generative one is then converted to embedding
+    st_pooling = model_files.sentence_transformers_pooling(source) if source is not None else None
+    pooling = info.is_pooling or st_pooling is not None
+    convert_type = "embed" if st_pooling is not None and not info.is_pooling else "none"
     hybrid = architectures.is_hybrid(info, hf)
     tp = args.get("tensor_parallel_size", 1)
     is_mla = derive.is_mla(text)
     use_mla = is_mla and os.environ.get("VLLM_MLA_DISABLE", "0") in ("", "0", "false", "False")
-    dtype = derive.resolve_dtype(args.get("dtype", "auto"), hf, text, top_type, pooling, messages)
-    max_len = derive.max_model_len(text, args.get("max_model_len"), messages)
+    weights = None if source is None else (lambda: dtype_from_headers(source.safetensors_headers()))
+    dtype = derive.resolve_dtype(args.get("dtype", "auto"), hf, text, top_type, pooling, messages,
+                                 weights_dtype=weights)
+    disable_sw = args.get("disable_sliding_window", False)
+    sliding_window = text.get("sliding_window")
+    if sliding_window == 0:  # vLLM: a window of 0 means none
+        disable_sw = True
+        text.sliding_window = sliding_window = None
+    tokenizer_max = None
+    if source is not None and pooling and hf.get("position_embedding_type", "") == "absolute":
+        tok = model_files.tokenizer_config(source)
+        if tok:
+            tokenizer_max = tok.get("model_max_length")
+    encoder = model_files.sentence_transformers_encoder(source) if source is not None else None
+    max_len = derive.max_model_len(text, args.get("max_model_len"), messages,
+                                   sliding_window=sliding_window if disable_sw else None,
+                                   tokenizer_max=tokenizer_max,
+                                   encoder_max=encoder.get("max_seq_length") if encoder else None)
+    if disable_sw:
+        text.sliding_window = sliding_window = None
     head_size = derive.head_size(hf, text, top_type, is_mla)
     total_kv = derive.total_kv_heads(text, top_type)
     num_kv = 1 if use_mla else max(1, total_kv // tp)
@@ -312,6 +299,7 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
     mc = ModelConfig(
         model=model, architecture=arch, architectures=list(archs), model_type=top_type,
         hf_config=hf, hf_text_config=text, runner_type="pooling" if pooling else "generate",
+        convert_type=convert_type, sliding_window=sliding_window, disable_sliding_window=disable_sw,
         dtype=dtype, max_model_len=max_len, head_size=head_size, total_num_kv_heads=total_kv,
         num_kv_heads=num_kv, num_attention_heads=heads if isinstance(heads, int) else None,
         use_mla=use_mla, is_hybrid=hybrid, is_attention_free=info.is_attention_free,
@@ -339,7 +327,12 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
         mamba_ssm_cache_dtype=args.get("mamba_ssm_cache_dtype", "auto"),
         mamba_cache_dtype=args.get("mamba_cache_dtype", "auto"),
     )
-    pooler = PoolerConfig(seq_pooling_type="LAST", tok_pooling_type="ALL") if pooling else None
+    pooler = None
+    if pooling:
+        st = st_pooling or {}
+        pooler = PoolerConfig(seq_pooling_type=st.get("seq_pooling_type", "LAST"),
+                              tok_pooling_type=st.get("tok_pooling_type", "ALL"),
+                              use_activation=st.get("use_activation"))
     return EngineConfig(
         model_config=mc, cache_config=cc,
         attention_config=AttentionConfig(backend=args.get("attention_backend")),
@@ -348,5 +341,6 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
         scheduler_config=SchedulerConfig(enable_chunked_prefill=args.get("enable_chunked_prefill"),
                                          max_num_batched_tokens=args.get("max_num_batched_tokens")),
         pooler_config=pooler, engine_args=dict(given_args), load_messages=messages,
+        source=source.provenance() if source is not None else None,
         pending_errors=list(deferred or ()),
     )

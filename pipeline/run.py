@@ -10,8 +10,6 @@ where it comes from; either way ``run_failed`` is published before the error pro
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import time
 import uuid
 from typing import Any, Iterable, Mapping, Sequence
@@ -19,6 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import attrs
 
 from enginecfg.pipeline import events
+from enginecfg.pipeline.canonical import fingerprint
 from enginecfg.pipeline.config import EngineConfig
 from enginecfg.pipeline.arg_order import ENGINE, STEP_ORDER
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError, StageError
@@ -38,10 +37,13 @@ class Change:
     reason: str
     level: str = "INFO"
     via: str = "context"
+    #: the rule and the numbers behind the new value, in words (None: the reason says it all)
+    explanation: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"seq": self.seq, "stage": self.stage, "field": self.field, "old": _jsonable(self.old),
-                "new": _jsonable(self.new), "reason": self.reason, "level": self.level, "via": self.via}
+                "new": _jsonable(self.new), "reason": self.reason, "level": self.level, "via": self.via,
+                "explanation": self.explanation}
 
 
 @attrs.frozen
@@ -66,12 +68,6 @@ def _jsonable(value: Any) -> Any:
     if cls in (list, tuple):
         return [_jsonable(v) for v in value]
     return str(value)
-
-
-def fingerprint(doc: Any) -> str:
-    """sha256 of a canonical JSON encoding: equal configs have equal fingerprints."""
-    blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 @attrs.define
@@ -125,24 +121,16 @@ def _document(run_id: str, status: str, cfg: EngineConfig | None, changes: Seque
         "run_id": run_id,
         "model": cfg.model if cfg is not None else model,
         "engine_args": _jsonable(cfg.engine_args if cfg is not None else (engine_args or {})),
+        "source": _jsonable(cfg.source) if cfg is not None else None,
         "config": config,
         "changes": [c.to_dict() for c in changes],
         "messages": [m.to_dict() for m in messages],
     }
     for name in (*fact_names, *(n for n in facts if n not in fact_names)):
         doc[name] = _jsonable(facts.get(name))
-    doc["error"] = _error_dict(error)
+    doc["error"] = error.to_dict() if error is not None else None
     doc["fingerprint"] = fp if fp is not None else (fingerprint(config) if config is not None else None)
     return doc
-
-
-def _error_dict(error: EngineCfgError | None) -> dict[str, Any] | None:
-    if error is None:
-        return None
-    d = {"type": type(error).__name__, "message": error.message, "field": error.field}
-    if error.stage:
-        d["stage"] = error.stage
-    return d
 
 
 class _Run:
@@ -165,13 +153,13 @@ class _Run:
         raise InvalidInputError(f"{dotted} is not a config field", field=dotted)
 
     def record_change(self, stage: Stage, field: str, old: Any, new: Any, reason: str, level: str,
-                      via: str) -> None:
+                      via: str, explanation: str | None = None) -> None:
         change = Change(len(self.changes) + 1, stage.name, field, copy.deepcopy(old), copy.deepcopy(new),
-                        reason, level, via)
+                        reason, level, via, explanation)
         self.changes.append(change)
         events.config_changed.send(self.run_id, event=events.ConfigChanged(
             run_id=self.run_id, seq=change.seq, stage=change.stage, field=field, old=_jsonable(old),
-            new=_jsonable(new), reason=reason, level=level, via=via))
+            new=_jsonable(new), reason=reason, level=level, via=via, explanation=explanation))
 
     def record_message(self, stage: Stage, level: str, message: str) -> None:
         self.messages.append(Message(stage.name, level, message))
@@ -242,14 +230,18 @@ class Pipeline:
         only_set = set(only) if only is not None else None
         for name in sorted(disable | (only_set or set())):
             if name not in names:
-                raise InvalidInputError.for_value("stage", name, ", ".join(st.name for st in ordered))
+                from enginecfg.pipeline.suggest import did_you_mean
+
+                raise InvalidInputError(
+                    f"invalid stage: got {name!r}{did_you_mean(name, names)}; allowed: "
+                    + ", ".join(st.name for st in ordered), field="stage")
         self.stages: list[Stage] = [
             st for st in ordered
             if st.name not in disable and (only_set is None or st.name in only_set)
         ]
         #: the facts the run document carries: those every known stage declares, in stage order
         self.fact_names: tuple[str, ...] = tuple(dict.fromkeys(f for st in ordered for f in st.facts))
-        for st in ordered:  # every known stage, so that a bad option fails even when left out
+        for st in self.stages:  # only those that will run: configuring may cost (GPU prefetch)
             st.configure(self)
 
     def options_for(self, stage_name: str) -> Any:
@@ -276,7 +268,7 @@ class Pipeline:
                 run_id=run.run_id, started_at=time.time(), model=cfg.model,
                 architecture=cfg.model_config.architecture, engine_args=_jsonable(cfg.engine_args),
                 input_config=input_doc, input_fingerprint=fingerprint(input_doc),
-                stages=tuple(self.stage_names)))
+                stages=tuple(self.stage_names), source=_jsonable(cfg.source)))
         for seq, (lvl, msg) in enumerate(cfg.load_messages, 1):
             events.warning_issued.send(run.run_id, event=events.WarningIssued(
                 run_id=run.run_id, seq=seq, stage="loading", level=lvl, message=msg))
@@ -375,13 +367,13 @@ class Pipeline:
         exc.run_id = run_id
         exc.document = doc
         events.run_failed.send(run_id, event=events.RunFailed(
-            run_id=run_id, finished_at=time.time(), status=exc.status, error=_error_dict(exc),
+            run_id=run_id, finished_at=time.time(), status=exc.status, error=exc.to_dict(),
             stage=exc.stage, document=doc))
         return doc
 
     # -- load + run, with load failures recorded as failed runs ---------------------------
-    def resolve(self, path: Any, **engine_args: Any) -> RunResult:
-        """``EngineConfig.from_pretrained(path, **engine_args)`` then :meth:`run`.
+    def resolve(self, path: Any, revision: str | None = None, **engine_args: Any) -> RunResult:
+        """``EngineConfig.from_pretrained(path, revision, **engine_args)`` then :meth:`run`.
 
         A config that cannot even be loaded is still a run: ``run_started`` and
         ``run_failed`` are published for it before the error propagates.
@@ -391,7 +383,7 @@ class Pipeline:
         run_id = uuid.uuid4().hex
         try:
             # engine-argument errors wait for the step where vLLM reports them (arg_order)
-            cfg = load_pretrained(path, engine_args, defer_argument_errors=True)
+            cfg = load_pretrained(path, engine_args, revision, defer_argument_errors=True)
         except EngineCfgError as exc:
             self.record_failed_load(run_id, exc, str(path), engine_args)
             raise

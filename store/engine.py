@@ -8,6 +8,10 @@ transaction starts with ``BEGIN IMMEDIATE``, which takes SQLite's write lock up 
 concurrent writers queue on the busy timeout rather than deadlocking on a lock upgrade
 half-way through.  PostgreSQL needs none of this; its writers serialise on the
 ``chain_head`` row (``SELECT ... FOR UPDATE``).
+
+Alembic is imported only to migrate: an audited run on an up-to-date database reads the
+revision it is at (one query) and the newest revision (from the revision files' headers)
+without it.
 """
 
 from __future__ import annotations
@@ -17,13 +21,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import re
+from typing import TYPE_CHECKING
+
 import platformdirs
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import URL, make_url
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 __all__ = [
     "BUSY_TIMEOUT_S",
@@ -120,8 +126,10 @@ def write_connection(engine: Engine) -> Iterator[Connection]:
             yield conn
 
 
-def alembic_config(url: str | URL | None = None) -> Config:
+def alembic_config(url: str | URL | None = None) -> "Config":
     """An Alembic config whose scripts are the installed ``enginecfg.migrations`` package."""
+    from alembic.config import Config
+
     from enginecfg import migrations
 
     cfg = Config()
@@ -133,14 +141,46 @@ def alembic_config(url: str | URL | None = None) -> Config:
     return cfg
 
 
-def head_revision() -> str:
+_REVISION = re.compile(r"^revision\s*=\s*['\"]([^'\"]+)['\"]", re.M)
+_DOWN = re.compile(r"^down_revision\s*=\s*(.+)$", re.M)
+_head: list[str] = []
+
+
+def _alembic_head() -> str:
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def head_revision() -> str:
+    """The newest revision, read from the headers of the revision files (Alembic's own answer
+    when they do not name exactly one head)."""
+    if not _head:
+        from enginecfg.migrations import versions
+
+        revisions, downs = set(), set()
+        for file in Path(versions.__file__).resolve().parent.glob("*.py"):
+            body = file.read_text(encoding="utf-8")
+            rev, down = _REVISION.search(body), _DOWN.search(body)
+            if rev:
+                revisions.add(rev[1])
+                downs.update(re.findall(r"['\"]([^'\"]+)['\"]", down[1]) if down else ())
+        heads = revisions - downs
+        _head.append(heads.pop() if len(heads) == 1 else _alembic_head())
+    return _head[0]
 
 
 def current_revision(engine: Engine) -> str | None:
     """The revision the database is at (None: no audit schema yet)."""
     with engine.connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision()
+        if not inspect(conn).has_table("alembic_version"):
+            return None
+        rows = conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
+        if len(rows) <= 1:
+            return rows[0] if rows else None
+        from alembic.runtime.migration import MigrationContext
+
+        return MigrationContext.configure(conn).get_current_revision()  # raises: several heads
 
 
 def _run_locked(engine: Engine, fn) -> None:
@@ -154,9 +194,13 @@ def _run_locked(engine: Engine, fn) -> None:
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Upgrade the schema, under the write lock so that concurrent callers migrate once."""
+    from alembic import command
+
     _run_locked(engine, lambda cfg: command.upgrade(cfg, revision))
 
 
 def downgrade(engine: Engine, revision: str) -> None:
     """Downgrade the schema to ``revision`` (``base`` drops every audit table)."""
+    from alembic import command
+
     _run_locked(engine, lambda cfg: command.downgrade(cfg, revision))

@@ -19,14 +19,16 @@ the body and no longer matches the stored hash.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 
+from enginecfg.pipeline.canonical import canonical_json
+
 __all__ = [
     "RUN_FIELDS",
+    "OPTIONAL_RUN_FIELDS",
     "CHILD_FIELDS",
     "CHILD_ORDER",
     "LAYOUT_STEPS",
@@ -46,6 +48,10 @@ RUN_FIELDS = (
     "error", "failed_stage", "n_stages", "n_changes", "n_messages", "n_checks",
 )
 
+#: run fields added after the first runs were written: hashed only when set, so that the hash
+#: of a run written before the field existed does not change
+OPTIONAL_RUN_FIELDS = ("source",)
+
 CHILD_FIELDS: dict[str, tuple[str, ...]] = {
     "stage_executions": ("run_id", "stage_order", "stage", "origin", "outcome", "duration_s",
                          "n_changes", "error"),
@@ -60,7 +66,8 @@ CHILD_FIELDS: dict[str, tuple[str, ...]] = {
 #: ``{"runs": ("site",)}`` (a new child table: ``{"new_table": ("run_id", "seq", ...)}``).
 #: Never edit or remove an entry: runs recorded with it would no longer verify.
 LAYOUT_STEPS: list[Mapping[str, tuple[str, ...]]] = [
-    {"runs": RUN_FIELDS, **CHILD_FIELDS},  # 1: the fields of revisions 0001-0002
+    # 1: the fields up to revision 0003_sources (its "source" is hashed only when set)
+    {"runs": RUN_FIELDS, **CHILD_FIELDS},
 ]
 
 #: The column each child table is ordered by within a run.
@@ -70,8 +77,7 @@ CHILD_ORDER = {"stage_executions": "stage_order", "changes": "seq", "messages": 
 
 def canonical(value: Any) -> bytes:
     """Deterministic JSON bytes: sorted keys, no whitespace, NaN/Infinity spelled out."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=True).encode("utf-8")
+    return canonical_json(value, ascii_only=False).encode("utf-8")
 
 
 def _sha(value: Any) -> str:
@@ -132,5 +138,9 @@ def run_hash(run: Mapping[str, Any], children: Mapping[str, Sequence[str]]) -> s
     """
     lay = layout(run.get("hash_layout"))
     body = {f: run.get(f) for f in lay.run_fields}
+    # fields added before layouts existed are hashed only when set (see OPTIONAL_RUN_FIELDS)
+    for f in OPTIONAL_RUN_FIELDS:
+        if run.get(f) is not None:
+            body[f] = run[f]
     body["children"] = {t: list(children.get(t, ())) for t in lay.child_fields}
     return _sha(body)

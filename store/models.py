@@ -136,6 +136,8 @@ class Run(Base):
     n_changes: Mapped[int] = mapped_column(Integer, nullable=False)
     n_messages: Mapped[int] = mapped_column(Integer, nullable=False)
     n_checks: Mapped[int] = mapped_column(Integer, nullable=False, server_default=text("0"))
+    #: where the model's files came from and each file's sha256 (NULL: not recorded)
+    source: Mapped[Any | None] = mapped_column(JSONValue)
     #: the hash layout (field lists, :mod:`enginecfg.store.hashing`) the row was hashed with
     hash_layout: Mapped[int] = mapped_column(Integer, nullable=False, server_default=text("1"))
     prev_hash: Mapped[str] = mapped_column(String(64), nullable=False)
@@ -179,6 +181,8 @@ class Change(Base):
     reason: Mapped[str] = mapped_column(Text, nullable=False)
     level: Mapped[str] = mapped_column(String(16), nullable=False)
     via: Mapped[str] = mapped_column(String(16), nullable=False)
+    #: the rule and the numbers behind the new value, in words (revision 0003; not hashed)
+    explanation: Mapped[str | None] = mapped_column(Text)
     row_hash: Mapped[str] = mapped_column(String(64), nullable=False)
 
     __table_args__ = (Index("ix_changes_field", "field", "run_id"),)
@@ -230,7 +234,7 @@ class ChainHead(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     position: Mapped[int] = mapped_column(Integer, nullable=False)
     head_hash: Mapped[str] = mapped_column(String(64), nullable=False)
-    #: the database's identity, drawn once when the schema is created (or upgraded to 0003);
+    #: the database's identity, drawn once when the schema is created (or upgraded to 0005_hash_layout);
     #: checkpoints name it so that one is never checked against another database
     store_id: Mapped[str | None] = mapped_column(String(32))
 

@@ -23,13 +23,13 @@ from __future__ import annotations
 import math
 import os
 import socket
+import sys
 import threading
 import time
 from collections import deque
 from typing import Any, Callable
 
 import attrs
-import structlog
 from sqlalchemy import Connection, Engine, insert, select, update
 from sqlalchemy.exc import DBAPIError, OperationalError
 
@@ -48,7 +48,19 @@ from enginecfg.store.models import (
 
 __all__ = ["AuditStore", "WriteFailure"]
 
-_log = structlog.get_logger("enginecfg.store")
+
+
+def _log_write_failure(what: str = "audit_write_failed", **fields: Any) -> None:
+    """One log line for a failed write (or mirror checkpoint): through structlog when the
+    caller set it up (the CLI's ``--log-format``), else the standard ``logging`` module
+    (stderr by default), so that recording pays for no logging library it does not use."""
+    if "structlog" in sys.modules and sys.modules["structlog"].is_configured():
+        sys.modules["structlog"].get_logger("enginecfg.store").error(what, **fields)
+        return
+    import logging
+
+    logging.getLogger("enginecfg.store").error(
+        what + " " + " ".join(f"{k}={v}" for k, v in fields.items()))
 
 _CHILD_TABLES = {
     "stage_executions": StageExecution.__table__,
@@ -292,7 +304,7 @@ class AuditStore:
                 self.last_error = exc
                 self.write_failures.append(WriteFailure(run_id, msg, time.time()))
             try:
-                _log.error("audit_write_failed", run_id=run_id, db=self.display_url, error=msg)
+                _log_write_failure(run_id=run_id, db=self.display_url, error=msg)
             except Exception:
                 pass
             return
@@ -319,7 +331,7 @@ class AuditStore:
             with self._lock:
                 self.mirror_failed += 1
             try:
-                _log.error("audit_mirror_failed", position=position, error=msg)
+                _log_write_failure("audit_mirror_failed", position=position, error=msg)
             except Exception:
                 pass
 
@@ -342,7 +354,7 @@ class AuditStore:
         changes = [
             {"run_id": run_id, "seq": c.seq, "stage": c.stage, "field": c.field,
              "old": normalise_json(c.old), "new": normalise_json(c.new), "reason": c.reason,
-             "level": c.level, "via": c.via}
+             "level": c.level, "via": c.via, "explanation": c.explanation}
             for c in sorted(buf.changes, key=lambda c: c.seq)
         ]
         messages = [
@@ -370,6 +382,7 @@ class AuditStore:
             "result_fingerprint": fingerprint, "error": normalise_json(error) if error else None,
             "failed_stage": failed_stage, "n_stages": len(stages), "n_changes": len(changes),
             "n_messages": len(messages), "n_checks": len(checks),
+            "source": normalise_json(s.source) if s.source is not None else None,
             "hash_layout": current_layout(),
         }
         children = {"stage_executions": stages, "changes": changes, "messages": messages,
@@ -430,6 +443,11 @@ class AuditStore:
         from enginecfg.store import queries
 
         return queries.field_history(self, field, **kw)
+
+    def check_field(self, field: str) -> None:
+        from enginecfg.store import queries
+
+        queries.check_field(self, field)
 
     def why(self, run_id: str, field: str) -> dict[str, Any]:
         from enginecfg.store import queries

@@ -746,3 +746,45 @@ def test_attention_kv_dtype_unknown_names_the_value():
         attention_kv_dtype("fp4", "bfloat16")
     assert err.value.vllm_type == "KeyError"
     assert "'fp4'" in str(err.value)
+
+
+# ---------------------------------------------------------------------------------------
+# Named dimensions: what a kernel needs, read from the recipe, never worked back out
+# ---------------------------------------------------------------------------------------
+
+def _named_cases():
+    from enginecfg import EngineConfig
+
+    for d in sorted(FIXTURES.joinpath("configs").iterdir()):
+        try:
+            cfg = EngineConfig.from_pretrained(d)
+        except Exception:
+            continue
+        mc = cfg.model_config
+        if mc.arch_info is not None and mc.arch_info.state_kind in ("mamba2", "gated_delta_net"):
+            yield d.name, mc
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4])
+def test_named_dimensions_agree_with_the_plain_shapes(tp, warm_snapshots):
+    seen = 0
+    for name, mc in _named_cases():
+        try:
+            conv, temporal = state_shapes(mc.arch_info, mc.hf_config, mc.hf_text_config, tp)
+        except (ConfigRejectedError, InvalidInputError):
+            continue  # not divisible at this TP
+        seen += 1
+        assert conv.names == ("conv_width", "conv_dim"), name
+        if mc.arch_info.state_kind == "mamba2":
+            heads, head_dim, dstate = temporal.dim("heads"), temporal.dim("head_dim"), temporal.dim("state_size")
+            groups = temporal.meta["groups"]
+            # the conv channels are x (heads * head_dim) then B and C (groups * state each)
+            assert conv.dim("conv_dim") == heads * head_dim + 2 * groups * dstate, name
+            assert heads % groups == 0, name
+        else:
+            nv, dv, dk = temporal.dim("v_heads"), temporal.dim("head_v_dim"), temporal.dim("head_k_dim")
+            nk = temporal.meta["k_heads"]
+            # q and k (k_heads * dk each) then v (v_heads * dv)
+            assert conv.dim("conv_dim") == 2 * nk * dk + nv * dv, name
+            assert nv % nk == 0, name
+    assert seen >= 5

@@ -8,6 +8,7 @@ from support import CONFIGS
 from enginecfg import (ConfigRejectedError, EngineConfig, FrozenConfigError, InvalidInputError, Pipeline,
                        Stage, StageError, StageOrderError)
 from enginecfg.pipeline import events
+from enginecfg.testing import capture_events
 
 QWEN = str(CONFIGS / "qwen3.5-27b")
 LLAMA_VL = str(CONFIGS / "nemotron-vl-embed-avg")
@@ -46,21 +47,10 @@ class ContextSet(Stage):
         ctx.set("cache_config", "block_size", 48, reason="because a test says so")
 
 
-def _collect(signal):
-    got = []
-
-    def receiver(sender, event=None, **_):
-        got.append(event)
-    signal.connect(receiver, weak=False)
-    return got, lambda: signal.disconnect(receiver)
-
-
 def test_in_place_edit_of_nested_list_is_attributed():
-    got, done = _collect(events.config_changed)
-    try:
+    with capture_events(events.config_changed) as captured:
         result = Pipeline(stages=[NestedEdit()]).run(_cfg())
-    finally:
-        done()
+    got = captured["config_changed"]
     [change] = result.changes
     assert change.stage == "nested-edit" and change.field == "model_config.architectures"
     assert change.via == "direct"
@@ -115,29 +105,17 @@ def test_stage_failure_publishes_run_failed_and_names_the_stage():
 
         def run(self, cfg, ctx):
             raise KeyError("x")
-    got, done = _collect(events.run_failed)
-    try:
+    with capture_events(events.run_failed) as captured:
         with pytest.raises(StageError, match="boom.*KeyError"):
             Pipeline(stages=[Boom()]).run(_cfg())
-    finally:
-        done()
+    got = captured["run_failed"]
     assert got and got[0].stage == "boom" and got[0].status == "rejected"
 
 
 def test_event_sequence_of_a_run():
-    seen = []
-    receivers = []
-    for sig in events.ALL_SIGNALS:
-        def rec(sender, event=None, _name=sig.name, **_):
-            seen.append(_name)
-        sig.connect(rec, weak=False)
-        receivers.append((sig, rec))
-    try:
+    with capture_events() as got:
         Pipeline(stages=[ContextSet()]).run(_cfg())
-    finally:
-        for sig, rec in receivers:
-            sig.disconnect(rec)
-    assert seen == ["run_started", "stage_started", "config_changed", "stage_finished", "run_finished"]
+    assert got.order == ["run_started", "stage_started", "config_changed", "stage_finished", "run_finished"]
 
 
 def test_ordering_hints_cycles_unknown_and_duplicates():
@@ -170,6 +148,7 @@ def test_ordering_hints_cycles_unknown_and_duplicates():
 
 
 def test_builtin_order_is_vllms():
+    # the public contract of the built-in stage names and order, stated once for the tests
     from enginecfg.pipeline.plugins import builtin_stages
     assert Pipeline(stages=builtin_stages(), gpu_validation="off").stage_names == [
         "pooling", "engine-defaults", "gemma4-backend", "ssm-dtype", "hybrid-kv-scales",

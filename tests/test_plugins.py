@@ -22,9 +22,10 @@ from pathlib import Path
 import pytest
 
 from support import CONFIGS
-from enginecfg import (ConfigRejectedError, EngineConfig, FrozenConfigError, InvalidInputError, Pipeline,
+from enginecfg import (BUILTIN_STAGES, ConfigRejectedError, EngineConfig, FrozenConfigError, InvalidInputError, Pipeline,
                        Stage, StageError, StageOrderError)
 from enginecfg.pipeline import events
+from enginecfg.testing import capture_events
 from enginecfg.pipeline.plugins import (ENTRY_POINT_GROUP, builtin_stages, describe_stages, plugin_policy,
                                         plugin_stages)
 
@@ -33,8 +34,8 @@ EXAMPLE = REPO / "examples" / "plugin"
 DIST = "enginecfg-site-policy"
 EP_NAME = "site-max-model-len"
 QWEN = str(CONFIGS / "qwen3.5-27b")
-BUILTIN_NAMES = ["pooling", "engine-defaults", "gemma4-backend", "ssm-dtype", "hybrid-kv-scales",
-                 "mamba-cache-mode", "hybrid-alignment", "vllm-checks", "gpu-validation"]
+#: the built-in order is pinned once, by test_pipeline_core.test_builtin_order_is_vllms
+BUILTIN_NAMES = [cls.name for cls in BUILTIN_STAGES]
 
 
 # -- installing for real -----------------------------------------------------------------------
@@ -187,27 +188,6 @@ def _cfg(path=QWEN, **args):
     return EngineConfig.from_pretrained(path, **args)
 
 
-class _Events:
-    """Collect the payloads of some signals during a block."""
-
-    def __init__(self, *signals):
-        self.signals = signals
-        self.got: dict[str, list] = {s.name: [] for s in signals}
-        self._receivers = []
-
-    def __enter__(self):
-        for sig in self.signals:
-            def rec(sender, event=None, _name=sig.name, **_):
-                self.got[_name].append(event)
-            sig.connect(rec, weak=False)
-            self._receivers.append((sig, rec))
-        return self.got
-
-    def __exit__(self, *exc):
-        for sig, rec in self._receivers:
-            sig.disconnect(rec)
-
-
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("ENGINECFG_PLUGINS", "SITE_MAX_MODEL_LEN")}
     env.update(extra)
@@ -242,7 +222,7 @@ def test_example_runs_in_its_place_and_is_audited(site_plugin, policy):
     # after the built-ins it does not depend on, right before the stage that reads max_model_len
     assert pipeline.stage_names == BUILTIN_NAMES[:5] + [EP_NAME] + BUILTIN_NAMES[5:]
     origin = f"{DIST} {md.version(DIST)}"
-    with _Events(events.stage_started, events.config_changed, events.run_finished) as got:
+    with capture_events(events.stage_started, events.config_changed, events.run_finished) as got:
         result = pipeline.run(_cfg())
     [cap] = [c for c in result.changes if c.stage == EP_NAME]
     assert (cap.field, cap.old, cap.new, cap.via, cap.level) == (
@@ -394,7 +374,7 @@ def test_a_plugin_that_raises_fails_the_run_cleanly(toys):
     origin = f"enginecfg-test-boom {md.version('enginecfg-test-boom')}"
     pipeline = Pipeline(plugins="enginecfg-test-boom", gpu_validation="off")
     assert pipeline.stage_names[:5] == ["pooling", "engine-defaults", "gemma4-backend", "boom", "ssm-dtype"]
-    with _Events(events.run_failed, events.stage_finished, events.config_changed) as got:
+    with capture_events(events.run_failed, events.stage_finished, events.config_changed) as got:
         with pytest.raises(StageError) as err:
             pipeline.run(_cfg())
     exc = err.value
@@ -414,7 +394,7 @@ def test_a_plugin_that_raises_fails_the_run_cleanly(toys):
 
 def test_a_plugin_that_raises_exits_1_with_one_line(toys):
     proc = _cli("run", QWEN, "--no-audit", "--gpu-validation", "off",
-                ENGINECFG_PLUGINS="enginecfg-test-boom", PYTHONPATH=str(toys))
+                ENGINECFG_PLUGINS="enginecfg-test-boom", PYTHONPATH=os.pathsep.join([str(toys), os.environ.get("PYTHONPATH", "")]))
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
@@ -466,7 +446,7 @@ def test_ordering_errors_name_the_stages():
 
 def test_direct_mutations_of_a_plugin_are_attributed_to_it(toys):
     origin = f"enginecfg-test-extra {md.version('enginecfg-test-extra')}"
-    with _Events(events.config_changed, events.stage_started) as got:
+    with capture_events(events.config_changed, events.stage_started) as got:
         result = Pipeline(plugins="enginecfg-test-extra", gpu_validation="off").run(_cfg())
     mine = {c.field: c for c in result.changes if c.stage == "extra-direct"}
     assert set(mine) == {"scheduler_config.max_num_batched_tokens", "model_config.architectures",
@@ -539,7 +519,7 @@ def test_a_mutation_inside_applies_is_attributed():
         def run(self, cfg, ctx):
             raise AssertionError("never runs")
 
-    with _Events(events.stage_finished) as got:
+    with capture_events(events.stage_finished) as got:
         result = Pipeline(stages=[Sneaky()]).run(_cfg())
     assert [(c.stage, c.field, c.old, c.new, c.via) for c in result.changes] == [
         ("sneaky", "cache_config.block_size", 16, 64, "direct")]
@@ -554,7 +534,7 @@ def test_a_plugin_calling_exit_fails_the_run_instead_of_the_process():
         def run(self, cfg, ctx):
             raise SystemExit(3)
 
-    with _Events(events.run_failed) as got:
+    with capture_events(events.run_failed) as got:
         with pytest.raises(StageError, match=r"'quitter'.*SystemExit"):
             Pipeline(stages=[Quitter()]).run(_cfg())
     assert [e.stage for e in got["run_failed"]] == ["quitter"]
@@ -589,3 +569,17 @@ def test_disable_and_only_select_plugin_stages_too(site_plugin, policy):
         Pipeline(plugins=DIST, disable=["site-max-model-length"])
     with pytest.raises(InvalidInputError, match="invalid stage"):
         Pipeline(plugins="none", only=[EP_NAME])
+
+
+def test_the_testing_kit_runs_a_plugin_stage_as_the_pipeline_would(monkeypatch, site_plugin):
+    # the example of docs/plugins.md ("Testing a stage"), for real
+    from enginecfg.testing import run_stage
+    from enginecfg_site_policy import SiteMaxModelLen
+
+    monkeypatch.setenv("SITE_MAX_MODEL_LEN", "32768")
+    with capture_events() as got:
+        result = run_stage(SiteMaxModelLen(), QWEN)
+    assert result.config.model_config.max_model_len == 32768
+    assert [e.field for e in got["config_changed"] if e.stage == EP_NAME] == ["model_config.max_model_len"]
+    # ordered after pooling and engine-defaults (its hints), nothing after it ran
+    assert result.stages[-1] == EP_NAME and "gpu-validation" not in result.stages

@@ -37,6 +37,7 @@ __all__ = [
     "kda_state_shape",
     "linear_attention_state_shape",
     "state_config",
+    "StateShape",
     "state_shapes",
     "state_dtypes",
     "page_size",
@@ -46,6 +47,32 @@ __all__ = [
 ]
 
 Shape = tuple[int, ...]
+
+
+class StateShape(tuple):
+    """A state tensor's per-rank shape, with its dimensions named.
+
+    It is the plain tuple vLLM computes (equal to it, hashed like it, a list of ints in JSON),
+    and it also says what each dimension is (``shape.dim("head_dim")``) and carries the
+    per-rank facts a kernel needs that the shape alone does not show (``shape.meta``: the
+    Mamba2 groups per rank, the gated-delta key heads per rank), so that GPU validation
+    reads them instead of working them back out of ``conv_dim``.
+    """
+
+    names: tuple[str, ...]
+    meta: dict[str, int]
+
+    def __new__(cls, dims: dict[str, int], **meta: int) -> "StateShape":
+        shape = super().__new__(cls, dims.values())
+        shape.names = tuple(dims)
+        shape.meta = meta
+        return shape
+
+    def dim(self, name: str) -> int:
+        return self[self.names.index(name)]
+
+    def __getnewargs__(self):  # copy/pickle rebuild it from its named dimensions
+        return (dict(zip(self.names, self)),)
 
 _TP_FIELD = "parallel_config.tensor_parallel_size"
 
@@ -76,8 +103,8 @@ def extra_groups_for_head_shards(n_groups: int, tp: int) -> int:
 def mamba1_state_shape(tp: int, intermediate_size: int, state_size: int,
                        conv_kernel: int) -> tuple[Shape, Shape]:
     """Mamba1: conv ``(K-1, I/tp)``, temporal ``(I/tp, state)``."""
-    conv = (conv_kernel - 1, divide(intermediate_size, tp))
-    temporal = (divide(intermediate_size, tp), state_size)
+    conv = StateShape({"conv_width": conv_kernel - 1, "conv_dim": divide(intermediate_size, tp)})
+    temporal = StateShape({"intermediate": divide(intermediate_size, tp), "state_size": state_size})
     return conv, temporal
 
 
@@ -87,14 +114,15 @@ def mamba2_state_shape(tp: int, intermediate_size: int, n_groups: int, num_heads
     """Mamba2: conv ``(K-1+spec, (I + 2*g'*state)/tp)``, temporal ``(heads/tp, head_dim, state)``."""
     groups = n_groups + extra_groups_for_head_shards(n_groups, tp)
     conv_dim = intermediate_size + 2 * groups * state_size
-    conv = (conv_kernel - 1 + num_spec, divide(conv_dim, tp))
-    temporal = (divide(num_heads, tp), head_dim, state_size)
+    conv = StateShape({"conv_width": conv_kernel - 1 + num_spec, "conv_dim": divide(conv_dim, tp)})
+    temporal = StateShape({"heads": divide(num_heads, tp), "head_dim": head_dim, "state_size": state_size},
+                          groups=max(groups // tp, 1))
     return conv, temporal
 
 
 def short_conv_state_shape(tp: int, intermediate_size: int, conv_kernel: int) -> tuple[Shape]:
     """Short convolution (LFM2): one conv state ``(K-1, I/tp)``."""
-    return ((conv_kernel - 1, divide(intermediate_size, tp)),)
+    return (StateShape({"conv_width": conv_kernel - 1, "conv_dim": divide(intermediate_size, tp)}),)
 
 
 def gated_delta_net_state_shape(tp: int, num_k_heads: int, num_v_heads: int, head_k_dim: int,
@@ -102,8 +130,9 @@ def gated_delta_net_state_shape(tp: int, num_k_heads: int, num_v_heads: int, hea
                                 num_spec: int = 0) -> tuple[Shape, Shape]:
     """Gated delta net: conv ``(K-1+spec, (2*dk*nk + dv*nv)/tp)``, temporal ``(nv/tp, dv, dk)``."""
     conv_dim = 2 * head_k_dim * num_k_heads + head_v_dim * num_v_heads
-    conv = (conv_kernel - 1 + num_spec, divide(conv_dim, tp))
-    temporal = (divide(num_v_heads, tp), head_v_dim, head_k_dim)
+    conv = StateShape({"conv_width": conv_kernel - 1 + num_spec, "conv_dim": divide(conv_dim, tp)})
+    temporal = StateShape({"v_heads": divide(num_v_heads, tp), "head_v_dim": head_v_dim,
+                           "head_k_dim": head_k_dim}, k_heads=max(num_k_heads // tp, 1))
     return conv, temporal
 
 
@@ -117,15 +146,15 @@ def kda_state_shape(tp: int, num_heads: int, head_dim: int, num_k_heads: int | N
     del num_spec
     k_heads = num_heads if num_k_heads is None else num_k_heads
     k_dim = head_dim if head_k_dim is None else head_k_dim
-    q_conv = (conv_kernel - 1, divide(num_heads * head_dim, tp))
-    k_conv = (conv_kernel - 1, divide(k_heads * k_dim, tp))
-    recurrent = (divide(num_heads, tp), head_dim, head_dim)
+    q_conv = StateShape({"conv_width": conv_kernel - 1, "conv_dim": divide(num_heads * head_dim, tp)})
+    k_conv = StateShape({"conv_width": conv_kernel - 1, "conv_dim": divide(k_heads * k_dim, tp)})
+    recurrent = StateShape({"heads": divide(num_heads, tp), "head_dim": head_dim, "head_dim_v": head_dim})
     return q_conv, k_conv, k_conv, recurrent
 
 
 def linear_attention_state_shape(num_heads: int, tp: int, head_dim: int) -> tuple[Shape]:
     """Lightning attention (MiniMax, Bailing): ``(heads // tp, D, D)``, floor division, no check."""
-    return ((num_heads // tp, head_dim, head_dim),)
+    return (StateShape({"heads": num_heads // tp, "head_dim": head_dim, "head_dim_v": head_dim}),)
 
 
 # --------------------------------------------------------------------------------------
@@ -400,7 +429,7 @@ def state_shapes(info: ArchInfo, hf_config: Any, hf_text_config: Any, tp: int,
     cfg, path = state_config(info, hf_config, hf_text_config)
     reader = _Reader(cfg, path, info.name, _KIND_WORDS[info.state_kind])
     spec = num_spec if info.num_spec_source != "none" else 0
-    return tuple(tuple(s) for s in _RECIPES[info.state_recipe](reader, tp, spec))
+    return tuple(_RECIPES[info.state_recipe](reader, tp, spec))
 
 
 def state_dtypes(info: ArchInfo, model_dtype: str, mamba_cache_dtype: str,

@@ -12,7 +12,7 @@ from sqlalchemy import select, text
 
 from enginecfg.store import AuditStore
 from enginecfg.store import checkpoint as cp
-from enginecfg.store._synthetic import emit_run
+from enginecfg.testing import emit_run
 from enginecfg.store.hashing import CHILD_ORDER, layout, run_hash
 from enginecfg.store.models import Base, ChainHead, Run
 

@@ -15,7 +15,7 @@ from support import kill_at_marker
 from sqlalchemy import func, select
 
 from enginecfg.store import AuditStore
-from enginecfg.store._synthetic import emit_run, write_runs
+from enginecfg.testing import emit_run, write_runs
 from enginecfg.store.models import ChainHead, Run
 
 WRITERS, RUNS_EACH = 8, 200
@@ -48,7 +48,7 @@ _CHILD = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     from enginecfg.store import AuditStore
-    from enginecfg.store._synthetic import emit_run
+    from enginecfg.testing import emit_run
 
     url, marker, mode = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
     store = AuditStore(url).attach()

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import text
 
 from enginecfg.store import engine as eng
-from enginecfg.store._synthetic import emit_run
+from enginecfg.testing import emit_run
 from enginecfg.store.hashing import LAYOUT_STEPS, UnknownLayoutError, current_layout, layout
 
 from .conftest import drop_triggers
@@ -71,7 +71,7 @@ _FUTURE = textwrap.dedent("""
     from enginecfg.store import AuditStore, hashing
     from enginecfg.store.models import Run
     from enginecfg.store.recorder import AuditStore as Recorder
-    from enginecfg.store._synthetic import emit_run
+    from enginecfg.testing import emit_run
 
     url = sys.argv[1]
     store = AuditStore(url).attach()

@@ -11,7 +11,7 @@ import pytest
 
 from enginecfg.pipeline.errors import InvalidInputError
 from enginecfg.store import AmbiguousRunError, UnknownRunError
-from enginecfg.store._synthetic import emit_run
+from enginecfg.testing import emit_run
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from sqlalchemy.exc import DBAPIError
 
 from enginecfg.pipeline import events
 from enginecfg.store import AuditStore
-from enginecfg.store._synthetic import emit_run
+from enginecfg.testing import emit_run
 from enginecfg.store.models import Change, Message, Run, StageExecution, ValidationCheck
 
 

@@ -8,7 +8,7 @@ import json
 import pytest
 from sqlalchemy import select, text
 
-from enginecfg.store._synthetic import emit_run
+from enginecfg.testing import emit_run
 from enginecfg.store.hashing import run_hash
 from enginecfg.store.models import Run
 

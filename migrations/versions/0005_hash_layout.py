@@ -5,8 +5,8 @@ that a later revision can add a hashed column without breaking the verification 
 recorded before it; every run recorded before this revision used layout 1.
 ``chain_head.store_id`` is a random identity drawn here, which signed checkpoints name.
 
-Revision ID: 0003
-Revises: 0002
+Revision ID: 0005_hash_layout
+Revises: 0003_sources
 Create Date: 2025-12-03
 """
 from __future__ import annotations
@@ -16,8 +16,8 @@ import uuid
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0003"
-down_revision = "0002"
+revision = "0005_hash_layout"
+down_revision = "0003_sources"
 branch_labels = None
 depends_on = None
 
@@ -34,7 +34,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     # Runs recorded with a layout above 1 would no longer verify below this revision; the
-    # layouts of revision 0003 itself are all 1.
+    # layouts of this revision itself are all 1.
     if op.get_bind().dialect.name == "sqlite":
         # native DROP COLUMN keeps the tables (and their triggers) instead of copying them
         op.execute("ALTER TABLE runs DROP COLUMN hash_layout")

@@ -1,4 +1,5 @@
-"""Synthetic runs published on the signal bus, for the store's tests and benchmark.
+"""Synthetic runs published on the signal bus, for store tests and benchmarks (see
+:mod:`enginecfg.testing`, which re-exports them).
 
 They follow the pipeline's contract (run_started, per stage stage_started /
 config_changed / warning_issued / validation_checked / stage_finished, then run_finished or
@@ -10,13 +11,12 @@ the ``spawn`` start method can run :func:`write_runs` in a child.
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import time
 import uuid
 from typing import Any, Callable
 
 from enginecfg.pipeline import events
+from enginecfg.pipeline.canonical import fingerprint
 
 __all__ = ["base_config", "emit_run", "write_runs"]
 
@@ -39,10 +39,6 @@ def base_config(block_size: int | None = None) -> dict[str, Any]:
         "pooler_config": None,
         "hf_config": {"is_causal": True, "patch_size": None, "llm_config": None},
     }
-
-
-def _fp(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _set(cfg: dict[str, Any], field: str, value: Any) -> Any:
@@ -71,7 +67,7 @@ def emit_run(*, run_id: str | None = None, model: str = "/models/Qwen3-Next-80B-
     events.run_started.send(run_id, event=events.RunStarted(
         run_id=run_id, started_at=time.time(), model=model, architecture=architecture,
         engine_args=engine_args, input_config=input_config,
-        input_fingerprint=_fp(input_config), stages=_STAGES))
+        input_fingerprint=fingerprint(input_config), stages=_STAGES))
     seq = msg_seq = 0
     plan: dict[str, list[tuple[str, Any, str, str]]] = {
         "defaults": [("scheduler_config.enable_chunked_prefill", True,
@@ -134,7 +130,7 @@ def emit_run(*, run_id: str | None = None, model: str = "/models/Qwen3-Next-80B-
             error="mamba_block_size needs prefix caching" if failing else None))
     doc = {"status": fail or "resolved", "run_id": run_id, "model": model,
            "engine_args": engine_args, "config": cfg, "changes": [], "messages": [],
-           "pages": None, "error": None, "fingerprint": _fp(cfg)}
+           "pages": None, "error": None, "fingerprint": fingerprint(cfg)}
     if fail:
         err = {"type": "ConfigRejectedError" if fail == "rejected" else "InvalidInputError",
                "message": "--mamba-block-size is only supported with prefix caching enabled",
