@@ -41,7 +41,7 @@ from typing import Any
 from enginecfg.pipeline.canonical import canonical_json
 from enginecfg.pipeline.errors import InvalidInputError
 
-__all__ = ["snapshot_for", "snapshots_for", "cache_dir", "transformers_version", "clear_memory",
+__all__ = ["snapshot_for", "snapshots_for", "missing", "start_worker", "remember_bytes", "cache_dir", "transformers_version", "clear_memory",
            "layout_version", "worker_pid", "shutdown_worker", "TIMEOUT_ENV"]
 
 TIMEOUT_ENV = "ENGINECFG_HF_TIMEOUT"
@@ -374,6 +374,37 @@ def snapshots_for(config_dicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
             _memory[key] = snap
             _disk_put(key, snap)
     return [_memory[k] for k in keys]
+
+
+def missing(config_dicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The configs among *config_dicts* whose snapshot is neither in memory nor on disk."""
+    out = []
+    for d in config_dicts:
+        key = _key(_canonical(d))
+        if key in _memory:
+            continue
+        snap = _disk_get(key)
+        if snap is None:
+            out.append(d)
+        else:
+            _memory[key] = snap
+    return out
+
+
+def start_worker() -> None:
+    """Start the worker now without waiting for it (its transformers import overlaps whatever
+    the caller does next); a no-op when it runs already or snapshots are built in process."""
+    if _in_process():
+        return
+    with _worker.lock:
+        _worker.ensure()
+
+
+def remember_bytes(raw: bytes, snap: dict[str, Any]) -> None:
+    """Make *snap* the answer for a config file holding exactly *raw*."""
+    if len(_by_bytes) > 4096:
+        _by_bytes.clear()
+    _by_bytes[hashlib.blake2b(raw, digest_size=20).digest()] = snap
 
 
 def snapshot_for(config_dict: dict[str, Any]) -> dict[str, Any]:

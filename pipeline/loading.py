@@ -23,11 +23,13 @@ from enginecfg.pipeline.config import (
     CacheConfig, EngineConfig, ModelConfig, ParallelConfig, PoolerConfig, SchedulerConfig,
 )
 from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
+from enginecfg.pipeline import hfcache
 from enginecfg.pipeline.hfcache import snapshot_for, snapshot_for_bytes
 from enginecfg.pipeline.hfsnapshot import snapshot_of
 from enginecfg.pipeline.hfview import HFConfigView
 
-__all__ = ["load_pretrained", "load_hf_config", "ENGINE_ARGS", "parse_engine_args"]
+__all__ = ["load_pretrained", "load_pretrained_many", "prefetch_pretrained", "load_hf_config", "ENGINE_ARGS",
+           "parse_engine_args"]
 
 # -- engine arguments (vLLM EngineArgs names) ------------------------------------------------
 
@@ -175,6 +177,48 @@ def load_pretrained(path: Any, engine_args: dict[str, Any]) -> EngineConfig:
         return parsed[0]
     snap = snapshot_for_bytes(raw, parse)
     return _build(str(path), parsed[0] if parsed else None, snap, engine_args, args)
+
+
+def _readable_configs(paths: list[Any]) -> list[tuple[bytes, dict[str, Any]]]:
+    """(bytes, parsed dict) of every path that loads; the others fail later, in their turn."""
+    out = []
+    for path in paths:
+        try:
+            file = _config_file(path)
+            raw = _read_bytes(file)
+            out.append((raw, _parse_config(file, raw)))
+        except InvalidInputError:
+            continue
+    return out
+
+
+def prefetch_pretrained(paths: list[Any], *, wait: bool = True) -> int:
+    """Obtain the snapshots of every readable config among *paths* in one worker request.
+
+    Afterwards ``load_pretrained`` of any of them finds its snapshot in memory.  With
+    ``wait=False`` only the worker is started (if a snapshot is missing), so that its
+    transformers import runs while the caller does something else.  Returns how many
+    snapshots were missing from both caches.
+    """
+    configs = _readable_configs(paths)
+    todo = hfcache.missing([d for _, d in configs])
+    if not wait:
+        if todo:
+            hfcache.start_worker()
+        return len(todo)
+    for (raw, _), snap in zip(configs, hfcache.snapshots_for([d for _, d in configs])):
+        hfcache.remember_bytes(raw, snap)
+    return len(todo)
+
+
+def load_pretrained_many(paths: Any, engine_args: dict[str, Any]) -> list[EngineConfig]:
+    """``load_pretrained`` of each path, in order, their snapshots fetched in one request."""
+    if isinstance(paths, (str, bytes, os.PathLike)) or not hasattr(paths, "__iter__"):
+        raise InvalidInputError.for_value("paths", paths, "a list of model folders or config.json files")
+    paths = list(paths)
+    parse_engine_args(engine_args)  # bad engine arguments fail before any work
+    prefetch_pretrained(paths)
+    return [load_pretrained(p, engine_args) for p in paths]
 
 
 def _json_copy(config: dict[str, Any]) -> dict[str, Any]:

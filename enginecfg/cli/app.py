@@ -1,10 +1,13 @@
 """The ``enginecfg`` command line.
 
-``enginecfg run PATH [engine flags]`` resolves a config and prints what changed, by which
-stage and why (``--json``: the run document); ``enginecfg stages`` lists the stages; the
+``enginecfg run PATH [PATH ...] [engine flags]`` resolves configs and prints what changed,
+by which stage and why (``--json``: the run document; for several paths, one document per
+line, in the order given); several paths share one pipeline, one audit store and one
+transformers request for the snapshots they miss; ``enginecfg stages`` lists the stages; the
 audit commands (``runs``, ``show``, ``history``, ``why``, ``diff``, ``export``, ``db``,
 ``audit verify``) come from :mod:`enginecfg.cli.audit`.  Engine flags are vLLM's
-spellings.  Exit codes: 0 resolved, 1 rejected by a verification step, 2 bad input.
+spellings.  Exit codes: 0 resolved, 1 rejected by a verification step, 2 bad input (for several
+paths: the highest of theirs).
 Errors are one line on stderr, never a traceback (unless ``--traceback``).
 """
 
@@ -82,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     run = sub.add_parser("run", help="resolve a model config and show what changed and why")
-    run.add_argument("path", help="a model folder holding config.json, or a config.json file")
+    run.add_argument("paths", nargs="+", metavar="PATH",
+                     help="a model folder holding config.json, or a config.json file (several: each is run)")
     _add_engine_flags(run)
     _add_pipeline_flags(run)
     run.add_argument("--json", action="store_true", help="print the run document as JSON")
@@ -126,9 +130,15 @@ def _error_line(exc: EngineCfgError) -> str:
 
 
 def _cmd_run(ns: argparse.Namespace) -> int:
-    from enginecfg.pipeline.run import Pipeline
+    from enginecfg.pipeline.loading import prefetch_pretrained
 
     args = _engine_args(ns)
+    # a config not cached yet needs the transformers worker: start it now, so that its
+    # import runs while this process opens the audit store and builds the pipeline
+    try:
+        prefetch_pretrained(ns.paths, wait=False)
+    except EngineCfgError:
+        pass  # the run itself reports it (and records it as a failed run)
     store = None
     if not ns.no_audit:
         try:
@@ -144,9 +154,24 @@ def _cmd_run(ns: argparse.Namespace) -> int:
     except EngineCfgError as exc:
         sys.stderr.write(_error_line(exc) + "\n")
         return exc.exit_code
+    many = len(ns.paths) > 1
     code = 0
     try:
-        result = pipeline.resolve(ns.path, **args)
+        if many:
+            prefetch_pretrained(ns.paths)  # every missing snapshot in one request
+        for path in ns.paths:
+            code = max(code, _run_one(ns, pipeline, store, path, args, many))
+    finally:
+        if store is not None:
+            store.detach()
+    return code
+
+
+def _run_one(ns: argparse.Namespace, pipeline, store, path: str, args: dict[str, Any], many: bool) -> int:
+    code = 0
+    failed_before = store.write_failed if store is not None else 0
+    try:
+        result = pipeline.resolve(path, **args)
         doc = result.to_dict()
     except EngineCfgError as exc:
         doc = getattr(exc, "document", None) or {"status": exc.status, "error": exc.to_dict()}
@@ -157,19 +182,19 @@ def _cmd_run(ns: argparse.Namespace) -> int:
             traceback.print_exception(exc)
         code = exc.exit_code
         result = None
-    finally:
-        if store is not None:
-            store.detach()
-    if store is not None and store.record_error:
-        sys.stderr.write(f"enginecfg: audit record NOT written: {store.record_error}\n")
+    record_error = None
+    if store is not None and store.write_failed > failed_before:
+        record_error = store.record_error
+        sys.stderr.write(f"enginecfg: audit record NOT written: {record_error}\n")
         if not ns.audit_best_effort and code == 0:
             code = 2
     if ns.json:
-        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+        text = json.dumps(doc, default=str) if many else json.dumps(doc, indent=2, default=str)
+        sys.stdout.write(text + "\n")
     elif result is not None:
         from enginecfg.cli.report import print_run
 
-        print_run(result, recorded=store is not None and not store.record_error)
+        print_run(result, recorded=store is not None and record_error is None)
     elif doc.get("run_id"):
         sys.stdout.write(f"run {doc['run_id']}: {doc['status']}\n")
     return code
