@@ -26,6 +26,7 @@ read-only file, disk full) is logged, kept in :attr:`AuditStore.last_error` /
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
@@ -406,7 +407,7 @@ class AuditStore:
         child_params = {t: st.params(t, children[t]) for t in _CHILD_ORDER if children.get(t)}
         for attempt in range(_WRITE_ATTEMPTS):
             try:
-                with self._write_lock, engine.connect() as conn:
+                with engine.connect() as conn, self._write_lock:  # connect outside the lock
                     self._write_once(conn, st, run_row, child_hashes, child_params)
                 return
             except Exception as exc:
@@ -423,19 +424,28 @@ class AuditStore:
         try:
             if st.sqlite:
                 cur.execute("BEGIN IMMEDIATE")
+            else:
+                # the chain head's row lock lasts until COMMIT returns: not waiting there for
+                # the WAL flush keeps it short; durability is waited for below, unlocked
+                cur.execute("SET LOCAL synchronous_commit TO off")
             cur.execute(st.select_head)
             position, head_hash = cur.fetchone()
             row = dict(run_row, chain_pos=position + 1, prev_hash=head_hash, recorded_at=time.time())
             row["row_hash"] = run_hash(row, child_hashes)
-            cur.execute(st.inserts["runs"][0], st.params("runs", [row])[0])
-            for table, params in child_params.items():
-                cur.executemany(st.inserts[table][0], params)
-            cur.execute(st.update_head, (row["chain_pos"], row["row_hash"]))
+            with (contextlib.nullcontext() if st.sqlite else raw.pipeline()):
+                cur.execute(st.inserts["runs"][0], st.params("runs", [row])[0])
+                for table, params in child_params.items():
+                    cur.executemany(st.inserts[table][0], params)
+                cur.execute(st.update_head, (row["chain_pos"], row["row_hash"]))
             if self._before_commit is not None:
                 self._before_commit(conn)
             if st.sqlite:
                 cur.execute("COMMIT")
             else:
+                raw.commit()
+                # a transaction with an id, committed synchronously: it returns once the WAL
+                # is flushed past it, hence past this run (writers share those flushes)
+                cur.execute("SELECT txid_current()")
                 raw.commit()
         except BaseException:
             try:
