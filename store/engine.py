@@ -18,16 +18,13 @@ UPDATE``).
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import platformdirs
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
 
@@ -192,8 +189,10 @@ def write_lock(engine: Engine) -> WriteLock:
     return WriteLock(path)
 
 
-def alembic_config(url: str | URL | None = None) -> Config:
+def alembic_config(url: str | URL | None = None):
     """An Alembic config whose scripts are the installed ``enginecfg.migrations`` package."""
+    from alembic.config import Config
+
     from enginecfg import migrations
 
     cfg = Config()
@@ -206,13 +205,63 @@ def alembic_config(url: str | URL | None = None) -> Config:
 
 
 def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
 def current_revision(engine: Engine) -> str | None:
     """The revision the database is at (None: no audit schema yet)."""
+    from alembic.runtime.migration import MigrationContext
+
     with engine.connect() as conn:
         return MigrationContext.configure(conn).get_current_revision()
+
+
+_REVISION = re.compile(r"^revision\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]\s*$", re.M)
+_DOWN = re.compile(r"^down_revision\s*(?::[^=]*)?=\s*(.+?)\s*$", re.M)
+_fast_head: str | None = None
+
+
+def _head_from_files() -> str | None:
+    """The single head of the migration scripts, read without importing Alembic (None when
+    the scripts are not laid out simply enough to tell: then Alembic decides)."""
+    global _fast_head
+    if _fast_head is not None:
+        return _fast_head
+    from enginecfg import migrations
+
+    revisions: set[str] = set()
+    referenced: set[str] = set()
+    for f in (Path(migrations.__file__).resolve().parent / "versions").glob("*.py"):
+        src = f.read_text()
+        rev, down = _REVISION.findall(src), _DOWN.findall(src)
+        if not rev and not down:
+            continue  # __init__.py and helpers
+        if len(rev) != 1 or len(down) != 1:
+            return None
+        revisions.add(rev[0])
+        referenced.update(re.findall(r"['\"]([^'\"]+)['\"]", down[0]))
+    heads = revisions - referenced
+    if len(heads) != 1 or not referenced <= revisions:
+        return None
+    _fast_head = heads.pop()
+    return _fast_head
+
+
+def schema_is_current(engine: Engine) -> bool:
+    """True when the database is known to be at the head revision, found with one query and
+    without importing Alembic (what every recording process asks first).  False means
+    "not known": the caller asks Alembic."""
+    head = _head_from_files()
+    if head is None:
+        return False
+    try:
+        with engine.connect() as conn:
+            rows = conn.exec_driver_sql("SELECT version_num FROM alembic_version").all()
+    except Exception:  # no table yet, or unreachable: Alembic's path reports it properly
+        return False
+    return [r[0] for r in rows] == [head]
 
 
 def _run_locked(engine: Engine, fn) -> None:
@@ -226,9 +275,13 @@ def _run_locked(engine: Engine, fn) -> None:
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Upgrade the schema, under the write lock so that concurrent callers migrate once."""
+    from alembic import command
+
     _run_locked(engine, lambda cfg: command.upgrade(cfg, revision))
 
 
 def downgrade(engine: Engine, revision: str) -> None:
     """Downgrade the schema to ``revision`` (``base`` drops every audit table)."""
+    from alembic import command
+
     _run_locked(engine, lambda cfg: command.downgrade(cfg, revision))

@@ -200,7 +200,7 @@ class AuditStore:
             if self._engine is None:
                 self._engine = _eng.make_engine(self.url)
             if not self._ready:
-                if (self._auto_upgrade
+                if (self._auto_upgrade and not _eng.schema_is_current(self._engine)
                         and _eng.current_revision(self._engine) != _eng.head_revision()):
                     _eng.upgrade(self._engine)
                 self._ready = True
