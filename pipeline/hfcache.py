@@ -135,8 +135,10 @@ def _disk_put(key: str, snap: dict[str, Any]) -> None:
         d.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
         try:
+            body = canonical_json(snap)  # encoded once: written, and digested
+            digest = hashlib.sha256(body.encode()).hexdigest()
             with os.fdopen(fd, "w") as fh:
-                json.dump({"key": key, "sha256": _digest(snap), "snapshot": snap}, fh)
+                fh.write(f'{{"key":"{key}","sha256":"{digest}","snapshot":{body}}}')
             os.replace(tmp, d / f"{key}.json")
         except BaseException:
             try:
@@ -219,7 +221,9 @@ class _Worker:
             self.stop()
             self._start()
 
-    def stop(self, grace_s: float = 2.0) -> None:
+    def stop(self, grace_s: float = 0.2) -> None:
+        """Close its stdin (it exits at once when idle); kill it if it is still busy (say,
+        importing transformers) after *grace_s*: it holds nothing worth waiting for."""
         proc, self.proc = self.proc, None
         if proc is None or self.owner != os.getpid():
             return

@@ -141,6 +141,9 @@ class _Statements:
                    f"VALUES ({', '.join([mark] * len(cols))})")
             procs = [(c.name, c.type.dialect_impl(dialect).bind_processor(dialect)) for c in cols]
             self.inserts[name] = (sql, procs)
+        #: the chain fields' places in the run INSERT, with their (cheap, scalar) encoders
+        self.chain_slots = [(name, i, proc) for i, (name, proc) in enumerate(self.inserts["runs"][1])
+                            if name in ("chain_pos", "prev_hash", "recorded_at", "row_hash")]
         head = q(ChainHead.__table__.name)
         lock = "" if self.sqlite else " FOR UPDATE"
         self.select_head = f"SELECT position, head_hash FROM {head} WHERE id = 1{lock}"
@@ -405,10 +408,13 @@ class AuditStore:
         st = self._statements
         child_hashes = {t: [r["row_hash"] for r in rows] for t, rows in children.items()}
         child_params = {t: st.params(t, children[t]) for t in _CHILD_ORDER if children.get(t)}
+        # the run's values encoded now, outside the lock; the chain fields are filled in there
+        run_params = list(st.params("runs", [dict(run_row, chain_pos=None, prev_hash=None, recorded_at=None,
+                                                  row_hash=None)])[0])
         for attempt in range(_WRITE_ATTEMPTS):
             try:
                 with engine.connect() as conn, self._write_lock:  # connect outside the lock
-                    self._write_once(conn, st, run_row, child_hashes, child_params)
+                    self._write_once(conn, st, run_row, run_params, child_hashes, child_params)
                 return
             except Exception as exc:
                 if attempt + 1 < _WRITE_ATTEMPTS and _is_transient(exc):
@@ -416,7 +422,7 @@ class AuditStore:
                     continue
                 raise
 
-    def _write_once(self, conn: Connection, st: _Statements, run_row: dict[str, Any],
+    def _write_once(self, conn: Connection, st: _Statements, run_row: dict[str, Any], run_params: list,
                     child_hashes: dict[str, list[str]], child_params: dict[str, list[tuple]]) -> None:
         """One transaction on the driver connection: head, run, children, head, commit."""
         raw = conn.connection.driver_connection
@@ -433,7 +439,9 @@ class AuditStore:
             row = dict(run_row, chain_pos=position + 1, prev_hash=head_hash, recorded_at=time.time())
             row["row_hash"] = run_hash(row, child_hashes)
             with (contextlib.nullcontext() if st.sqlite else raw.pipeline()):
-                cur.execute(st.inserts["runs"][0], st.params("runs", [row])[0])
+                for name, i, proc in st.chain_slots:
+                    run_params[i] = row[name] if proc is None else proc(row[name])
+                cur.execute(st.inserts["runs"][0], tuple(run_params))
                 for table, params in child_params.items():
                     cur.executemany(st.inserts[table][0], params)
                 cur.execute(st.update_head, (row["chain_pos"], row["row_hash"]))
