@@ -74,6 +74,5 @@ def run_stage(stage: Stage | type[Stage], config: Any, *, gpu_validation: str = 
     cfg = config if isinstance(config, EngineConfig) else EngineConfig.from_pretrained(config, **engine_args)
     stages = [st for st in builtin_stages() if st.name != stage.name] + [stage]
     ordered = order_stages(stages)
-    upto = [st for st in ordered[: ordered.index(stage) + 1]]
-    options = {"gpu_validation": gpu_validation} if any(st.name == "gpu-validation" for st in upto) else {}
-    return Pipeline(stages=upto, **options).run(cfg)
+    upto = [st.name for st in ordered[: ordered.index(stage) + 1]]
+    return Pipeline(stages=stages, only=upto, gpu_validation=gpu_validation).run(cfg)

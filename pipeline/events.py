@@ -89,6 +89,7 @@ class ConfigChanged:
     reason: str
     level: str = "INFO"               # "INFO" | "WARNING"
     via: str = "context"              # "context" (ctx.set) | "direct" (found by snapshot diff)
+    explanation: str | None = None    # the rule and numbers behind the new value, in words
 
 
 @_frozen

@@ -36,7 +36,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from enginecfg.pipeline.canonical import canonical_json
 from enginecfg.pipeline.errors import InvalidInputError
@@ -357,6 +357,11 @@ def _in_process() -> bool:
     return "transformers" in sys.modules
 
 
+#: called with one line of text before a slow step (building snapshots in a transformers
+#: worker); the CLI sets it to show progress on stderr, the library leaves it None
+progress: Callable[[str], None] | None = None
+
+
 def snapshots_for(config_dicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Snapshots for many configs, building the missing ones in one batch."""
     keys = [_key(_canonical(d)) for d in config_dicts]
@@ -373,6 +378,9 @@ def snapshots_for(config_dicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out.append(snap)
     if missing:
         items = [{"config": d} for d in missing.values()]
+        if progress is not None and not _in_process():
+            progress(f"reading {len(items)} model config(s) with transformers {transformers_version()} "
+                     f"(first time for this content; cached afterwards)")
         built = _build_in_process(items) if _in_process() else _build_in_worker(items)
         for key, snap in zip(missing, built):
             _memory[key] = snap

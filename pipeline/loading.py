@@ -19,9 +19,11 @@ from typing import Any
 
 from enginecfg.pipeline.models import architectures, derive, mamba_state
 from enginecfg.pipeline.config import (
-    ATTENTION_BACKENDS, CACHE_DTYPES, MAMBA_CACHE_MODES, MAMBA_DTYPES, AttentionConfig,
-    CacheConfig, EngineConfig, ModelConfig, ParallelConfig, PoolerConfig, SchedulerConfig,
+    ATTENTION_BACKENDS, AttentionConfig, CacheConfig, EngineConfig, ModelConfig, ParallelConfig,
+    PoolerConfig, SchedulerConfig,
 )
+from enginecfg.pipeline.engine_args import BOOL, ENGINE_ARGS, INT, STR
+from enginecfg.pipeline.suggest import did_you_mean
 from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
 from enginecfg.pipeline import hfcache
 from enginecfg.pipeline.hfcache import snapshot_for, snapshot_for_bytes
@@ -31,32 +33,13 @@ from enginecfg.pipeline.hfview import HFConfigView
 __all__ = ["load_pretrained", "load_pretrained_many", "prefetch_pretrained", "load_hf_config", "ENGINE_ARGS",
            "parse_engine_args"]
 
-# -- engine arguments (vLLM EngineArgs names) ------------------------------------------------
+# -- engine arguments (vLLM EngineArgs names; the table is :mod:`.engine_args`) -------------
 
-_INT, _BOOL, _STR = "int", "bool", "str"
-
-#: name -> (kind, allowed choices or None, may be None, CLI flag)
-ENGINE_ARGS: dict[str, tuple[str, tuple | None, bool, str]] = {
-    "block_size": (_INT, None, True, "--block-size"),
-    "kv_cache_dtype": (_STR, CACHE_DTYPES, False, "--kv-cache-dtype"),
-    "enable_prefix_caching": (_BOOL, None, True, "--enable-prefix-caching"),
-    "enable_chunked_prefill": (_BOOL, None, True, "--enable-chunked-prefill"),
-    "mamba_cache_mode": (_STR, MAMBA_CACHE_MODES, False, "--mamba-cache-mode"),
-    "mamba_block_size": (_INT, None, True, "--mamba-block-size"),
-    "mamba_ssm_cache_dtype": (_STR, MAMBA_DTYPES, False, "--mamba-ssm-cache-dtype"),
-    "mamba_cache_dtype": (_STR, MAMBA_DTYPES, False, "--mamba-cache-dtype"),
-    "calculate_kv_scales": (_BOOL, None, False, "--calculate-kv-scales"),
-    "attention_backend": (_STR, None, True, "--attention-backend"),
-    "tensor_parallel_size": (_INT, None, False, "-tp/--tensor-parallel-size"),
-    "pipeline_parallel_size": (_INT, None, False, "-pp/--pipeline-parallel-size"),
-    "max_model_len": (_INT, None, True, "--max-model-len"),
-    "dtype": (_STR, ("auto", "half", "float16", "bfloat16", "float", "float32"), False, "--dtype"),
-    "max_num_batched_tokens": (_INT, None, True, "--max-num-batched-tokens"),
-}
+_INT, _BOOL, _STR = INT, BOOL, STR
 
 
 def _bad(name: str, value: Any, allowed: str) -> InvalidInputError:
-    flag = ENGINE_ARGS[name][3]
+    flag = ENGINE_ARGS[name].flag
     return InvalidInputError(f"invalid {name} ({flag}): got {value!r}; allowed: {allowed}", field=name)
 
 
@@ -66,8 +49,10 @@ def parse_engine_args(engine_args: dict[str, Any]) -> dict[str, Any]:
     for name, value in engine_args.items():
         if name not in ENGINE_ARGS:
             raise InvalidInputError(
-                f"unknown engine argument {name!r}; known: {', '.join(sorted(ENGINE_ARGS))}", field=name)
-        kind, choices, nullable, _ = ENGINE_ARGS[name]
+                f"unknown engine argument {name!r}{did_you_mean(str(name), ENGINE_ARGS)}; known: "
+                f"{', '.join(sorted(ENGINE_ARGS))}", field=name)
+        arg = ENGINE_ARGS[name]
+        kind, choices, nullable = arg.kind, arg.choices, arg.nullable
         if value is None:
             if not nullable:
                 raise _bad(name, value, "a value (None is not allowed)")

@@ -36,10 +36,13 @@ class Change:
     reason: str
     level: str = "INFO"
     via: str = "context"
+    #: the rule and the numbers behind the new value, in words (None: the reason says it all)
+    explanation: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"seq": self.seq, "stage": self.stage, "field": self.field, "old": _jsonable(self.old),
-                "new": _jsonable(self.new), "reason": self.reason, "level": self.level, "via": self.via}
+                "new": _jsonable(self.new), "reason": self.reason, "level": self.level, "via": self.via,
+                "explanation": self.explanation}
 
 
 @attrs.frozen
@@ -148,13 +151,13 @@ class _Run:
         raise InvalidInputError(f"{dotted} is not a config field", field=dotted)
 
     def record_change(self, stage: Stage, field: str, old: Any, new: Any, reason: str, level: str,
-                      via: str) -> None:
+                      via: str, explanation: str | None = None) -> None:
         change = Change(len(self.changes) + 1, stage.name, field, copy.deepcopy(old), copy.deepcopy(new),
-                        reason, level, via)
+                        reason, level, via, explanation)
         self.changes.append(change)
         events.config_changed.send(self.run_id, event=events.ConfigChanged(
             run_id=self.run_id, seq=change.seq, stage=change.stage, field=field, old=_jsonable(old),
-            new=_jsonable(new), reason=reason, level=level, via=via))
+            new=_jsonable(new), reason=reason, level=level, via=via, explanation=explanation))
 
     def record_message(self, stage: Stage, level: str, message: str) -> None:
         self.messages.append(Message(stage.name, level, message))
@@ -225,7 +228,11 @@ class Pipeline:
         only_set = set(only) if only is not None else None
         for name in sorted(disable | (only_set or set())):
             if name not in names:
-                raise InvalidInputError.for_value("stage", name, ", ".join(st.name for st in ordered))
+                from enginecfg.pipeline.suggest import did_you_mean
+
+                raise InvalidInputError(
+                    f"invalid stage: got {name!r}{did_you_mean(name, names)}; allowed: "
+                    + ", ".join(st.name for st in ordered), field="stage")
         self.stages: list[Stage] = [
             st for st in ordered
             if st.name not in disable and (only_set is None or st.name in only_set)

@@ -106,13 +106,15 @@ class StageContext:
         return self._run.run_id
 
     def set(self, section: str, field: str, value: Any, *, reason: str, level: str = "INFO",
-            log: bool = False) -> bool:
+            log: bool = False, explanation: str | None = None) -> bool:
         """Set ``section.field`` to *value* because of *reason*; returns whether it changed.
 
         ``section`` is a config section (``"cache_config"``) or ``"hf_config"``, where *field*
         may be a dotted path into a sub-config (``"llm_config.is_causal"``).  Setting a field
         to the value it already has records no change.  ``log=True`` also issues *reason* as a
-        message at *level* (for changes that vLLM announces with a log line).
+        message at *level* (for changes that vLLM announces with a log line).  *explanation*
+        says, in words, the rule and the numbers that gave *value* (where *reason* is vLLM's
+        terse log line); it is stored with the change and shown by ``why`` and ``show``.
         """
         if level not in LEVELS:
             raise InvalidInputError.for_value("level", level, ", ".join(LEVELS))
@@ -129,7 +131,8 @@ class StageContext:
         changed = not (old == value and type(old) is type(value))
         if changed:
             self.set_fields[path] = copy.deepcopy(value)
-            self._run.record_change(self._stage, path, old, value, reason, level, via="context")
+            self._run.record_change(self._stage, path, old, value, reason, level, via="context",
+                                   explanation=explanation)
         if log:
             self._run.record_message(self._stage, level, reason)
         return changed

@@ -50,6 +50,16 @@ def chunked_prefill_supported(cfg) -> bool:
     return kind != "encoder_decoder"
 
 
+def _what(cfg, kind: str) -> str:
+    """'a hybrid generate model', 'a decoder pooling model pooling MEAN / ALL'."""
+    pc = cfg.pooler_config
+    pooling = (f" (sequence pooling {pc.seq_pooling_type}, token pooling {pc.tok_pooling_type})"
+               if pc is not None else "")
+    what = kind.replace("_", "-")
+    article = "an" if what[0] in "aeiou" else "a"
+    return f"{article} {what} {cfg.model_config.runner_type} model{pooling}"
+
+
 class EngineDefaultsStage(Stage):
     name = "engine-defaults"
 
@@ -62,9 +72,17 @@ class EngineDefaultsStage(Stage):
             on = chunked_prefill_supported(cfg)
             ctx.set("scheduler_config", "enable_chunked_prefill", on,
                     reason=f"default: chunked prefill is {'on' if on else 'off'} for a {kind} "
-                           f"{cfg.model_config.runner_type} model")
+                           f"{cfg.model_config.runner_type} model",
+                    explanation=f"--enable-chunked-prefill was not given. vLLM turns it on unless "
+                                f"the model is encoder-decoder, or a pooling model that is "
+                                f"encoder-only or pools MEAN, CLS or STEP; this one is {_what(cfg, kind)}, "
+                                f"so it is {'on' if on else 'off'}.")
         if cfg.cache_config.enable_prefix_caching is None:
             on = prefix_caching_supported(cfg)
             ctx.set("cache_config", "enable_prefix_caching", on,
                     reason=f"default: prefix caching is {'on' if on else 'off'} for a {kind} "
-                           f"{cfg.model_config.runner_type} model")
+                           f"{cfg.model_config.runner_type} model",
+                    explanation=f"--enable-prefix-caching was not given. vLLM turns it on only for "
+                                f"decoder models (a pooling one must pool LAST or ALL, not MEAN, CLS "
+                                f"or STEP); this one is {_what(cfg, kind)}, so it is "
+                                f"{'on' if on else 'off'}.")

@@ -30,4 +30,8 @@ class Gemma4BackendStage(Stage):
         ctx.set("attention_config", "backend", "TRITON_ATTN", log=True,
                 reason=f"Gemma4 model has heterogeneous head dimensions (head_dim={int(head_dim)}, "
                        f"global_head_dim={int(global_head_dim)}). Forcing TRITON_ATTN backend to prevent "
-                       f"mixed-backend numerical divergence.")
+                       f"mixed-backend numerical divergence.",
+                explanation=f"The sliding-window layers have head_dim {int(head_dim)} and the global "
+                            f"layers {int(global_head_dim)}; the larger, "
+                            f"{int(max(head_dim, global_head_dim))}, is over 256 and no attention "
+                            f"backend was given, so every layer uses TRITON_ATTN.")

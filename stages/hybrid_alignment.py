@@ -38,22 +38,41 @@ class HybridAlignmentStage(Stage):
                 f"attention page size per token is 0 (head_size={mc.head_size}, num_kv_heads="
                 f"{mc.num_kv_heads}): no attention block can hold the Mamba state of {mamba_page} bytes",
                 field="model_config.head_size", vllm_type="ZeroDivisionError")
+        need = cdiv(mamba_page, attn1)  # tokens of attention KV that hold one Mamba state page
+        state = _state_words(facts)
         if cc.mamba_cache_mode == "all":
-            base = ctx.original("cache_config", "mamba_block_size") or mc.mamba_chunk_size
+            given = ctx.original("cache_config", "mamba_block_size")
+            base = given or mc.mamba_chunk_size
+            base_words = "the Mamba block size you gave" if given else "the Mamba chunk size"
             chunk = math.lcm(base, align)
-            attn_block = chunk * cdiv(cdiv(mamba_page, attn1), chunk)
+            attn_block = chunk * cdiv(need, chunk)
+            rule = (f"In 'all' mode the block must be a multiple of lcm({base_words} {base}, the "
+                    f"kernel alignment {align}) = {chunk} tokens. {state} An attention token takes "
+                    f"{attn1:,} bytes, so one page needs ceil({mamba_page:,} / {attn1:,}) = {need:,} "
+                    f"tokens; the smallest multiple of {chunk} that is at least {need:,} is "
+                    f"{attn_block:,} ({cdiv(need, chunk)} x {chunk} = {attn_block:,}).")
             ctx.set("cache_config", "mamba_block_size", attn_block,
                     reason=f"'all' mode: Mamba blocks of {attn_block} tokens, a multiple of "
-                           f"lcm(chunk {base}, alignment {align}) = {chunk} that covers the Mamba page")
+                           f"lcm(chunk {base}, alignment {align}) = {chunk} that covers the Mamba page",
+                    explanation=rule + f" A Mamba block spans those {attn_block:,} tokens.")
         else:
             attn_block = align * cdiv(mamba_page, align * attn1)
+            rule = (f"{state} An attention token takes {attn1:,} bytes, so one page needs "
+                    f"ceil({mamba_page:,} / {attn1:,}) = {need:,} tokens; the smallest multiple of "
+                    f"the kernel alignment {align} that is at least {need:,} is {attn_block:,} "
+                    f"({cdiv(need, align)} x {align} = {attn_block:,}).")
         if cc.block_size < attn_block:
             ctx.set("cache_config", "block_size", attn_block, log=True,
                     reason=f"Setting attention block size to {attn_block} tokens to ensure that attention "
-                           f"page size is >= mamba page size.")
+                           f"page size is >= mamba page size.",
+                    explanation=f"{rule} The block size {cc.block_size} was smaller, so it becomes "
+                                f"{attn_block:,}: {attn_block:,} x {attn1:,} = "
+                                f"{attn_block * attn1:,} bytes per attention page.")
         if cc.mamba_cache_mode == "align":
             ctx.set("cache_config", "mamba_block_size", cc.block_size,
-                    reason=f"'align' mode: the Mamba block size equals the block size ({cc.block_size})")
+                    reason=f"'align' mode: the Mamba block size equals the block size ({cc.block_size})",
+                    explanation=f"In 'align' mode a Mamba block is exactly one attention block: "
+                                f"{cc.block_size:,} tokens.")
         attn_page = cc.block_size * attn1
         if attn_page == mamba_page:
             return
@@ -61,4 +80,16 @@ class HybridAlignmentStage(Stage):
             pct = 100 * (attn_page - mamba_page) / mamba_page
             ctx.set("cache_config", "mamba_page_size_padded", attn_page, log=True,
                     reason=f"Padding mamba page size by {pct:.2f}% to ensure that mamba page size and "
-                           f"attention page size are exactly equal.")
+                           f"attention page size are exactly equal.",
+                    explanation=f"Pages of both kinds share one pool, so they must be the same size. "
+                                f"The attention page is {cc.block_size:,} x {attn1:,} = "
+                                f"{attn_page:,} bytes and the Mamba state page {mamba_page:,} bytes; "
+                                f"the Mamba page is padded by {attn_page:,} - {mamba_page:,} = "
+                                f"{attn_page - mamba_page:,} bytes ({pct:.2f}% of {mamba_page:,}).")
+
+
+def _state_words(facts: dict) -> str:
+    """'One Mamba state page is N bytes (128x64 bfloat16 + ...).'"""
+    parts = " + ".join(f"{'x'.join(map(str, shape))} {dtype}"
+                       for shape, dtype in zip(facts["mamba_state_shapes"], facts["mamba_state_dtypes"]))
+    return f"One Mamba state page is {facts['mamba_page_size']:,} bytes ({parts})."

@@ -28,11 +28,16 @@ class MambaCacheModeStage(Stage):
                 mode = "all" if mc.supports_mamba_prefix_caching else "align"
                 ctx.set("cache_config", "mamba_cache_mode", mode, level="WARNING", log=True,
                         reason=f"Mamba cache mode is set to '{mode}' for {mc.architecture} by default "
-                               f"when prefix caching is enabled")
+                               f"when prefix caching is enabled",
+                        explanation=f"Prefix caching is on and the mode was left at 'none'; "
+                                    f"{mc.architecture} {'supports' if mode == 'all' else 'does not support'} "
+                                    f"Mamba prefix caching, so the mode becomes '{mode}'.")
             if cc.mamba_cache_mode == "all" and not mc.supports_mamba_prefix_caching:
                 ctx.set("cache_config", "mamba_cache_mode", "align", level="WARNING", log=True,
                         reason="Hybrid or mamba-based model detected without support for prefix caching "
-                               "with Mamba cache 'all' mode: falling back to 'align' mode.")
+                               "with Mamba cache 'all' mode: falling back to 'align' mode.",
+                        explanation=f"'all' mode needs Mamba prefix-caching support, which "
+                                    f"{mc.architecture} lacks, so the mode falls back to 'align'.")
             if cc.mamba_cache_mode == "align" and not cfg.scheduler_config.enable_chunked_prefill:
                 raise ConfigRejectedError("Chunked prefill is required for mamba cache mode 'align'.",
                                           field="scheduler_config.enable_chunked_prefill",
@@ -43,12 +48,19 @@ class MambaCacheModeStage(Stage):
             if cc.mamba_block_size is None:
                 ctx.set("cache_config", "mamba_block_size", cc.block_size,
                         reason=f"with prefix caching the Mamba block size follows the block size "
-                               f"({cc.block_size})")
+                               f"({cc.block_size})",
+                        explanation=f"Prefix caching is on and no Mamba block size was given, so it "
+                                    f"starts at the block size, {cc.block_size:,} tokens.")
         else:
             if cc.mamba_cache_mode != "none":
                 ctx.set("cache_config", "mamba_cache_mode", "none", level="WARNING", log=True,
-                        reason="Mamba cache mode is set to 'none' when prefix caching is disabled")
+                        reason="Mamba cache mode is set to 'none' when prefix caching is disabled",
+                        explanation=f"Prefix caching is off, so no Mamba states are cached: the mode "
+                                    f"'{cc.mamba_cache_mode}' becomes 'none'.")
             if cc.mamba_block_size is None:
                 ctx.set("cache_config", "mamba_block_size", mc.max_model_len,
                         reason=f"without prefix caching one Mamba block spans max_model_len "
-                               f"({mc.max_model_len})")
+                               f"({mc.max_model_len})",
+                        explanation=f"Prefix caching is off and no Mamba block size was given, so one "
+                                    f"Mamba block spans the whole context: max_model_len = "
+                                    f"{mc.max_model_len:,} tokens.")

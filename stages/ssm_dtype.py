@@ -22,15 +22,22 @@ class SsmDtypeStage(Stage):
         cc = cfg.cache_config
         if config_hook(cfg) == "nemotron_h":
             if cc.mamba_ssm_cache_dtype == "auto":
+                given = cfg.model_config.hf_config.get("mamba_ssm_cache_dtype")
                 value = cfg.model_config.hf_config.get("mamba_ssm_cache_dtype", "float16")
                 ctx.set("cache_config", "mamba_ssm_cache_dtype", value, log=True,
-                        reason=f"Updating mamba_ssm_cache_dtype to '{value}' for NemotronH model")
+                        reason=f"Updating mamba_ssm_cache_dtype to '{value}' for NemotronH model",
+                        explanation="--mamba-ssm-cache-dtype was left at 'auto', so a NemotronH model "
+                                    "takes the SSM-state dtype from its config: "
+                                    + (f"mamba_ssm_cache_dtype = {value!r}." if given is not None else
+                                       "it names none, so 'float16'."))
             return
         wanted = cfg.model_config.hf_text_config.get("mamba_ssm_dtype")
         if cc.mamba_ssm_cache_dtype == "auto":
             if wanted is not None:
                 ctx.set("cache_config", "mamba_ssm_cache_dtype", wanted,
-                        reason=f"Qwen3.5 checkpoint sets mamba_ssm_dtype={wanted!r}")
+                        reason=f"Qwen3.5 checkpoint sets mamba_ssm_dtype={wanted!r}",
+                        explanation=f"--mamba-ssm-cache-dtype was left at 'auto', so a Qwen3.5 model "
+                                    f"takes its text config's mamba_ssm_dtype = {wanted!r}.")
         elif wanted is not None and cc.mamba_ssm_cache_dtype != wanted:
             ctx.warn(f"Qwen3.5 model specifies mamba_ssm_dtype='{wanted}' in its config, but "
                      f"--mamba-ssm-cache-dtype='{cc.mamba_ssm_cache_dtype}' was passed. "

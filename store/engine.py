@@ -13,20 +13,29 @@ sleeps and retries, which under contention wastes most of the time asleep.  The 
 timeout stays as the fallback for writers that do not take the file lock.  PostgreSQL
 needs none of this; its writers serialise on the ``chain_head`` row (``SELECT ... FOR
 UPDATE``).
+
+Alembic is imported only to migrate: an audited run on an up-to-date database reads the
+revision it is at (one query) and the newest revision (from the revision files' headers)
+without it.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import re
+from typing import TYPE_CHECKING
+
 import platformdirs
-from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import URL, make_url
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 __all__ = [
     "BUSY_TIMEOUT_S",
@@ -189,7 +198,7 @@ def write_lock(engine: Engine) -> WriteLock:
     return WriteLock(path)
 
 
-def alembic_config(url: str | URL | None = None):
+def alembic_config(url: str | URL | None = None) -> "Config":
     """An Alembic config whose scripts are the installed ``enginecfg.migrations`` package."""
     from alembic.config import Config
 
@@ -204,64 +213,46 @@ def alembic_config(url: str | URL | None = None):
     return cfg
 
 
-def head_revision() -> str:
+_REVISION = re.compile(r"^revision\s*=\s*['\"]([^'\"]+)['\"]", re.M)
+_DOWN = re.compile(r"^down_revision\s*=\s*(.+)$", re.M)
+_head: list[str] = []
+
+
+def _alembic_head() -> str:
     from alembic.script import ScriptDirectory
 
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
+def head_revision() -> str:
+    """The newest revision, read from the headers of the revision files (Alembic's own answer
+    when they do not name exactly one head)."""
+    if not _head:
+        from enginecfg.migrations import versions
+
+        revisions, downs = set(), set()
+        for file in Path(versions.__file__).resolve().parent.glob("*.py"):
+            body = file.read_text(encoding="utf-8")
+            rev, down = _REVISION.search(body), _DOWN.search(body)
+            if rev:
+                revisions.add(rev[1])
+                downs.update(re.findall(r"['\"]([^'\"]+)['\"]", down[1]) if down else ())
+        heads = revisions - downs
+        _head.append(heads.pop() if len(heads) == 1 else _alembic_head())
+    return _head[0]
+
+
 def current_revision(engine: Engine) -> str | None:
     """The revision the database is at (None: no audit schema yet)."""
-    from alembic.runtime.migration import MigrationContext
-
     with engine.connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision()
-
-
-_REVISION = re.compile(r"^revision\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]\s*$", re.M)
-_DOWN = re.compile(r"^down_revision\s*(?::[^=]*)?=\s*(.+?)\s*$", re.M)
-_fast_head: str | None = None
-
-
-def _head_from_files() -> str | None:
-    """The single head of the migration scripts, read without importing Alembic (None when
-    the scripts are not laid out simply enough to tell: then Alembic decides)."""
-    global _fast_head
-    if _fast_head is not None:
-        return _fast_head
-    from enginecfg import migrations
-
-    revisions: set[str] = set()
-    referenced: set[str] = set()
-    for f in (Path(migrations.__file__).resolve().parent / "versions").glob("*.py"):
-        src = f.read_text()
-        rev, down = _REVISION.findall(src), _DOWN.findall(src)
-        if not rev and not down:
-            continue  # __init__.py and helpers
-        if len(rev) != 1 or len(down) != 1:
+        if not inspect(conn).has_table("alembic_version"):
             return None
-        revisions.add(rev[0])
-        referenced.update(re.findall(r"['\"]([^'\"]+)['\"]", down[0]))
-    heads = revisions - referenced
-    if len(heads) != 1 or not referenced <= revisions:
-        return None
-    _fast_head = heads.pop()
-    return _fast_head
+        rows = conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
+        if len(rows) <= 1:
+            return rows[0] if rows else None
+        from alembic.runtime.migration import MigrationContext
 
-
-def schema_is_current(engine: Engine) -> bool:
-    """True when the database is known to be at the head revision, found with one query and
-    without importing Alembic (what every recording process asks first).  False means
-    "not known": the caller asks Alembic."""
-    head = _head_from_files()
-    if head is None:
-        return False
-    try:
-        with engine.connect() as conn:
-            rows = conn.exec_driver_sql("SELECT version_num FROM alembic_version").all()
-    except Exception:  # no table yet, or unreachable: Alembic's path reports it properly
-        return False
-    return [r[0] for r in rows] == [head]
+        return MigrationContext.configure(conn).get_current_revision()  # raises: several heads
 
 
 def _run_locked(engine: Engine, fn) -> None:

@@ -177,6 +177,8 @@ class Change(Base):
     reason: Mapped[str] = mapped_column(Text, nullable=False)
     level: Mapped[str] = mapped_column(String(16), nullable=False)
     via: Mapped[str] = mapped_column(String(16), nullable=False)
+    #: the rule and the numbers behind the new value, in words (revision 0003; not hashed)
+    explanation: Mapped[str | None] = mapped_column(Text)
     row_hash: Mapped[str] = mapped_column(String(64), nullable=False)
 
     __table_args__ = (Index("ix_changes_field", "field", "run_id"),)

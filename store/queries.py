@@ -32,6 +32,9 @@ __all__ = [
     "export",
     "lookup",
     "flatten",
+    "known_fields",
+    "check_field",
+    "UnknownFieldError",
 ]
 
 EXPORT_TABLES = ("runs", "stage_executions", "changes", "messages", "validation_checks")
@@ -45,6 +48,10 @@ class UnknownRunError(InvalidInputError):
 
 class AmbiguousRunError(InvalidInputError):
     """More than one stored run starts with that prefix."""
+
+
+class UnknownFieldError(InvalidInputError):
+    """No config field of that name (the message names the closest ones)."""
 
 
 def _iso(ts: float | None) -> str | None:
@@ -68,14 +75,14 @@ def _summary(r: Any) -> dict[str, Any]:
         "finished_at": _iso(r.finished_at), "status": r.status, "model": r.model,
         "architecture": r.architecture, "changes": r.n_changes, "messages": r.n_messages,
         "checks": r.n_checks, "host": r.host, "pid": r.pid,
-        "enginecfg_version": r.enginecfg_version,
+        "enginecfg_version": r.enginecfg_version, "engine_args": r.engine_args,
         "error": err.get("message") if err else None,
     }
 
 
 _SUMMARY_COLS = (Run.id, Run.chain_pos, Run.started_at, Run.finished_at, Run.status, Run.model,
                  Run.architecture, Run.n_changes, Run.n_messages, Run.n_checks, Run.host,
-                 Run.pid, Run.enginecfg_version, Run.error)
+                 Run.pid, Run.enginecfg_version, Run.engine_args, Run.error)
 
 
 def _model_filter(q: Select, model: str | None) -> Select:
@@ -116,7 +123,14 @@ def resolve_run_id(conn, run_id: str) -> str:
     found = conn.execute(select(Run.id).where(Run.id.startswith(run_id, autoescape=True))
                          .order_by(Run.id).limit(6)).scalars().all()
     if not found:
-        raise UnknownRunError(f"no stored run has id {run_id!r}", field="run_id")
+        from enginecfg.pipeline.suggest import closest
+
+        recent = conn.execute(select(Run.id).order_by(Run.chain_pos.desc()).limit(5000)).scalars().all()
+        by_prefix = {rid[:len(run_id)]: rid for rid in reversed(recent)}
+        near = [by_prefix[p] for p in closest(run_id, by_prefix, cutoff=0.7)]
+        hint = f" (did you mean {', '.join(near)}?)" if near else ""
+        raise UnknownRunError(f"no stored run has id {run_id!r}{hint}; `enginecfg runs` lists them",
+                              field="run_id")
     if len(found) > 1:
         shown = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "")
         raise AmbiguousRunError(f"run id prefix {run_id!r} matches several runs: {shown}",
@@ -179,7 +193,7 @@ def _touches(change_field: str, field: str) -> bool:
 
 def _change_dict(c: Any) -> dict[str, Any]:
     return {"seq": c.seq, "stage": c.stage, "field": c.field, "old": c.old, "new": c.new,
-            "reason": c.reason, "level": c.level, "via": c.via}
+            "reason": c.reason, "level": c.level, "via": c.via, "explanation": c.explanation}
 
 
 def field_history(store, field: str, *, model: str | None = None, limit: int | None = 50,
@@ -196,7 +210,7 @@ def field_history(store, field: str, *, model: str | None = None, limit: int | N
         raise InvalidInputError.for_value("field", field, "a dotted config field path")
     out: list[dict[str, Any]] = []
     cols = (Run.id, Run.started_at, Run.chain_pos, Run.model, Run.architecture, Run.status,
-            Run.result)
+            Run.result, Run.engine_args)
     with store.engine.connect() as conn:
         if changed_only:
             # newest runs first through the started_at index, each probed through the
@@ -227,6 +241,7 @@ def field_history(store, field: str, *, model: str | None = None, limit: int | N
                     value = changes[-1]["new"]
                 out.append({"run_id": r.id, "started_at": _iso(r.started_at), "model": r.model,
                             "architecture": r.architecture, "status": r.status,
+                            "engine_args": r.engine_args,
                             "value": value, "changed": bool(changes), "changes": changes})
                 if limit is not None and len(out) >= limit:
                     break
@@ -256,9 +271,51 @@ def why(store, run_id: str, field: str) -> dict[str, Any]:
     if initial is _MISSING and exact:
         initial = exact[0]["old"]
     found = bool(changes) or initial is not _MISSING or final is not _MISSING
-    return {"run_id": rid, "field": field, "model": r.model, "status": r.status,
-            "found": found, "initial": None if initial is _MISSING else initial,
-            "final": None if final is _MISSING else final, "changes": changes}
+    out = {"run_id": rid, "field": field, "model": r.model, "status": r.status,
+           "found": found, "initial": None if initial is _MISSING else initial,
+           "final": None if final is _MISSING else final, "changes": changes}
+    if not found:
+        from enginecfg.pipeline.suggest import closest
+
+        names = set(_with_sections(flatten(_config_of(r.result) or {})))
+        names |= set(_with_sections(flatten(_config_of(r.input_config) or {})))
+        out["closest"] = closest(field, names)
+    return out
+
+
+def _with_sections(flat: dict[str, Any]) -> list[str]:
+    """Dotted names and every dotted prefix of them (``cache_config``, ``hf_config.llm_config``)."""
+    names = set(flat)
+    for name in flat:
+        parts = name.split(".")
+        names.update(".".join(parts[:i]) for i in range(1, len(parts)))
+    return sorted(names)
+
+
+def known_fields(store) -> list[str]:
+    """The field names ``history`` and ``why`` take: every config field enginecfg records,
+    every field a stored change touched, and their sections."""
+    from enginecfg.pipeline.config import SECTIONS, _tracked_fields
+
+    names: set[str] = {key for cls in SECTIONS.values() for _, key in _tracked_fields(cls)}
+    with store.engine.connect() as conn:
+        names.update(conn.execute(select(Change.field).distinct()).scalars())
+        newest = conn.execute(select(Run.result).order_by(Run.chain_pos.desc()).limit(1)).scalar()
+    names.update(flatten(_config_of(newest) or {}))
+    return _with_sections(dict.fromkeys(names))
+
+
+def check_field(store, field: str) -> None:
+    """Raise :class:`UnknownFieldError` (with the closest names) unless *field* is known."""
+    names = known_fields(store)
+    if field in names:
+        return
+    from enginecfg.pipeline.suggest import closest
+
+    near = closest(field, names)
+    hint = f"; did you mean {', '.join(near)}?" if near else ""
+    raise UnknownFieldError(f"unknown field {field!r}{hint} (fields are dotted, e.g. "
+                            f"cache_config.block_size)", field="field")
 
 
 def flatten(doc: Any, prefix: str = "") -> dict[str, Any]:
@@ -301,7 +358,7 @@ def diff_runs(store, a: str, b: str) -> dict[str, Any]:
             diffs.append({"field": key, "a": None if va is _MISSING else va,
                           "b": None if vb is _MISSING else vb,
                           "only_in": "a" if vb is _MISSING else "b" if va is _MISSING else None})
-    return {"a": ids[0], "b": ids[1], "differences": diffs}
+    return {"run_id_a": ids[0], "run_id_b": ids[1], "a": ids[0], "b": ids[1], "differences": diffs}
 
 
 def _rows_of(store, table: str) -> Iterable[dict[str, Any]]:
@@ -313,10 +370,15 @@ def _rows_of(store, table: str) -> Iterable[dict[str, Any]]:
             yield dict(row)
 
 
-def export(store, out: TextIO, *, fmt: str = "jsonl", table: str = "runs") -> int:
+_TIME_COLUMNS = ("started_at", "finished_at", "recorded_at")
+
+
+def export(store, out: TextIO, *, fmt: str = "jsonl", table: str = "runs", raw: bool = False) -> int:
     """Write every row of ``table`` to ``out`` as JSON lines or CSV; returns the row count.
 
-    Raw stored values: times are epoch seconds, JSON columns are JSON (in CSV, JSON text).
+    JSON columns are JSON (in CSV, JSON text).  By default times are ISO 8601 strings in UTC
+    and a run's id is ``run_id``, as in every other command; ``raw`` writes the stored values
+    exactly (epoch-second floats, ``id``), which are what the row hashes cover.
     """
     if fmt not in ("jsonl", "csv"):
         raise InvalidInputError.for_value("format", fmt, "jsonl, csv", flag="--format")
@@ -324,7 +386,8 @@ def export(store, out: TextIO, *, fmt: str = "jsonl", table: str = "runs") -> in
         raise InvalidInputError.for_value("table", table, ", ".join(EXPORT_TABLES),
                                           flag="--table")
     columns = Base.metadata.tables[table].columns
-    cols = [c.name for c in columns]
+    rename = {} if raw or table != "runs" else {"id": "run_id"}
+    cols = [rename.get(c.name, c.name) for c in columns]
     json_cols = {c.name for c in columns if isinstance(c.type, JSONValue)}
     n = 0
     writer = None
@@ -332,6 +395,8 @@ def export(store, out: TextIO, *, fmt: str = "jsonl", table: str = "runs") -> in
         writer = csv.DictWriter(out, fieldnames=cols, lineterminator="\n")
         writer.writeheader()
     for row in _rows_of(store, table):
+        if not raw:
+            row = {rename.get(k, k): (_iso(v) if k in _TIME_COLUMNS else v) for k, v in row.items()}
         if writer is None:
             out.write(json.dumps(row, sort_keys=False, default=str) + "\n")
         else:

@@ -30,13 +30,13 @@ import contextlib
 import math
 import os
 import socket
+import sys
 import threading
 import time
 from collections import deque
 from typing import Any, Callable
 
 import attrs
-import structlog
 from sqlalchemy import Connection, Engine, insert, select, update
 from sqlalchemy.exc import DBAPIError, OperationalError
 
@@ -55,7 +55,19 @@ from enginecfg.store.models import (
 
 __all__ = ["AuditStore", "WriteFailure"]
 
-_log = structlog.get_logger("enginecfg.store")
+
+
+def _log_write_failure(**fields: Any) -> None:
+    """One log line for a failed write: through structlog when the caller set it up (the
+    CLI's ``--log-format``), else the standard ``logging`` module (stderr by default), so
+    that recording pays for no logging library it does not use."""
+    if "structlog" in sys.modules and sys.modules["structlog"].is_configured():
+        sys.modules["structlog"].get_logger("enginecfg.store").error("audit_write_failed", **fields)
+        return
+    import logging
+
+    logging.getLogger("enginecfg.store").error(
+        "audit_write_failed " + " ".join(f"{k}={v}" for k, v in fields.items()))
 
 _CHILD_TABLES = {
     "stage_executions": StageExecution.__table__,
@@ -203,7 +215,7 @@ class AuditStore:
             if self._engine is None:
                 self._engine = _eng.make_engine(self.url)
             if not self._ready:
-                if (self._auto_upgrade and not _eng.schema_is_current(self._engine)
+                if (self._auto_upgrade
                         and _eng.current_revision(self._engine) != _eng.head_revision()):
                     _eng.upgrade(self._engine)
                 self._ready = True
@@ -337,7 +349,7 @@ class AuditStore:
                 self.last_error = exc
                 self.write_failures.append(WriteFailure(run_id, msg, time.time()))
             try:
-                _log.error("audit_write_failed", run_id=run_id, db=self.display_url, error=msg)
+                _log_write_failure(run_id=run_id, db=self.display_url, error=msg)
             except Exception:
                 pass
             return
@@ -364,7 +376,7 @@ class AuditStore:
         changes = [
             {"run_id": run_id, "seq": c.seq, "stage": c.stage, "field": c.field,
              "old": normalise_json(c.old), "new": normalise_json(c.new), "reason": c.reason,
-             "level": c.level, "via": c.via}
+             "level": c.level, "via": c.via, "explanation": c.explanation}
             for c in sorted(buf.changes, key=lambda c: c.seq)
         ]
         messages = [
@@ -490,6 +502,11 @@ class AuditStore:
         from enginecfg.store import queries
 
         return queries.field_history(self, field, **kw)
+
+    def check_field(self, field: str) -> None:
+        from enginecfg.store import queries
+
+        queries.check_field(self, field)
 
     def why(self, run_id: str, field: str) -> dict[str, Any]:
         from enginecfg.store import queries

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from support import CONFIGS, PG_URL
+from support import CONFIGS, PG_URL, REPO
 
 #: every audit-store test runs on SQLite and on PostgreSQL (skipped only without a server)
 BACKENDS = [
@@ -44,6 +44,10 @@ def db_url(request, tmp_path):
 
 
 def pytest_configure(config):
+    # processes the tests start import this checkout too, as the tests themselves do (never a
+    # stale install); tests of the install itself (test_imports.py) take PYTHONPATH away again
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(REPO)])
     # a cache of this session only: every snapshot is built by transformers for real
     tmp = Path(tempfile.mkdtemp(prefix="enginecfg-tests-"))
     os.environ["ENGINECFG_CACHE_DIR"] = str(tmp / "hf-cache")

@@ -85,12 +85,16 @@ def test_rejected_run_exits_1_and_invalid_exits_2():
 
 
 def test_hybrid_run_explains_the_block_size_in_words():
+    """The human report shows each change's explanation, the same text as the run document."""
     path = str(FIXTURES / "configs" / "nemotron-3-nano-30b-a3b-bf16")
     proc = cli("run", path, "--no-audit", "--gpu-validation", "off")
     assert proc.returncode == 0, proc.stderr
     text = " ".join(proc.stdout.split())
-    assert "The block size went from 16 to" in text and "Mamba state page is" in text
-    assert "The Mamba page was padded by" in text and "%" in text
+    doc = json.loads(cli("run", path, "--no-audit", "--gpu-validation", "off", "--json").stdout)
+    explained = [c for c in doc["changes"] if c["explanation"]]
+    assert {c["field"] for c in explained} >= {"cache_config.block_size", "cache_config.mamba_page_size_padded"}
+    for c in explained:
+        assert " ".join(c["explanation"].split()) in text
 
 
 def test_stages_lists_the_builtins_in_order():

@@ -111,9 +111,7 @@ def _hold_plugin(tmp_path: Path) -> Path:
 
 def _kill_cli_at_hold(url: str, tmp_path: Path, mode: str) -> None:
     marker = tmp_path / f"ready-{mode}"
-    # the plugin's folder goes first; the caller's PYTHONPATH (the enginecfg under test) stays
-    path = os.pathsep.join(p for p in (str(_hold_plugin(tmp_path)), os.environ.get("PYTHONPATH")) if p)
-    env = dict(os.environ, PYTHONPATH=path, ENGINECFG_PLUGINS="enginecfg-test-hold",
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(_hold_plugin(tmp_path)), os.environ.get("PYTHONPATH", "")]), ENGINECFG_PLUGINS="enginecfg-test-hold",
                HOLD_MODE=mode, HOLD_MARKER=str(marker))
     proc = subprocess.Popen([sys.executable, "-P", "-m", "enginecfg", "run", QWEN, "--db", url, "--json"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,

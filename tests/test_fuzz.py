@@ -151,7 +151,7 @@ def _apply(cfg: dict, changes) -> dict:
 
 
 def _good_value(name: str):
-    kind, choices, _, _ = ENGINE_ARGS[name]
+    kind, choices = ENGINE_ARGS[name].kind, ENGINE_ARGS[name].choices
     if name == "attention_backend":
         return st.sampled_from(list(ATTENTION_BACKENDS) + ["auto", "None", "", "flash_attn", "NOPE"])
     if kind == "int":

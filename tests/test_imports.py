@@ -11,8 +11,10 @@ from support import CONFIGS, REPO
 
 
 def _py(code: str) -> str:
+    """Run *code* against the install, as a user's process would (no checkout on the path)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=300,
-                          cwd=os.environ["ENGINECFG_TEST_TMP"])
+                          cwd=os.environ["ENGINECFG_TEST_TMP"], env=env)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip()
 

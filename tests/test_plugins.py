@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from support import CONFIGS
-from enginecfg import (ConfigRejectedError, EngineConfig, FrozenConfigError, InvalidInputError, Pipeline,
+from enginecfg import (BUILTIN_STAGES, ConfigRejectedError, EngineConfig, FrozenConfigError, InvalidInputError, Pipeline,
                        Stage, StageError, StageOrderError)
 from enginecfg.pipeline import events
 from enginecfg.testing import capture_events
@@ -34,8 +34,8 @@ EXAMPLE = REPO / "examples" / "plugin"
 DIST = "enginecfg-site-policy"
 EP_NAME = "site-max-model-len"
 QWEN = str(CONFIGS / "qwen3.5-27b")
-BUILTIN_NAMES = ["pooling", "engine-defaults", "gemma4-backend", "ssm-dtype", "hybrid-kv-scales",
-                 "mamba-cache-mode", "hybrid-alignment", "vllm-checks", "gpu-validation"]
+#: the built-in order is pinned once, by test_pipeline_core.test_builtin_order_is_vllms
+BUILTIN_NAMES = [cls.name for cls in BUILTIN_STAGES]
 
 
 # -- installing for real -----------------------------------------------------------------------
@@ -394,7 +394,7 @@ def test_a_plugin_that_raises_fails_the_run_cleanly(toys):
 
 def test_a_plugin_that_raises_exits_1_with_one_line(toys):
     proc = _cli("run", QWEN, "--no-audit", "--gpu-validation", "off",
-                ENGINECFG_PLUGINS="enginecfg-test-boom", PYTHONPATH=str(toys))
+                ENGINECFG_PLUGINS="enginecfg-test-boom", PYTHONPATH=os.pathsep.join([str(toys), os.environ.get("PYTHONPATH", "")]))
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
@@ -569,3 +569,17 @@ def test_disable_and_only_select_plugin_stages_too(site_plugin, policy):
         Pipeline(plugins=DIST, disable=["site-max-model-length"])
     with pytest.raises(InvalidInputError, match="invalid stage"):
         Pipeline(plugins="none", only=[EP_NAME])
+
+
+def test_the_testing_kit_runs_a_plugin_stage_as_the_pipeline_would(monkeypatch, site_plugin):
+    # the example of docs/plugins.md ("Testing a stage"), for real
+    from enginecfg.testing import run_stage
+    from enginecfg_site_policy import SiteMaxModelLen
+
+    monkeypatch.setenv("SITE_MAX_MODEL_LEN", "32768")
+    with capture_events() as got:
+        result = run_stage(SiteMaxModelLen(), QWEN)
+    assert result.config.model_config.max_model_len == 32768
+    assert [e.field for e in got["config_changed"] if e.stage == EP_NAME] == ["model_config.max_model_len"]
+    # ordered after pooling and engine-defaults (its hints), nothing after it ran
+    assert result.stages[-1] == EP_NAME and "gpu-validation" not in result.stages

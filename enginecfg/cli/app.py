@@ -1,122 +1,306 @@
 """The ``enginecfg`` command line.
 
-``enginecfg run PATH [PATH ...] [engine flags]`` resolves configs and prints what changed,
-by which stage and why (``--json``: the run document; for several paths, one document per
-line, in the order given); several paths share one pipeline, one audit store and one
-transformers request for the snapshots they miss; ``enginecfg stages`` lists the stages; the
+``enginecfg run PATH [engine flags]`` resolves a config and prints what changed, by which
+stage and why (``--json``: the run document); ``enginecfg stages`` lists the stages; the
 audit commands (``runs``, ``show``, ``history``, ``why``, ``diff``, ``export``, ``db``,
-``audit verify``) come from :mod:`enginecfg.cli.audit`.  Engine flags are vLLM's
-spellings.  Exit codes: 0 resolved, 1 rejected by a verification step, 2 bad input (for several
-paths: the highest of theirs).
-Errors are one line on stderr, never a traceback (unless ``--traceback``).
+``audit verify``) come from :mod:`enginecfg.cli.audit`.  Engine flags are vLLM's spellings,
+built from the one table :data:`enginecfg.pipeline.engine_args.ENGINE_ARGS`, and read as
+``vllm serve`` reads them (``--max-model-len 32k``); a pasted ``vllm serve`` line works:
+options of ``vllm serve`` that enginecfg does not use are set aside with a note on stderr.
+Global flags (``--log-format``, ``--traceback``) go before or after the command.
+Exit codes: 0 resolved, 1 rejected by a verification step, 2 bad input.  Errors are one
+line on stderr, never a traceback (unless ``--traceback``).
+
+``enginecfg run PATH [PATH ...]`` runs each path in turn with one pipeline, one audit store
+and one transformers request for the snapshots they miss; ``--json`` then prints one
+document per line, in the order given, and the exit status is the highest of the runs'.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any, Sequence
 
-from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError
+from enginecfg.pipeline.engine_args import BOOL, ENGINE_ARGS, EngineArg, parse_flag_text
+from enginecfg.pipeline.errors import EngineCfgError
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "read_vllm_serve_line"]
+
+#: ``vllm serve`` options that change what vLLM resolves, which enginecfg does not model:
+#: a run given them still resolves without them, and says so
+_CHANGES_THE_ANSWER = frozenset({
+    "--hf-overrides", "--quantization", "-q", "--revision", "--code-revision", "--hf-config-path",
+    "--config-format", "--runner", "--convert", "--pooler-config", "--trust-remote-code",
+    "--model-impl", "--speculative-config", "--kv-cache-memory-bytes",
+})
+_COMMANDS_WITH_ENGINE_FLAGS = ("run", "stages")
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but usage errors are one line and exit 2 (bad input)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        sys.stderr.write(f"enginecfg: error: {message}\n")
+        sys.stderr.write(f"enginecfg: error: {message} (see {self.prog} --help)\n")
         raise SystemExit(2)
 
 
-# engine flag -> (EngineArgs name, argparse kwargs)
-def _add_engine_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("engine arguments (vLLM's names)")
-    g.add_argument("--block-size", dest="block_size", type=_int("--block-size"))
-    g.add_argument("--kv-cache-dtype", dest="kv_cache_dtype")
-    g.add_argument("--enable-prefix-caching", dest="enable_prefix_caching",
-                   action=argparse.BooleanOptionalAction, default=None)
-    g.add_argument("--enable-chunked-prefill", dest="enable_chunked_prefill",
-                   action=argparse.BooleanOptionalAction, default=None)
-    g.add_argument("--mamba-cache-mode", dest="mamba_cache_mode")
-    g.add_argument("--mamba-block-size", dest="mamba_block_size", type=_int("--mamba-block-size"))
-    g.add_argument("--mamba-ssm-cache-dtype", dest="mamba_ssm_cache_dtype")
-    g.add_argument("--mamba-cache-dtype", dest="mamba_cache_dtype")
-    g.add_argument("--calculate-kv-scales", dest="calculate_kv_scales", action="store_true", default=None)
-    g.add_argument("--attention-backend", dest="attention_backend")
-    g.add_argument("-tp", "--tensor-parallel-size", dest="tensor_parallel_size", type=_int("--tensor-parallel-size"))
-    g.add_argument("-pp", "--pipeline-parallel-size", dest="pipeline_parallel_size",
-                   type=_int("--pipeline-parallel-size"))
-    g.add_argument("--max-model-len", dest="max_model_len", type=_int("--max-model-len"))
-    g.add_argument("--max-num-batched-tokens", dest="max_num_batched_tokens",
-                   type=_int("--max-num-batched-tokens"))
-    g.add_argument("--dtype", dest="dtype")
+class _Help(argparse.HelpFormatter):
+    def __init__(self, prog: str) -> None:
+        from enginecfg.cli.tables import width
+
+        super().__init__(prog, max_help_position=32, width=min(width(), 100))
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        import textwrap
+
+        # flag names (--max-num-batched-tokens) are never broken at their hyphens
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap
+
+        return textwrap.fill(" ".join(text.split()), width, initial_indent=indent,
+                             subsequent_indent=indent, break_on_hyphens=False)
 
 
-_ENGINE_DESTS = ("block_size", "kv_cache_dtype", "enable_prefix_caching", "enable_chunked_prefill",
-                 "mamba_cache_mode", "mamba_block_size", "mamba_ssm_cache_dtype", "mamba_cache_dtype",
-                 "calculate_kv_scales", "attention_backend", "tensor_parallel_size", "pipeline_parallel_size",
-                 "max_model_len", "max_num_batched_tokens", "dtype")
+def _version_line() -> str:
+    from enginecfg import __version__
+    from enginecfg.cli.vllm_serve_flags import VLLM_VERSION
+
+    return f"enginecfg {__version__} (vLLM {VLLM_VERSION} semantics)"
 
 
-def _int(flag: str):
-    def parse(text: str) -> int:
+# -- engine flags, from the one table ----------------------------------------------------------
+
+def _flag_type(arg: EngineArg):
+    flag = arg.flags[0]
+
+    def parse(text: str) -> Any:
         try:
-            return int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag} needs an integer, got {text!r}") from None
+            return parse_flag_text(arg, text)
+        except ValueError as exc:
+            what = "an integer (k/m/g/t and K/M/G/T suffixes allowed)" if arg.parser and arg.parser != "int" \
+                else "an integer"
+            detail = f": {exc}" if "suffix" in str(exc) else ""
+            raise argparse.ArgumentTypeError(f"{flag} needs {what}, got {text!r}{detail}") from None
+    parse.__name__ = arg.kind
     return parse
 
 
+def _add_engine_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("engine arguments (vLLM's names; unset: as vLLM decides)")
+    for arg in ENGINE_ARGS.values():
+        help_text = arg.help
+        if arg.choices:
+            help_text += " Choices: " + ", ".join(arg.choices) + "."
+        if arg.kind == BOOL:
+            g.add_argument(*arg.flags, dest=arg.name, action=argparse.BooleanOptionalAction, default=None,
+                           help=help_text)
+        elif arg.kind == "int":
+            g.add_argument(*arg.flags, dest=arg.name, type=_flag_type(arg), default=None, metavar="N",
+                           help=help_text)
+        else:
+            # choices are checked by the loader, so a bad value is a recorded 'invalid' run
+            metavar = "{" + ",".join(arg.choices) + "}" if arg.choices else "NAME"
+            g.add_argument(*arg.flags, dest=arg.name, default=None, metavar=metavar, help=help_text)
+
+
 def _engine_args(ns: argparse.Namespace) -> dict[str, Any]:
-    return {k: getattr(ns, k) for k in _ENGINE_DESTS if getattr(ns, k, None) is not None}
+    return {k: getattr(ns, k) for k in ENGINE_ARGS if getattr(ns, k, None) is not None}
+
+
+def _add_globals(p: argparse.ArgumentParser, *, here: bool) -> None:
+    """The global flags; on a command's parser they default to "not given" so that a value
+    given before the command survives."""
+    default = {} if here else {"default": argparse.SUPPRESS}
+    p.add_argument("--log-format", choices=("console", "json", "off"),
+                   help="log every pipeline event to stderr (structlog); default: off",
+                   **({"default": "off"} if here else default))
+    p.add_argument("--traceback", action="store_true", help="show tracebacks of failures",
+                   **({"default": False} if here else default))
+
+
+def _subparsers(parser: argparse.ArgumentParser):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sp in dict.fromkeys(action.choices.values()):
+                yield sp
+                yield from _subparsers(sp)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="enginecfg", description="Resolve, explain and validate LLM engine configs "
-                                                   "exactly as vLLM 0.19.0 does.")
-    parser.add_argument("--log-format", choices=("console", "json", "off"), default="off",
-                        help="log every pipeline event to stderr (structlog)")
-    parser.add_argument("--traceback", action="store_true", help="show tracebacks of failures")
+    parser = _Parser(prog="enginecfg", formatter_class=_Help,
+                     description="Resolve, explain and validate LLM engine configs exactly as vLLM 0.19.0 "
+                                 "does, and audit every run.",
+                     epilog="`enginecfg COMMAND --help` shows a command's flags. Exit codes: 0 resolved, "
+                            "1 rejected by a verification step, 2 bad input.")
+    _add_globals(parser, here=True)
+    parser.add_argument("--version", action="version", version=_version_line())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    sub.required = True
 
-    run = sub.add_parser("run", help="resolve a model config and show what changed and why")
-    run.add_argument("paths", nargs="+", metavar="PATH",
-                     help="a model folder holding config.json, or a config.json file (several: each is run)")
+    run = sub.add_parser("run", help="resolve a model config and show what changed and why",
+                         formatter_class=_Help,
+                         description="Resolve a model config as vLLM 0.19.0 would and show what changed, by "
+                                     "which stage and why. A pasted `vllm serve MODEL ...` line works too: "
+                                     "options enginecfg does not use are set aside with a note on stderr.")
+    run.add_argument("paths", nargs="*", metavar="PATH",
+                     help="a model folder holding config.json, or a config.json file (several: each is run; "
+                          "with --json, one document per line)")
+    run.add_argument("--model", dest="model_option", metavar="PATH", help=argparse.SUPPRESS)
     _add_engine_flags(run)
     _add_pipeline_flags(run)
     run.add_argument("--json", action="store_true", help="print the run document as JSON")
     run.add_argument("--no-audit", action="store_true", help="do not record the run in the audit store")
-    run.add_argument("--db", default=None, help="audit database URL (default: ENGINECFG_DB, else a "
-                                                "SQLite file in the user data directory)")
+    run.add_argument("--db", default=None, metavar="URL",
+                     help="audit database URL (default: ENGINECFG_DB, else a SQLite file in the user data "
+                          "directory)")
     run.add_argument("--audit-best-effort", action="store_true",
                      help="if the audit record cannot be written, still exit with the run's status")
     run.set_defaults(func=_cmd_run)
 
-    stages = sub.add_parser("stages", help="list the stages in order (and, given PATH, which apply)")
+    stages = sub.add_parser("stages", help="list the stages in order (and, given PATH, which apply)",
+                            formatter_class=_Help)
     stages.add_argument("path", nargs="?", default=None)
+    stages.add_argument("--model", dest="model_option", metavar="PATH", help=argparse.SUPPRESS)
     _add_engine_flags(stages)
     _add_pipeline_flags(stages)
-    stages.add_argument("--json", action="store_true")
+    stages.add_argument("--json", action="store_true", help="print JSON for machines")
+    stages.add_argument("--csv", action="store_true", help="print CSV")
     stages.set_defaults(func=_cmd_stages)
 
     from enginecfg.cli.audit import register
 
     register(sub)
+    for sp in _subparsers(parser):
+        sp.formatter_class = _Help
+        _add_globals(sp, here=False)
     return parser
 
 
 def _add_pipeline_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--gpu-validation", choices=("auto", "require-gpu", "interpret", "off"), default="auto")
-    p.add_argument("--only-stage", action="append", default=None, metavar="NAME",
+    g = p.add_argument_group("pipeline")
+    g.add_argument("--gpu-validation", choices=("auto", "require-gpu", "interpret", "off"), default="auto",
+                   help="prove the resolved config with Triton kernels: auto (on a GPU if there is one), "
+                        "require-gpu, interpret (Triton's interpreter on the CPU; slow), off")
+    g.add_argument("--only-stage", action="append", default=None, metavar="NAME",
                    help="run only this stage (repeatable)")
-    p.add_argument("--skip-stage", action="append", default=[], metavar="NAME",
+    g.add_argument("--skip-stage", action="append", default=[], metavar="NAME",
                    help="leave this stage out (repeatable)")
 
+
+# -- a pasted `vllm serve` line ------------------------------------------------------------------
+
+def read_vllm_serve_line(tokens: Sequence[str], own: set[str]) -> tuple[list[str], list[str], list[str]]:
+    """Split a command's tokens into (enginecfg's tokens, set-aside vLLM options, unknown options).
+
+    ``own`` holds the option strings the command takes.  Spellings are read as ``vllm serve``
+    reads them (``--max_model_len`` is ``--max-model-len``; ``--x=value``).  A leading
+    ``vllm serve`` (or ``serve``) is dropped.  Options of ``vllm serve`` that enginecfg does
+    not take are removed with their values; anything else unknown is returned for an error.
+    """
+    from enginecfg.cli.vllm_serve_flags import VLLM_SERVE_OPTIONS
+
+    tokens = list(tokens)
+    while tokens and tokens[0] in ("vllm", "serve"):
+        tokens.pop(0)
+    keep: list[str] = []
+    aside: list[str] = []
+    unknown: list[str] = []
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        i += 1
+        if tok == "--":
+            keep += tokens[i - 1:]
+            break
+        if not tok.startswith("-") or tok == "-" or _is_number(tok):
+            keep.append(tok)
+            continue
+        name, eq, value = tok.partition("=")
+        if name.startswith("--"):
+            name = "--" + name[2:].replace("_", "-")
+        spelled = name + eq + value
+        if name in own:
+            keep.append(spelled)
+            continue
+        nargs = VLLM_SERVE_OPTIONS.get(name)
+        if nargs is None and (name.startswith("-O") and not name.startswith("--")
+                              or not name.startswith("--") and VLLM_SERVE_OPTIONS.get(name[:2]) == 1):
+            aside.append(tok)  # a short option with its value attached: -O3, -tp2
+            continue
+        if nargs is None and "." in name and VLLM_SERVE_OPTIONS.get(name.split(".")[0]) == 1:
+            nargs = 1  # one key of a JSON option: --compilation-config.mode 3
+        if nargs is None:
+            unknown.append(name)
+            continue
+        taken = [spelled]
+        if not eq:
+            if nargs == 1 and i < len(tokens):
+                taken.append(tokens[i])
+                i += 1
+            elif nargs in ("?", "*", "+"):
+                while i < len(tokens) and (not tokens[i].startswith("-") or _is_number(tokens[i])):
+                    taken.append(tokens[i])
+                    i += 1
+                    if nargs == "?":
+                        break
+        aside.append(" ".join(taken))
+    return keep, aside, unknown
+
+
+def _is_number(tok: str) -> bool:
+    try:
+        float(tok)
+        return True
+    except ValueError:
+        return False
+
+
+def _own_options(parser: argparse.ArgumentParser) -> set[str]:
+    return set(parser._option_string_actions)
+
+
+def _prepare(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """Read a pasted ``vllm serve`` line in the run/stages commands (see module doc)."""
+    cmd_at, i = None, 0
+    while i < len(argv):
+        if argv[i] == "--log-format":
+            i += 2
+            continue
+        if not argv[i].startswith("-"):
+            cmd_at = i
+            break
+        i += 1
+    if cmd_at is None or argv[cmd_at] not in _COMMANDS_WITH_ENGINE_FLAGS:
+        return argv
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    cmd_parser = sub.choices[argv[cmd_at]]
+    own = _own_options(cmd_parser)
+    keep, aside, unknown = read_vllm_serve_line(argv[cmd_at + 1:], own)
+    if unknown:
+        from enginecfg.cli.vllm_serve_flags import VLLM_SERVE_OPTIONS
+        from enginecfg.pipeline.suggest import did_you_mean
+
+        bad = unknown[0]
+        hint = did_you_mean(bad, [o for o in own | set(VLLM_SERVE_OPTIONS) if o.startswith("--")])
+        sys.stderr.write(f"enginecfg: error: unknown option {bad}{hint}: neither an enginecfg {argv[cmd_at]} "
+                         f"option nor a vllm serve 0.19.0 option (see enginecfg {argv[cmd_at]} --help)\n")
+        raise SystemExit(2)
+    if aside:
+        affects = [a.split()[0].split("=")[0] for a in aside
+                   if a.split()[0].split("=")[0] in _CHANGES_THE_ANSWER]
+        sys.stderr.write("enginecfg: note: set aside vllm serve options that enginecfg does not use: "
+                         + ", ".join(aside) + "\n")
+        if affects:
+            sys.stderr.write("enginecfg: note: " + ", ".join(dict.fromkeys(affects))
+                             + " can change what vLLM resolves; enginecfg resolved without "
+                             + ("it" if len(set(affects)) == 1 else "them") + "\n")
+    return argv[:cmd_at + 1] + keep
+
+
+# -- commands ------------------------------------------------------------------------------------
 
 def _pipeline(ns: argparse.Namespace):
     from enginecfg.pipeline.run import Pipeline
@@ -129,14 +313,39 @@ def _error_line(exc: EngineCfgError) -> str:
     return f"enginecfg: {exc.status}{where}: " + " ".join(str(exc).split())
 
 
+def _model_path(ns: argparse.Namespace, parser_name: str) -> str | None:
+    path = ns.path or ns.model_option
+    if ns.path and ns.model_option and ns.path != ns.model_option:
+        sys.stderr.write(f"enginecfg: error: two models given: {ns.path} and --model {ns.model_option}\n")
+        raise SystemExit(2)
+    return path
+
+
+def _model_paths(ns: argparse.Namespace) -> list[str]:
+    paths = list(ns.paths)
+    if ns.model_option:
+        if paths and paths != [ns.model_option]:
+            sys.stderr.write(f"enginecfg: error: two models given: {' '.join(paths)} and --model "
+                             f"{ns.model_option}\n")
+            raise SystemExit(2)
+        paths = [ns.model_option]
+    return paths
+
+
 def _cmd_run(ns: argparse.Namespace) -> int:
+    from enginecfg.cli import progress
     from enginecfg.pipeline.loading import prefetch_pretrained
 
+    paths = _model_paths(ns)
+    if not paths:
+        sys.stderr.write("enginecfg: error: run needs a model: a folder holding config.json, or a "
+                         "config.json file (see enginecfg run --help)\n")
+        return 2
     args = _engine_args(ns)
     # a config not cached yet needs the transformers worker: start it now, so that its
     # import runs while this process opens the audit store and builds the pipeline
     try:
-        prefetch_pretrained(ns.paths, wait=False)
+        prefetch_pretrained(paths, wait=False)
     except EngineCfgError:
         pass  # the run itself reports it (and records it as a failed run)
     store = None
@@ -154,14 +363,16 @@ def _cmd_run(ns: argparse.Namespace) -> int:
     except EngineCfgError as exc:
         sys.stderr.write(_error_line(exc) + "\n")
         return exc.exit_code
-    many = len(ns.paths) > 1
+    many = len(paths) > 1
     code = 0
+    watcher = progress.attach(ns.gpu_validation)
     try:
         if many:
-            prefetch_pretrained(ns.paths)  # every missing snapshot in one request
-        for path in ns.paths:
+            prefetch_pretrained(paths)  # every missing snapshot in one request
+        for path in paths:
             code = max(code, _run_one(ns, pipeline, store, path, args, many))
     finally:
+        watcher.detach()
         if store is not None:
             store.detach()
     return code
@@ -182,21 +393,25 @@ def _run_one(ns: argparse.Namespace, pipeline, store, path: str, args: dict[str,
             traceback.print_exception(exc)
         code = exc.exit_code
         result = None
-    record_error = None
-    if store is not None and store.write_failed > failed_before:
-        record_error = store.record_error
-        sys.stderr.write(f"enginecfg: audit record NOT written: {record_error}\n")
+    write_failed = store is not None and store.write_failed > failed_before
+    recorded = store is not None and not write_failed and store.last_run_id == doc.get("run_id")
+    if write_failed:
+        sys.stderr.write(f"enginecfg: audit record NOT written: {store.record_error}\n")
         if not ns.audit_best_effort and code == 0:
             code = 2
+    where = (f"recorded as run {doc.get('run_id')} in {store.display_url}" if recorded
+             else "not recorded (--no-audit)" if ns.no_audit else "not recorded")
     if ns.json:
         text = json.dumps(doc, default=str) if many else json.dumps(doc, indent=2, default=str)
         sys.stdout.write(text + "\n")
+        if recorded:
+            sys.stderr.write(f"enginecfg: {where}\n")
     elif result is not None:
         from enginecfg.cli.report import print_run
 
-        print_run(result, recorded=store is not None and record_error is None)
+        print_run(result, where=where)
     elif doc.get("run_id"):
-        sys.stdout.write(f"run {doc['run_id']}: {doc['status']}\n")
+        sys.stdout.write(f"run {doc['run_id']}: {doc['status']}; {where}\n")
     return code
 
 
@@ -204,9 +419,10 @@ def _cmd_stages(ns: argparse.Namespace) -> int:
     from enginecfg.pipeline.config import EngineConfig
     from enginecfg.pipeline.plugins import describe_stages
 
+    path = _model_path(ns, "stages")
     try:
         pipeline = _pipeline(ns)
-        cfg = EngineConfig.from_pretrained(ns.path, **_engine_args(ns)) if ns.path else None
+        cfg = EngineConfig.from_pretrained(path, **_engine_args(ns)) if path else None
         rows = describe_stages(pipeline, cfg)
     except EngineCfgError as exc:
         sys.stderr.write(_error_line(exc) + "\n")
@@ -214,36 +430,38 @@ def _cmd_stages(ns: argparse.Namespace) -> int:
     if ns.json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return 0
-    from rich.console import Console
-    from rich.table import Table
+    columns = ["#", "stage", "origin", "after", "before"] + (["applies"] if cfg is not None else [])
+    table = [[r["position"], r["name"], r["origin"], ", ".join(r["after"]), ", ".join(r["before"])]
+             + (["yes" if r["applies"] else "no"] if cfg is not None else []) for r in rows]
+    if ns.csv:
+        from enginecfg.cli.tables import write_csv
 
-    table = Table(title="enginecfg stages, in run order")
-    for col in ("#", "stage", "origin", "after", "before") + (("applies",) if cfg is not None else ()):
-        table.add_column(col)
-    for r in rows:
-        cells = [str(r["position"]), r["name"], r["origin"], ", ".join(r["after"]), ", ".join(r["before"])]
-        if cfg is not None:
-            cells.append("yes" if r["applies"] else "no")
-        table.add_row(*cells)
-    Console().print(table)
+        write_csv(sys.stdout, columns, table)
+        return 0
+    from enginecfg.cli.tables import render
+
+    # every stage name is typed back (--skip-stage, --only-stage, after/before): kept whole
+    print(render(columns, table, names=(0, 1, 3, 4), title="enginecfg stages, in run order"))
     return 0
 
 
 def _configure_logs(fmt: str) -> None:
     """stdout carries the run document, so log lines never go there: with ``--log-format``
-    they go to stderr; without it, the CLI's own one-line messages say everything and
-    library log lines (e.g. the audit store's) are dropped."""
+    they go to stderr; without it, nothing is configured (structlog is not even imported)
+    and the library's few log lines (the audit store's) are dropped."""
+    if fmt == "off":
+        from enginecfg.cli import logs
+
+        logs.quiet()
+        return
     import logging
 
     import structlog
 
-    # structlog knows the standard levels only; "off" drops everything below CRITICAL, and
-    # nothing in enginecfg logs at CRITICAL
-    level = logging.INFO if fmt != "off" else logging.CRITICAL
     renderer = structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer(colors=False)
     structlog.configure(
         processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"), renderer],
-        wrapper_class=structlog.make_filtering_bound_logger(level),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=False,
     )
@@ -251,14 +469,22 @@ def _configure_logs(fmt: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    ns = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not [t for t in argv if t not in ("--traceback",) and not t.startswith("--log-format")]:
+        parser.print_help()
+        return 0
+    try:
+        ns = parser.parse_args(_prepare(parser, argv))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    if getattr(ns, "func", None) is None:
+        parser.print_help()
+        return 0
     _configure_logs(ns.log_format)
     if ns.log_format != "off":
         from enginecfg.cli.logs import attach
 
         attach(ns.log_format)
-    if getattr(ns, "command", None) == "run":
-        ns.traceback = ns.traceback
     try:
         return ns.func(ns)
     except EngineCfgError as exc:

@@ -49,12 +49,17 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
+def _alembic_errors() -> tuple[type[BaseException], ...]:
+    """Alembic's error type, if a migration imported Alembic (matched only when one fails)."""
+    util = sys.modules.get("alembic.util")
+    return (util.CommandError,) if util is not None else ()
+
+
 def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """Turn every expected failure into one line on stderr and an exit code."""
 
     @functools.wraps(fn)
     def handler(args: argparse.Namespace) -> int:
-        from alembic.util import CommandError
         from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
         db = getattr(args, "db", None)
@@ -70,7 +75,7 @@ def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namesp
             return _fail(f"bad database URL {db or '(default)'}: {exc}", 2)
         except DBAPIError as exc:
             return _fail(f"cannot use the audit database: {exc.orig}", 2)
-        except CommandError as exc:
+        except _alembic_errors() as exc:
             return _fail(f"migration: {exc}", 2)
         except SQLAlchemyError as exc:
             return _fail(f"audit database error: {exc}", 2)
@@ -98,37 +103,35 @@ def _store(args: argparse.Namespace, *, auto_upgrade: bool = True):
     return store
 
 
-def _console():
-    from rich.console import Console
-
-    # piped output has no terminal width; 80 columns would fold most values
-    width = None if sys.stdout.isatty() else 160
-    return Console(file=sys.stdout, highlight=False, soft_wrap=False, width=width)
-
-
 def _dump(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
 
 
 def _v(value: Any) -> str:
-    """A stored value as people read it (JSON spelling: null, true, "auto")."""
-    return json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
+    """A stored value as people read it: JSON spelling (null, true, "auto"), as everywhere."""
+    return json.dumps(value, default=str)
 
 
-def _short_time(iso: str | None) -> str:
-    return "" if iso is None else iso.replace("T", " ")[:19]
+def _time(iso: str | None) -> str:
+    """ISO 8601 in UTC to the second, ``2026-12-03T07:45:33Z`` (the JSON keeps full precision)."""
+    return "" if iso is None else iso[:19] + "Z"
 
 
-def _table(title: str, columns: list[str], rows: list[list[Any]]):
-    from rich.table import Table
+def _flags(engine_args: Any) -> str:
+    from enginecfg.pipeline.engine_args import to_flags
 
-    t = Table(title=title, title_justify="left")
-    for i, c in enumerate(columns):
-        # the first column names the row (a run id, a field): keep it whole
-        t.add_column(c, overflow="fold", no_wrap=(i == 0))
-    for r in rows:
-        t.add_row(*("" if x is None else str(x) for x in r))
-    return t
+    return " ".join(to_flags(engine_args)) if isinstance(engine_args, dict) else ""
+
+
+def _print_table(args: argparse.Namespace, columns: list[str], rows: list[list[Any]], *,
+                 names: tuple[int, ...], title: str) -> None:
+    """A table for people, or CSV with ``--csv`` (same columns)."""
+    from enginecfg.cli.tables import render, write_csv
+
+    if getattr(args, "csv", False):
+        write_csv(sys.stdout, columns, rows)
+    else:
+        print(render(columns, rows, names=names, title=title))
 
 
 # -- handlers -----------------------------------------------------------------------------
@@ -146,11 +149,11 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     if args.json:
         _dump(rows)
         return 0
-    _console().print(_table(
-        f"{len(rows)} run(s), newest first",
-        ["run", "started (UTC)", "status", "model", "architecture", "changes", "messages"],
-        [[r["run_id"][:12], _short_time(r["started_at"]), r["status"], r["model"],
-          r["architecture"], r["changes"], r["messages"]] for r in rows]))
+    _print_table(args, ["run_id", "started_at", "status", "model", "architecture", "changes",
+                        "engine flags"],
+                 [[r["run_id"][:12], _time(r["started_at"]), r["status"], r["model"],
+                   r["architecture"], r["changes"], _flags(r["engine_args"])] for r in rows],
+                 names=(0, 1, 2, 4), title=f"{len(rows)} run(s), newest first")
     return 0
 
 
@@ -160,29 +163,45 @@ def _cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         _dump(run)
         return 0
-    con = _console()
+    if args.csv:  # the run's changes, one row each (the run itself: --json)
+        from enginecfg.cli.tables import write_csv
+
+        write_csv(sys.stdout, ["run_id", "seq", "stage", "field", "old", "new", "level", "reason",
+                               "explanation"],
+                  [[run["run_id"], c["seq"], c["stage"], c["field"], _v(c["old"]), _v(c["new"]),
+                    c["level"], c["reason"], c.get("explanation")] for c in run["changes"]])
+        return 0
+    from enginecfg.cli.tables import paragraph, render
+
     keys = ["run_id", "position", "status", "model", "architecture", "started_at",
             "finished_at", "host", "pid", "enginecfg_version", "input_fingerprint",
             "result_fingerprint", "row_hash"]
-    con.print(_table(f"run {run['run_id']}", ["", "value"],
-                     [[k, run[k]] for k in keys] + [["engine_args", _v(run["engine_args"])]]
-                     + ([["error", _v(run["error"])]] if run["error"] else [])))
-    con.print(_table("stages", ["#", "stage", "origin", "outcome", "changes", "seconds", "error"],
-                     [[s["stage_order"], s["stage"], s["origin"], s["outcome"], s["n_changes"],
-                       None if s["duration_s"] is None else f"{s['duration_s']:.6f}", s["error"]]
-                      for s in run["stages"]]))
-    con.print(_table("changes", ["seq", "stage", "field", "old", "new", "level", "reason"],
-                     [[c["seq"], c["stage"], c["field"], _v(c["old"]), _v(c["new"]),
-                       c["level"], c["reason"]] for c in run["changes"]]))
+    out = [render(["key", "value"],
+                  [[k, run[k]] for k in keys] + [["engine flags", _flags(run["engine_args"])]]
+                  + ([["error", _v(run["error"])]] if run["error"] else []),
+                  names=(0,), title=f"run {run['run_id']}")]
+    out.append(render(["#", "stage", "origin", "outcome", "changes", "seconds", "error"],
+                      [[s["stage_order"], s["stage"], s["origin"], s["outcome"], s["n_changes"],
+                        None if s["duration_s"] is None else f"{s['duration_s']:.6f}", s["error"]]
+                       for s in run["stages"]], names=(0, 1, 3), title="stages"))
+    out.append(render(["seq", "stage", "field", "old", "new", "level"],
+                      [[c["seq"], c["stage"], c["field"], _v(c["old"]), _v(c["new"]), c["level"]]
+                       for c in run["changes"]], names=(0, 1, 2, 5), title="changes"))
+    for c in run["changes"]:
+        out.append(paragraph(f"#{c['seq']} {c['field']}: {c['reason']}", indent="  ",
+                             hanging="      "))
+        if c.get("explanation"):
+            out.append(paragraph(c["explanation"], indent="      "))
     if run["messages"]:
-        con.print(_table("messages", ["seq", "stage", "level", "message"],
-                         [[m["seq"], m["stage"], m["level"], m["message"]]
-                          for m in run["messages"]]))
+        out.append(render(["seq", "stage", "level", "message"],
+                          [[m["seq"], m["stage"], m["level"], m["message"]]
+                           for m in run["messages"]], names=(0, 1, 2), title="messages"))
     if run["validation_checks"]:
-        con.print(_table("validation checks",
-                         ["check", "kernel", "dtype", "max error", "tolerance", "passed", "device"],
-                         [[v["check"], v["kernel"], v["dtype"], v["max_error"], v["tolerance"],
-                           v["passed"], v["device"]] for v in run["validation_checks"]]))
+        out.append(render(["check", "kernel", "dtype", "max_error", "tolerance", "passed", "device"],
+                          [[v["check"], v["kernel"], v["dtype"], _v(v["max_error"]),
+                            _v(v["tolerance"]), _v(v["passed"]), v["device"]]
+                           for v in run["validation_checks"]], names=(0, 1, 2), title="validation checks"))
+    print("\n".join(out))
     return 0
 
 
@@ -191,18 +210,21 @@ def _cmd_history(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise InvalidInputError.for_value("limit", args.limit, "a positive integer",
                                           flag="--limit")
-    rows = _store(args).field_history(args.field, model=args.model, limit=args.limit,
-                                      changed_only=args.changed_only)
+    store = _store(args)
+    store.check_field(args.field)
+    rows = store.field_history(args.field, model=args.model, limit=args.limit,
+                               changed_only=args.changed_only)
     if args.json:
         _dump(rows)
         return 0
-    _console().print(_table(
-        f"{args.field}: {len(rows)} run(s), newest first",
-        ["run", "started (UTC)", "model", "status", "value", "changed by"],
-        [[r["run_id"][:12], _short_time(r["started_at"]), r["model"], r["status"],
-          _v(r["value"]),
-          "\n".join(f"{c['stage']}: {_v(c['old'])} -> {_v(c['new'])} ({c['reason']})"
-                    for c in r["changes"]) or "(unchanged)"] for r in rows]))
+    _print_table(args, ["run_id", "started_at", "model", "status", "value", "changed by",
+                        "engine flags"],
+                 [[r["run_id"][:12], _time(r["started_at"]), r["model"], r["status"],
+                   _v(r["value"]),
+                   "; ".join(f"{c['stage']}: {_v(c['old'])} -> {_v(c['new'])}"
+                             for c in r["changes"]) or "(unchanged)",
+                   _flags(r["engine_args"])] for r in rows],
+                 names=(0, 1, 3), title=f"{args.field}: {len(rows)} run(s), newest first")
     return 0
 
 
@@ -210,21 +232,28 @@ def _cmd_history(args: argparse.Namespace) -> int:
 def _cmd_why(args: argparse.Namespace) -> int:
     res = _store(args).why(args.run, args.field)
     if not res["found"]:
+        near = res.get("closest") or []
+        hint = f"; did you mean {', '.join(near)}?" if near else ""
         raise InvalidInputError(f"run {res['run_id']} neither holds nor changed a field "
-                                f"{args.field!r}", field="field")
+                                f"{args.field!r}{hint}", field="field")
     if args.json:
         _dump(res)
         return 0
-    con = _console()
-    con.print(f"{res['field']} in run {res['run_id']} ({res['status']}, {res['model']})")
-    con.print(f"  initial: {_v(res['initial'])}")
+    from enginecfg.cli.tables import paragraph
+
+    out = [paragraph(f"{res['field']} in run {res['run_id']} ({res['status']}, {res['model']})",
+                     hanging="    "),
+           f"  initial: {_v(res['initial'])}"]
     for c in res["changes"]:
         where = "" if c["field"] == res["field"] else f" [{c['field']}]"
-        con.print(f"  #{c['seq']} {c['stage']}{where}: {_v(c['old'])} -> {_v(c['new'])}"
-                  f"  ({c['level']}) {c['reason']}")
+        out.append(f"  #{c['seq']} {c['stage']}{where}: {_v(c['old'])} -> {_v(c['new'])} ({c['level']})")
+        out.append(paragraph(c["reason"], indent="      "))
+        if c.get("explanation"):
+            out.append(paragraph(c["explanation"], indent="      "))
     if not res["changes"]:
-        con.print("  (no stage changed it)")
-    con.print(f"  final:   {_v(res['final'])}")
+        out.append("  (no stage changed it)")
+    out.append(f"  final:   {_v(res['final'])}")
+    print("\n".join(out))
     return 0
 
 
@@ -234,11 +263,11 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     if args.json:
         _dump(res)
         return 0
-    _console().print(_table(
-        f"{len(res['differences'])} difference(s): A={res['a']}  B={res['b']}",
-        ["field", "A", "B"],
-        [[d["field"], "(absent)" if d["only_in"] == "b" else _v(d["a"]),
-          "(absent)" if d["only_in"] == "a" else _v(d["b"])] for d in res["differences"]]))
+    _print_table(args, ["field", "a", "b"],
+                 [[d["field"], "(absent)" if d["only_in"] == "b" else _v(d["a"]),
+                   "(absent)" if d["only_in"] == "a" else _v(d["b"])] for d in res["differences"]],
+                 names=(0,), title=f"{len(res['differences'])} difference(s): "
+                                   f"a = run {res['run_id_a']}, b = run {res['run_id_b']}")
     return 0
 
 
@@ -246,10 +275,10 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 def _cmd_export(args: argparse.Namespace) -> int:
     store = _store(args)
     if args.output in (None, "-"):
-        n = store.export(sys.stdout, fmt=args.format, table=args.table)
+        n = store.export(sys.stdout, fmt=args.format, table=args.table, raw=args.raw)
     else:
         with open(args.output, "w", encoding="utf-8", newline="") as fh:
-            n = store.export(fh, fmt=args.format, table=args.table)
+            n = store.export(fh, fmt=args.format, table=args.table, raw=args.raw)
         print(f"exported {n} {args.table} row(s) to {args.output}", file=sys.stderr)
     return 0
 
@@ -312,8 +341,11 @@ def _add_db(p: argparse.ArgumentParser) -> None:
                         "user's SQLite audit.db")
 
 
-def _add_json(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print JSON for machines")
+def _add_json(p: argparse.ArgumentParser, *, csv: bool = False) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--json", action="store_true", help="print JSON for machines")
+    if csv:
+        g.add_argument("--csv", action="store_true", help="print the table as CSV")
 
 
 def register(subparsers: Any) -> None:
@@ -325,13 +357,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--since", metavar="TIME", help="ISO date/time (UTC) or an age: 30m, 2h, 7d")
     p.add_argument("--until", metavar="TIME", help="ISO date/time (UTC) or an age")
     p.add_argument("--limit", type=int, default=50, metavar="N")
-    _add_json(p)
+    _add_json(p, csv=True)
     _add_db(p)
     p.set_defaults(func=_cmd_runs)
 
     p = subparsers.add_parser("show", help="everything recorded about one run")
     p.add_argument("run", metavar="RUN", help="run id or a unique prefix of it")
-    _add_json(p)
+    _add_json(p, csv=True)
     _add_db(p)
     p.set_defaults(func=_cmd_show)
 
@@ -341,7 +373,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--limit", type=int, default=50, metavar="N")
     p.add_argument("--changed-only", action="store_true",
                    help="only runs in which a stage changed the field")
-    _add_json(p)
+    _add_json(p, csv=True)
     _add_db(p)
     p.set_defaults(func=_cmd_history)
 
@@ -355,7 +387,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("diff", help="fields whose final values differ between two runs")
     p.add_argument("run_a", metavar="RUN_A")
     p.add_argument("run_b", metavar="RUN_B")
-    _add_json(p)
+    _add_json(p, csv=True)
     _add_db(p)
     p.set_defaults(func=_cmd_diff)
 
@@ -365,6 +397,9 @@ def register(subparsers: Any) -> None:
                    choices=("runs", "stage_executions", "changes", "messages",
                             "validation_checks"))
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    p.add_argument("--raw", action="store_true",
+                   help="the stored values exactly (epoch-second floats, the runs table's 'id'), "
+                        "as the row hashes cover them; default: ISO times and 'run_id'")
     _add_db(p)
     p.set_defaults(func=_cmd_export)
 

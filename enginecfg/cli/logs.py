@@ -11,11 +11,10 @@ import sys
 from typing import Any
 
 import attrs
-import structlog
 
 from enginecfg.pipeline import events
 
-__all__ = ["attach", "detach"]
+__all__ = ["attach", "detach", "quiet"]
 
 _receivers: list[Any] = []
 
@@ -32,7 +31,18 @@ def _receiver(name: str, log):
     return receive
 
 
+def quiet() -> None:
+    """No library log lines at all (the CLI's own one-line messages say everything)."""
+    import logging
+
+    log = logging.getLogger("enginecfg")
+    log.addHandler(logging.NullHandler())
+    log.propagate = False
+
+
 def attach(fmt: str = "console", stream: Any = None) -> None:
+    import structlog
+
     renderer = structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer(colors=False)
     log = structlog.wrap_logger(
         structlog.PrintLogger(stream or sys.stderr),

@@ -1,75 +1,102 @@
-"""Human-readable output of a run: what changed, by which stage and why, then the config."""
+"""Human-readable output of a run: what changed, by which stage and why, then the config.
+
+Each change is shown with vLLM's reason and, where the stage gave one, its explanation:
+the rule and the numbers it used (the same text the audit store keeps, so ``why`` gives it
+back).  Then GPU validation (passed, skipped and why), the equivalent ``vllm serve`` flags,
+the resolved config and where the run was recorded.  Values are spelt as JSON, as in every
+other command.  Names (stages, fields) are never broken; prose wraps to the terminal.
+"""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from enginecfg.cli.tables import paragraph, render, width
+from enginecfg.pipeline.engine_args import ENGINE_ARGS, to_flags
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10000:
-        return f"{value:,}"
-    return "-" if value is None else str(value)
-
-
-def explain_pages(result) -> list[str]:
-    """Plain-words account of the hybrid page alignment, when the run did one."""
-    pages = result.pages
-    if not pages or not pages.get("mamba_page_size"):
-        return []
-    cc = result.config.cache_config
-    attn1 = pages["attn_page_size_1_token"]
-    mamba = pages["mamba_page_size"]
-    lines = []
-    bs = result.changes_for("cache_config.block_size")
-    if bs:
-        first, last = bs[0].old, bs[-1].new
-        lines.append(
-            f"The block size went from {first} to {last} tokens because one Mamba state page is "
-            f"{mamba:,} bytes ({' + '.join('x'.join(map(str, s)) + ' ' + d for s, d in zip(pages['mamba_state_shapes'], pages['mamba_state_dtypes']))}) "
-            f"and an attention page holds {attn1:,} bytes per token: {last} tokens x {attn1:,} B = "
-            f"{last * attn1:,} bytes is the smallest multiple of {pages['kernel_block_alignment_size']} "
-            f"tokens that covers it.")
-    else:
-        lines.append(f"The block size {cc.block_size} already gives an attention page of "
-                     f"{cc.block_size * attn1:,} bytes, enough for the Mamba state page of {mamba:,} bytes.")
-    padded = cc.mamba_page_size_padded
-    if padded:
-        pad = padded - mamba
-        lines.append(f"The Mamba page was padded by {pad:,} bytes ({100 * pad / mamba:.2f}%) to {padded:,} "
-                     f"bytes, exactly one attention page.")
-    return lines
+__all__ = ["print_run", "value", "vllm_serve_flags", "validation_line"]
 
 
-def print_run(result, *, recorded: bool) -> None:
-    from rich.console import Console
-    from rich.table import Table
+def value(v: Any) -> str:
+    """A value as JSON spells it: ``null``, ``true``, ``"auto"``, ``16``."""
+    return json.dumps(v, default=str)
 
-    console = Console()
-    status = f"[bold green]resolved[/] {result.config.model}"
-    console.print(f"run {result.run_id}: {status}" + ("" if recorded else "  (not recorded)"))
-    if result.changes:
-        table = Table(title="What changed, by which stage, and why", show_lines=False)
-        for col in ("#", "stage", "field", "from", "to", "why"):
-            table.add_column(col, overflow="fold")
-        for c in result.changes:
-            table.add_row(str(c.seq), c.stage, c.field, _fmt(c.old), _fmt(c.new), c.reason)
-        console.print(table)
-    else:
-        console.print("No stage changed anything.")
-    for line in explain_pages(result):
-        console.print(line)
-    others = [m for m in result.messages
-              if not any(m.message == c.reason for c in result.changes)]
-    for m in others:
-        console.print(f"[{'yellow' if m.level == 'WARNING' else 'cyan'}]{m.level}[/] {m.stage}: {m.message}")
-    doc = result.to_dict()["config"]
-    table = Table(title="Resolved config")
-    table.add_column("field")
-    table.add_column("value")
-    for sec, fields in doc.items():
-        if not fields:
+
+def vllm_serve_flags(doc: dict[str, Any]) -> list[str]:
+    """The ``vllm serve`` flags that pin the resolved config of a run document."""
+    config = doc.get("config") or {}
+    args: dict[str, Any] = {}
+    for name, arg in ENGINE_ARGS.items():
+        section, field = arg.config_field.split(".")
+        v = (config.get(section) or {}).get(field)
+        if v is None:
             continue
-        for k, v in fields.items():
-            table.add_row(f"{sec}.{k}", _fmt(v))
-    console.print(table)
-    console.print(f"fingerprint {result.fingerprint}")
+        if name == "calculate_kv_scales" and v is False:
+            continue  # deprecated flag; off is vLLM's default
+        args[name] = v
+    return to_flags(args)
+
+
+def command_lines(tokens: list[str]) -> str:
+    """A shell command wrapped with ``\\`` continuations, never between a flag and its value."""
+    units: list[str] = []
+    for tok in tokens:
+        if units and not tok.startswith("-") and units[-1].startswith("--") and " " not in units[-1]:
+            units[-1] += " " + tok
+        else:
+            units.append(tok)
+    limit = width() - 2
+    lines, cur = [], "  " + units[0]
+    for u in units[1:]:
+        if len(cur) + 1 + len(u) > limit:
+            lines.append(cur)
+            cur = "      " + u
+        else:
+            cur += " " + u
+    lines.append(cur)
+    return " \\\n".join(lines)
+
+
+def validation_line(doc: dict[str, Any]) -> str:
+    v = doc.get("validation")
+    if not v:
+        return "GPU validation: not run (the gpu-validation stage was left out)"
+    n = len(v.get("checks") or [])
+    if v.get("status") == "passed":
+        return f"GPU validation: passed, {n} kernel check(s) on {v.get('device')} (mode {v.get('mode')})"
+    if v.get("status") == "failed":
+        return f"GPU validation: FAILED (mode {v.get('mode')}); see the checks in the run document"
+    return f"GPU validation: skipped (mode {v.get('mode')}): {v.get('reason')}"
+
+
+def print_run(result, *, where: str) -> None:
+    doc = result.to_dict()
+    out = [f"run {result.run_id}: resolved {result.config.model}"]
+    if result.changes:
+        out.append(render(["#", "stage", "field", "from", "to"],
+                          [[c.seq, c.stage, c.field, value(c.old), value(c.new)] for c in result.changes],
+                          names=(0, 1, 2), title="What changed, by which stage:"))
+        out.append("Why:")
+        for c in result.changes:
+            out.append(paragraph(f"#{c.seq} {c.field}: {c.reason}", indent="  ", hanging="      "))
+            if c.explanation:
+                out.append(paragraph(c.explanation, indent="      "))
+    else:
+        out.append("No stage changed anything.")
+    reasons = {c.reason for c in result.changes}
+    others = [m for m in result.messages if m.message not in reasons]
+    if others:
+        out.append("Messages:")
+        out += [paragraph(f"{m.level} {m.stage}: {m.message}", indent="  ", hanging="      ") for m in others]
+    out.append(validation_line(doc))
+    flags = vllm_serve_flags(doc)
+    if flags:
+        out.append("Equivalent vllm serve command (pins the resolved values):")
+        out.append(command_lines(["vllm", "serve", result.config.model, *flags]))
+    rows = [[f"{sec}.{k}", value(v)] for sec, fields in doc["config"].items() if fields
+            for k, v in fields.items()]
+    out.append(render(["field", "value"], rows, names=(0,), title="Resolved config:"))
+    out.append(f"fingerprint {result.fingerprint}")
+    out.append(where)
+    print("\n".join(line for line in out if line != ""))

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from enginecfg.store import engine as eng
 from enginecfg.testing import emit_run
 from enginecfg.cli.audit import parse_time, register
 
@@ -82,14 +83,19 @@ def test_export_to_file_and_stdout(cli, recorded, tmp_path):
     assert code == 0 and "exported 10" in err
     assert len(list(csv.DictReader(io.StringIO(target.read_text())))) == 10
     code, out, _ = cli("export", "--db", store.url)
-    assert [json.loads(x)["id"] for x in out.splitlines()] == [a, b]
+    rows = [json.loads(x) for x in out.splitlines()]
+    assert [r["run_id"] for r in rows] == [a, b]
+    assert all(r["started_at"].endswith("+00:00") and "T" in r["started_at"] for r in rows)
+    code, out, _ = cli("export", "--raw", "--db", store.url)
+    rows = [json.loads(x) for x in out.splitlines()]
+    assert [r["id"] for r in rows] == [a, b] and all(isinstance(r["started_at"], float) for r in rows)
 
 
 def test_db_commands(cli, db_url):
     code, out, _ = cli("db", "current", "--json", "--db", db_url)
     assert code == 0 and json.loads(out)["current"] is None
     assert cli("db", "upgrade", "--db", db_url)[0] == 0
-    assert json.loads(cli("db", "current", "--json", "--db", db_url)[1])["current"] == "0002"
+    assert json.loads(cli("db", "current", "--json", "--db", db_url)[1])["current"] == eng.head_revision()
     code, out, _ = cli("db", "downgrade", "0001", "--db", db_url)
     assert code == 0 and "0001" in out
     code, out, _ = cli("db", "downgrade", "base", "--db", db_url)

@@ -21,6 +21,15 @@ from enginecfg.store.models import AUDIT_TABLES, Base
 AUDIT = set(AUDIT_TABLES) | {"chain_head"}
 
 
+def _alembic_head() -> str:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(eng.alembic_config()).get_current_head()
+
+
+HEAD = _alembic_head()
+
+
 def _tables(engine) -> set[str]:
     return set(inspect(engine).get_table_names())
 
@@ -29,7 +38,7 @@ def test_upgrade_downgrade_upgrade_round_trip(db_url):
     engine = eng.make_engine(db_url)
     try:
         eng.upgrade(engine)
-        assert eng.current_revision(engine) == eng.head_revision() == "0002"
+        assert eng.current_revision(engine) == eng.head_revision() == HEAD
         assert AUDIT <= _tables(engine)
         eng.downgrade(engine, "0001")
         assert eng.current_revision(engine) == "0001"
@@ -40,7 +49,7 @@ def test_upgrade_downgrade_upgrade_round_trip(db_url):
         assert not (AUDIT & _tables(engine))
         eng.upgrade(engine)
         assert AUDIT <= _tables(engine)
-        assert eng.current_revision(engine) == "0002"
+        assert eng.current_revision(engine) == HEAD
     finally:
         engine.dispose()
 
@@ -60,7 +69,7 @@ def test_store_upgrades_on_first_use_and_data_survives_reupgrade(db_url):
     with AuditStore(db_url).attach() as store:
         rid = emit_run()
         assert store.recorded == 1
-        assert eng.current_revision(store.engine) == "0002"
+        assert eng.current_revision(store.engine) == HEAD
     again = AuditStore(db_url)
     assert again.get_run(rid)["run_id"] == rid
     assert again.verify().ok
@@ -87,7 +96,7 @@ def test_script_location_is_the_installed_package_not_the_cwd(tmp_path, monkeypa
     url = f"sqlite:///{tmp_path / 'x.db'}"
     engine = eng.make_engine(url)
     eng.upgrade(engine)
-    assert eng.current_revision(engine) == "0002"
+    assert eng.current_revision(engine) == HEAD
     engine.dispose()
 
 
@@ -102,7 +111,7 @@ def test_alembic_command_line_with_the_shipped_ini(tmp_path):
                               capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
     engine = eng.make_engine(url)
-    assert eng.current_revision(engine) == "0002"
+    assert eng.current_revision(engine) == HEAD
     engine.dispose()
 
 
@@ -130,3 +139,35 @@ def test_default_url_uses_env_then_user_data_dir(monkeypatch, tmp_path):
                                            ("sqlite:///x.db", "sqlite")])
 def test_bare_postgresql_url_means_psycopg3(given, driver):
     assert eng.normalise_url(given).drivername == driver
+
+
+def test_0003_explanations_round_trip_keeps_runs_verifiable(db_url):
+    """The explanation column comes and goes with 0003; the hash chain does not depend on it."""
+    with AuditStore(db_url).attach() as store:
+        rid = emit_run()
+    engine = store.engine
+    assert "explanation" in {c["name"] for c in inspect(engine).get_columns("changes")}
+    eng.downgrade(engine, "0002")
+    assert "explanation" not in {c["name"] for c in inspect(engine).get_columns("changes")}
+    eng.upgrade(engine)
+    store._ready = False
+    assert all(c["explanation"] is None for c in store.get_run(rid)["changes"])
+    assert store.verify().ok
+    store.close()
+
+
+def test_head_revision_without_alembic_is_alembics_answer():
+    assert eng.head_revision() == _alembic_head()
+
+
+def test_an_audited_run_on_an_up_to_date_database_does_not_import_alembic(tmp_path):
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    engine = eng.make_engine(url)
+    eng.upgrade(engine)
+    engine.dispose()
+    code = ("import sys\nfrom enginecfg.store import AuditStore\nfrom enginecfg.testing import emit_run\n"
+            f"with AuditStore({url!r}).attach() as s:\n    emit_run()\n    assert s.recorded == 1\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('alembic', 'structlog')))")
+    proc = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"

@@ -1,0 +1,113 @@
+"""Plain-text tables that keep what must be typed whole and wrap the prose instead.
+
+Stage names, field names and run ids are typed back into the CLI (``--skip-stage``,
+``why RUN FIELD``), so a table never breaks or cuts them: *name* columns keep their full
+width and the other columns share what is left of the terminal, wrapping at spaces.  When
+not even that fits, each row is printed as a block (names on one line, the rest indented
+below), which still keeps every name whole.  The width is ``COLUMNS`` if set, else the
+terminal's, else 100 for piped output.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import textwrap
+from typing import Any, Sequence, TextIO
+
+__all__ = ["width", "render", "paragraph"]
+
+_GAP = "  "
+_MIN_PROSE = 16
+
+
+def width(stream: TextIO | None = None) -> int:
+    env = os.environ.get("COLUMNS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    stream = stream or sys.stdout
+    try:
+        if stream.isatty():
+            return shutil.get_terminal_size().columns
+    except (AttributeError, ValueError):
+        pass
+    return 100
+
+
+def _cell(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _wrap(text: str, w: int) -> list[str]:
+    out: list[str] = []
+    for line in text.split("\n") or [""]:
+        out += textwrap.wrap(line, w, break_on_hyphens=False) or [""]
+    return out
+
+
+def render(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, names: Sequence[int] = (0,),
+           title: str | None = None, total: int | None = None) -> str:
+    """The table as text; columns whose index is in *names* are never broken."""
+    total = total or width()
+    cells = [[_cell(c) for c in r] for r in rows]
+    natural = [max([len(columns[i])] + [max((len(x) for x in r[i].split("\n")), default=0)
+                                         for r in cells]) for i in range(len(columns))]
+    kept = [i for i in range(len(columns)) if i in names]
+    prose = [i for i in range(len(columns)) if i not in names]
+    gaps = len(_GAP) * (len(columns) - 1)
+    room = total - gaps - sum(natural[i] for i in kept)
+    widths = list(natural)
+    if sum(natural[i] for i in prose) > room:
+        if prose and room < _MIN_PROSE * len(prose):
+            return _blocks(columns, cells, kept, prose, title, total)
+        # shrink the widest prose columns first, never below what a short word needs
+        excess = sum(natural[i] for i in prose) - room
+        while excess > 0:
+            i = max(prose, key=lambda j: widths[j])
+            if widths[i] <= _MIN_PROSE:
+                break
+            widths[i] -= 1
+            excess -= 1
+    lines = _title(title, total)
+    header = _GAP.join(columns[i].ljust(widths[i]) for i in range(len(columns))).rstrip()
+    lines += [header, _GAP.join("-" * widths[i] for i in range(len(columns)))]
+    for r in cells:
+        parts = [r[i].split("\n") if i in names else _wrap(r[i], widths[i]) for i in range(len(columns))]
+        for k in range(max(len(p) for p in parts)):
+            lines.append(_GAP.join((p[k] if k < len(p) else "").ljust(widths[i])
+                                   for i, p in enumerate(parts)).rstrip())
+    return "\n".join(lines)
+
+
+def _title(title: str | None, total: int) -> list[str]:
+    return textwrap.wrap(title, total, break_long_words=False, break_on_hyphens=False) if title else []
+
+
+def _blocks(columns, cells, kept, prose, title, total) -> str:
+    lines = _title(title, total)
+    for r in cells:
+        lines.append(_GAP.join(f"{r[i]}" for i in kept if r[i]))
+        for i in prose:
+            if r[i]:
+                lines += textwrap.wrap(f"{columns[i]}: {r[i]}", total, initial_indent="    ",
+                                       subsequent_indent="      ", break_on_hyphens=False)
+    return "\n".join(lines)
+
+
+def paragraph(text: str, *, indent: str = "", hanging: str | None = None, total: int | None = None) -> str:
+    """*text* wrapped to the width, at spaces (a long word stays whole)."""
+    total = total or width()
+    return "\n".join(textwrap.wrap(text, max(20, total), initial_indent=indent,
+                                   subsequent_indent=indent if hanging is None else hanging,
+                                   break_long_words=False, break_on_hyphens=False))
+
+
+def write_csv(out: TextIO, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """The same table as CSV (a header row, then the rows; None is empty)."""
+    import csv
+
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(columns)
+    for r in rows:
+        w.writerow(["" if c is None else c for c in r])

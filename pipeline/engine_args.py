@@ -1,0 +1,178 @@
+"""The engine arguments enginecfg takes: vLLM 0.19.0's ``EngineArgs`` names, one table.
+
+Each :class:`EngineArg` holds what both the loader and the command line need: the name,
+the ``vllm serve`` flags, the value kind, the allowed choices (exactly vLLM's), whether None
+is allowed, how vLLM reads the flag's text, and a help text (vLLM's, in our words).  The
+loader type-checks Python values against it (:func:`enginecfg.pipeline.loading.parse_engine_args`);
+the CLI builds its engine flags from it, so there is no second list of flag names.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import attrs
+
+from enginecfg.pipeline.config import ATTENTION_BACKENDS, CACHE_DTYPES, MAMBA_CACHE_MODES, MAMBA_DTYPES
+
+__all__ = ["EngineArg", "ENGINE_ARGS", "MODEL_DTYPES", "human_readable_int", "human_readable_int_or_auto",
+           "parse_flag_text", "to_flags"]
+
+INT, BOOL, STR = "int", "bool", "str"
+
+#: ModelConfig.dtype's string choices
+MODEL_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+
+
+@attrs.frozen
+class EngineArg:
+    """One engine argument."""
+
+    name: str                      #: vLLM's EngineArgs name, e.g. ``max_model_len``
+    flags: tuple[str, ...]         #: ``vllm serve`` option strings, long form first
+    kind: str                      #: "int", "bool" or "str"
+    help: str                      #: what it does, for ``enginecfg run --help``
+    choices: tuple[str, ...] | None = None   #: the allowed strings (None: any / see help)
+    nullable: bool = False         #: may the Python API pass None ("unset")
+    #: how vLLM reads the flag's text: "int", "human_readable_int", "human_readable_int_or_auto"
+    parser: str | None = None
+    #: where the resolved value lives in the config (``cache_config.block_size``)
+    config_field: str = ""
+
+    @property
+    def flag(self) -> str:
+        """The flags as people write them: ``-tp/--tensor-parallel-size``."""
+        return "/".join(sorted(self.flags, key=len))
+
+
+_SUFFIXES = "k/m/g/t (x 1000) or K/M/G/T (x 1024): 32k = 32000, 32K = 32768, 25.6k = 25600"
+
+_ARGS = (
+    EngineArg("block_size", ("--block-size",), INT, nullable=True, parser="int", help=(
+        "Tokens per KV-cache block. Unset: 16, which hybrid attention/Mamba models grow until "
+        "one attention page holds one Mamba state page.")),
+    EngineArg("kv_cache_dtype", ("--kv-cache-dtype",), STR, choices=tuple(sorted(CACHE_DTYPES)), help=(
+        "Data type of the KV cache. 'auto': the model's dtype, or the checkpoint's own KV-cache "
+        "quantization. fp8 means fp8_e4m3; fp8_inc is for Intel Gaudi. Models that default to fp8 "
+        "(DeepSeek V3.2) take bfloat16 to opt out.")),
+    EngineArg("enable_prefix_caching", ("--enable-prefix-caching",), BOOL, nullable=True, help=(
+        "Reuse the KV blocks of prompts that share a prefix. Unset: on where the model supports "
+        "it (decoder models).")),
+    EngineArg("enable_chunked_prefill", ("--enable-chunked-prefill",), BOOL, nullable=True, help=(
+        "Split long prompts into chunks of at most --max-num-batched-tokens. Unset: on where the "
+        "model supports it.")),
+    EngineArg("mamba_cache_mode", ("--mamba-cache-mode",), STR, choices=tuple(sorted(MAMBA_CACHE_MODES)),
+              help=(
+        "How Mamba states are kept for prefix caching. none: not at all (prefix caching off); "
+        "all: the state at every block boundary (the default with prefix caching, where the model "
+        "supports it); align: only a scheduler step's last state, when it falls on a block "
+        "boundary.")),
+    EngineArg("mamba_block_size", ("--mamba-block-size",), INT, nullable=True, parser="int", help=(
+        "Tokens per Mamba cache block. Needs prefix caching; a multiple of 8 (the causal_conv1d "
+        "kernel's alignment).")),
+    EngineArg("mamba_ssm_cache_dtype", ("--mamba-ssm-cache-dtype",), STR, choices=tuple(sorted(MAMBA_DTYPES)),
+              help=(
+        "Data type of the Mamba SSM state alone (the conv state follows --mamba-cache-dtype). "
+        "'auto': as --mamba-cache-dtype.")),
+    EngineArg("mamba_cache_dtype", ("--mamba-cache-dtype",), STR, choices=tuple(sorted(MAMBA_DTYPES)), help=(
+        "Data type of the whole Mamba cache, conv and SSM state. 'auto': from the model config.")),
+    EngineArg("calculate_kv_scales", ("--calculate-kv-scales",), BOOL, help=(
+        "Deprecated. Compute the fp8 KV-cache scales (k_scale, v_scale) at run time instead of "
+        "loading them from the checkpoint (or using 1.0).")),
+    EngineArg("attention_backend", ("--attention-backend",), STR, nullable=True, help=(
+        "The attention backend; 'auto' (or unset) lets vLLM choose. Case does not matter. One of: "
+        + ", ".join(ATTENTION_BACKENDS) + ".")),
+    EngineArg("tensor_parallel_size", ("--tensor-parallel-size", "-tp"), INT, parser="int", help=(
+        "Number of tensor-parallel groups: the GPUs each layer is split over.")),
+    EngineArg("pipeline_parallel_size", ("--pipeline-parallel-size", "-pp"), INT, parser="int", help=(
+        "Number of pipeline-parallel groups: the stages the layers are split into.")),
+    EngineArg("max_model_len", ("--max-model-len",), INT, nullable=True, parser="human_readable_int_or_auto",
+              help=(
+        "Context length, prompt plus output. Unset: derived from the model config. Takes "
+        + _SUFFIXES + "; -1 or auto: the longest that fits in GPU memory (enginecfg, which sees "
+        "no GPU memory, uses the model's own maximum).")),
+    EngineArg("dtype", ("--dtype",), STR, choices=tuple(sorted(MODEL_DTYPES)), help=(
+        "Data type of weights and activations. auto: FP16 for FP32 and FP16 checkpoints, BF16 for "
+        "BF16 ones; half and float16: FP16; bfloat16; float and float32: FP32.")),
+    EngineArg("max_num_batched_tokens", ("--max-num-batched-tokens",), INT, nullable=True,
+              parser="human_readable_int", help=(
+        "Most tokens one scheduler step processes. Takes " + _SUFFIXES + ".")),
+)
+
+_CONFIG_FIELDS = {
+    "block_size": "cache_config.block_size", "kv_cache_dtype": "cache_config.cache_dtype",
+    "enable_prefix_caching": "cache_config.enable_prefix_caching",
+    "enable_chunked_prefill": "scheduler_config.enable_chunked_prefill",
+    "mamba_cache_mode": "cache_config.mamba_cache_mode", "mamba_block_size": "cache_config.mamba_block_size",
+    "mamba_ssm_cache_dtype": "cache_config.mamba_ssm_cache_dtype",
+    "mamba_cache_dtype": "cache_config.mamba_cache_dtype",
+    "calculate_kv_scales": "cache_config.calculate_kv_scales", "attention_backend": "attention_config.backend",
+    "tensor_parallel_size": "parallel_config.tensor_parallel_size",
+    "pipeline_parallel_size": "parallel_config.pipeline_parallel_size",
+    "max_model_len": "model_config.max_model_len", "dtype": "model_config.dtype",
+    "max_num_batched_tokens": "scheduler_config.max_num_batched_tokens",
+}
+
+#: name -> :class:`EngineArg`, in the order ``enginecfg run --help`` lists them
+ENGINE_ARGS: dict[str, EngineArg] = {a.name: attrs.evolve(a, config_field=_CONFIG_FIELDS[a.name]) for a in _ARGS}
+
+
+def to_flags(args: dict[str, Any]) -> list[str]:
+    """``vllm serve`` flags for engine arguments: ``{"block_size": 16}`` -> ``["--block-size", "16"]``.
+
+    Booleans are ``--x`` / ``--no-x``; None (unset) gives no flag; unknown names are skipped.
+    """
+    out: list[str] = []
+    for name, value in args.items():
+        arg = ENGINE_ARGS.get(name)
+        if arg is None or value is None:
+            continue
+        if arg.kind == BOOL:
+            out.append(arg.flags[0] if value else "--no-" + arg.flags[0][2:])
+        else:
+            out += [arg.flags[0], str(value)]
+    return out
+
+_HUMAN = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def human_readable_int(text: str) -> int:
+    """Read an integer as vLLM 0.19.0's CLI does: ``32k`` = 32000, ``32K`` = 32768.
+
+    Lower-case suffixes are powers of 1000 and take decimals (``25.6k`` = 25600, truncated
+    after a float multiplication, as vLLM does); upper-case ones are powers of 1024 and take
+    whole numbers only.  Anything else is Python's ``int()``.  Raises ``ValueError``.
+    """
+    text = text.strip()
+    m = _HUMAN.fullmatch(text)
+    if m:
+        number, suffix = m.groups()
+        if suffix in _DECIMAL:
+            return int(float(number) * _DECIMAL[suffix])
+        if "." in number:
+            raise ValueError(f"decimals are not allowed with the binary suffix {suffix}; "
+                             f"did you mean {number}{suffix.lower()}?")
+        return int(number) * _BINARY[suffix]
+    return int(text)
+
+
+def human_readable_int_or_auto(text: str) -> int:
+    """As :func:`human_readable_int`, and ``-1`` or ``auto`` (any case) mean -1."""
+    stripped = text.strip()
+    if stripped == "-1" or stripped.lower() == "auto":
+        return -1
+    return human_readable_int(stripped)
+
+
+def parse_flag_text(arg: EngineArg, text: str) -> Any:
+    """The value of *arg*'s flag given as *text*, read as vLLM reads it (``ValueError`` if not)."""
+    if arg.parser == "human_readable_int_or_auto":
+        return human_readable_int_or_auto(text)
+    if arg.parser == "human_readable_int":
+        return human_readable_int(text)
+    if arg.parser == "int":
+        return int(text)
+    return text
