@@ -37,7 +37,7 @@ from collections import deque
 from typing import Any, Callable
 
 import attrs
-from sqlalchemy import Connection, Engine, insert, select, update
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from enginecfg.pipeline import events

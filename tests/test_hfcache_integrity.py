@@ -31,7 +31,7 @@ def _resolve(path) -> dict:
     return {k: doc[k] for k in ("config", "changes", "messages", "fingerprint")}
 
 
-def _entry(cache, path) -> "Path":
+def _entry(cache, path):
     key = hfcache._key(hfcache._canonical(json.loads((path / "config.json").read_text())))
     return cache / f"{key}.json"
 
