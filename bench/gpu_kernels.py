@@ -12,6 +12,12 @@ Run from the repository root:  ``python3 bench/gpu_kernels.py --out DIR``
    against a PyTorch baseline (SDPA on the gathered cache; the state updates in plain
    torch ops) timed the same way in the same run.
 
+With ``--vllm-src DIR`` (a folder holding vLLM 0.19.0's ``vllm/`` sources: an installed
+vLLM's site-packages, or an unpacked wheel) it instead runs the side-by-side mode of
+``bench/side_by_side.py``: vLLM's own Triton kernels and ours on the same tensors, timed
+the same way, one table (case, vLLM us, ours us, ratio, % of copy, max error of both);
+``--sweep`` there adds launch-parameter variants of our kernels.
+
 Achieved bandwidth counts the fewest bytes the step must move (each input read once,
 each output and state written once).  Prints compact tables; writes ``gpu_kernels.json``
 under ``--out``.  Needs torch and triton only: when ``enginecfg`` is not installed the
@@ -468,6 +474,20 @@ def run_checks() -> list[dict]:
         add(lambda: checks.check_gated_delta(8, QWEN["linear_num_key_heads"], QWEN["linear_num_value_heads"],
                                      QWEN["linear_key_head_dim"], QWEN["linear_value_head_dim"], sd,
                                      "bfloat16", DEV, 15), f"qwen3.5 gdn state {sd}")
+    for fp8 in ("fp8_e4m3", "fp8_e5m2"):
+        add(lambda: checks.check_paged_attention_fp8(nh, nkv, nq, 16, fp8, lens, DEV, 17),
+            f"nemotron decode {fp8} KV")
+        add(lambda: checks.check_paged_attention_fp8(qd, qkv, qh, QWEN_PAGE["block"], fp8, [40000, 33], DEV, 18),
+            f"qwen3.5 decode {fp8} KV bs{QWEN_PAGE['block']} 40k split")
+    for kv in ("bfloat16", "fp8_e4m3"):
+        add(lambda: checks.check_mla_attention(512, 64, 16, 16, kv, lens, DEV, 19),
+            f"deepseek MLA 512+64 h16 {kv}")
+        add(lambda: checks.check_mla_attention(512, 64, 128, 64, kv, [1, 3000, 20000], DEV, 20),
+            f"deepseek MLA 512+64 h128 bs64 {kv}")
+    for sd in ("float32", "bfloat16"):
+        add(lambda: checks.check_gated_delta_packed(8, QWEN["linear_num_key_heads"], QWEN["linear_num_value_heads"],
+                                            QWEN["linear_key_head_dim"], QWEN["linear_value_head_dim"], sd,
+                                            "bfloat16", DEV, 21), f"qwen3.5 gdn packed state {sd}")
     for label, pg, dts in (("nemotron", NEMO_PAGE, ["bfloat16", "float32"]),
                            ("qwen3.5", QWEN_PAGE, ["bfloat16", "float32"])):
         add(lambda: checks.check_page_layout(pg["page"], pg["attn"], pg["mamba"], DEV, 16, mamba_state_dtypes=dts),
@@ -646,12 +666,50 @@ def _safe(fn, *a, **kw):
         return {"error": msg, "args": repr(a)[:200]}
 
 
+def side_by_side(args, info, result) -> int:
+    """``--vllm-src``: vLLM's kernels and ours, same tensors, same timing, one table."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import side_by_side as sbs
+
+    t0 = time.time()
+    vllm = sbs.load_vllm(args.vllm_src)
+    print(f"vLLM kernels loaded from {args.vllm_src} ({time.time() - t0:.1f} s)", flush=True)
+    shapes = dict(nemo=NEMO, qwen=QWEN, gemma=GEMMA, nemo_conv_dim=NEMO_CONV_DIM, qwen_conv_dim=QWEN_CONV_DIM)
+    print(sbs.HEADER, flush=True)
+    rows = sbs.run(vllm, K, time_calls, _sets, COPY_BW[0], DEV, shapes, only=args.only,
+                   variants=sbs.SWEEP if args.sweep else None)
+    result["side_by_side"] = rows
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "side_by_side.json").write_text(json.dumps(result, indent=1, default=str))
+    main_rows = [r for r in rows if "ratio" in r]
+    print(f"\n== side by side with vLLM 0.19.0 ({info['gpu']}; copy {COPY_BW[0] / 1e12:.3f} TB/s; "
+          f"graph replays, random state indices) ==")
+    print(sbs.HEADER)
+    for r in main_rows:
+        print(sbs.line(r))
+    fams = {}
+    for r in main_rows:
+        fams.setdefault(r["case"].split()[0], []).append(r["ratio"])
+    for fam, rs in fams.items():
+        gm = math.exp(sum(math.log(x) for x in rs) / len(rs))
+        print(f"{fam:<10} geomean ratio {gm:.3f}  max {max(rs):.3f}  ({len(rs)} cases)")
+    over = [r["case"] for r in main_rows if r["ratio"] > 1.0]
+    errs = [r["case"] for r in rows if "error" in r]
+    print(f"ratios over 1.0: {over or 'none'}; errors: {errs or 'none'}; {time.time() - t0:.0f} s")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for gpu_kernels.json")
     ap.add_argument("--sweep", action="store_true", help="also time launch-parameter variants")
     ap.add_argument("--skip-checks", action="store_true")
     ap.add_argument("--steps", type=int, default=300, help="state-precision steps")
+    ap.add_argument("--vllm-src", default=None,
+                    help="folder holding vLLM 0.19.0's vllm/ sources: time its kernels beside ours")
+    ap.add_argument("--only", default=None, help="side-by-side families: decode,mamba,conv,gdn")
+    ap.add_argument("--checks-only", action="store_true", help="checks and precision, no timings")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("no CUDA device", file=sys.stderr)
@@ -675,6 +733,8 @@ def main() -> int:
     print(f"copy bandwidth (read+write): {bw / 1e12:.3f} TB/s", flush=True)
 
     result = dict(info=info)
+    if args.vllm_src:
+        return side_by_side(args, info, result)
     if not args.skip_checks:
         t0 = time.time()
         result["checks"] = run_checks()
@@ -694,6 +754,10 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "gpu_kernels.json").write_text(json.dumps(result, indent=1, default=str))
+    if args.checks_only:
+        failed = [c["label"] for c in result.get("checks", []) if not c["passed"]]
+        print(f"\ntotal {time.time() - t_start:.0f} s; failed: {failed or 'none'}")
+        return 1 if failed else 0
     t0 = time.time()
     print("\n== timings; % = achieved bytes/s over the copy bandwidth; graph = CUDA-graph replay, "
           "eager = launched from Python ==")

@@ -22,6 +22,14 @@ head size up to 512, non-powers of two padded and masked; GQA ``Hq = G * Hkv``):
         ``launch`` ({"tile", "num_warps", "num_stages"}, prefill also "rows") overrides the
         launch defaults, which were picked by sweeps on an H200 (bench/NOTES.md)
 
+    An fp8 cache (float8_e4m3fn / float8_e5m2) is read in fp8 with per-tensor
+    ``k_scale=`` / ``v_scale=`` (one-element float32 tensors), as vLLM keeps them.
+    mla_decode_attention(q, kv_cache, block_table, seq_lens, scale, kv_lora_rank,
+                         *, kv_scale=None, max_seq_len=None, num_splits=None, out=None,
+                         launch=None) -> out [batch, H, kv_lora_rank]
+        DeepSeek MLA: kv_cache [num_blocks, block_size, (1,) kv_lora_rank + rope], one
+        latent per token shared by all heads; q [batch, H, kv_lora_rank + rope] (absorbed)
+
 ``mamba_ssm`` -- Mamba2 decode step, states updated in place::
 
     selective_state_update(state, x, dt, A, B, C, D=None, z=None, dt_bias=None,
@@ -41,6 +49,11 @@ head size up to 512, non-powers of two padded and masked; GQA ``Hq = G * Hkv``):
                      num_warps=8) -> o
         state [slots, nv, dv, dk]; q, k [batch, nk, dk]; v [batch, nv, dv];
         g (log decay), beta [batch, nv]
+    gated_delta_step_packed(state, mixed_qkv, a, b, A_log, dt_bias, scale=None,
+                            use_qk_l2norm=True, state_indices=None, *, eps=1e-6, out=None,
+                            launch=None) -> o
+        what a Qwen3.5 layer holds at decode: mixed_qkv [batch, 2*nk*dk + nv*dv] (q, k, v
+        heads), a, b [batch, nv], A_log, dt_bias [nv]; g and beta are formed in the kernel
 
 ``page_check`` -- hybrid page isolation on one byte buffer::
 
@@ -70,6 +83,12 @@ passed, max_error, tolerance, seconds, shapes, errors)``::
     check_gated_delta(batch, num_k_heads, num_v_heads, head_k_dim, head_v_dim, state_dtype,
                       io_dtype="bfloat16", device="cuda", seed=0, *, use_qk_l2norm=True,
                       perturb=None)
+    check_gated_delta_packed(batch, num_k_heads, num_v_heads, head_k_dim, head_v_dim,
+                             state_dtype, io_dtype="bfloat16", device="cuda", seed=0, ...)
+    check_paged_attention_fp8(head_size, num_kv_heads, num_q_heads, block_size, kv_dtype,
+                              seq_lens, device="cuda", seed=0, *, q_dtype="bfloat16", ...)
+    check_mla_attention(kv_lora_rank, qk_rope_head_dim, num_heads, block_size, kv_dtype,
+                        seq_lens, device="cuda", seed=0, *, q_dtype=None, ...)
     check_page_layout(page_size_bytes, attn_block_bytes, mamba_state_bytes, device="cuda",
                       seed=0, **page_check_kwargs)
     state_precision(kernel, state_dtype, steps=300, device="cuda", seed=0, *, shape=None,
@@ -93,10 +112,12 @@ from typing import Any
 __all__ = [
     "paged_decode_attention",
     "paged_prefill_attention",
+    "mla_decode_attention",
     "decode_launch_config",
     "selective_state_update",
     "causal_conv1d_update",
     "gated_delta_step",
+    "gated_delta_step_packed",
     "page_check",
     "PageCheckResult",
     "PageViolation",
@@ -105,6 +126,9 @@ __all__ = [
     "reference_selective_state_update",
     "reference_causal_conv1d_update",
     "reference_gated_delta_step",
+    "reference_gated_delta_step_packed",
+    "reference_paged_decode_attention_fp8",
+    "reference_mla_decode_attention",
     "CheckResult",
     "StatePrecisionResult",
     "TOLERANCE",
@@ -114,6 +138,9 @@ __all__ = [
     "check_selective_state_update",
     "check_causal_conv1d_update",
     "check_gated_delta",
+    "check_gated_delta_packed",
+    "check_paged_attention_fp8",
+    "check_mla_attention",
     "check_page_layout",
     "state_precision",
 ]
@@ -125,6 +152,14 @@ _HOME = {
     "paged_decode_attention": "paged_attention",
     "paged_prefill_attention": "paged_attention",
     "decode_launch_config": "paged_attention",
+    "mla_decode_attention": "paged_attention",
+    "gated_delta_step_packed": "gated_delta",
+    "reference_gated_delta_step_packed": "_reference",
+    "reference_paged_decode_attention_fp8": "_reference",
+    "reference_mla_decode_attention": "_reference",
+    "check_gated_delta_packed": "checks",
+    "check_paged_attention_fp8": "checks",
+    "check_mla_attention": "checks",
     "selective_state_update": "mamba_ssm",
     "causal_conv1d_update": "mamba_ssm",
     "gated_delta_step": "gated_delta",

@@ -18,6 +18,10 @@ __all__ = [
     "reference_selective_state_update",
     "reference_causal_conv1d_update",
     "reference_gated_delta_step",
+    "reference_gated_delta_step_packed",
+    "unpack_gated_delta_inputs",
+    "reference_paged_decode_attention_fp8",
+    "reference_mla_decode_attention",
     "gather_paged_kv",
 ]
 
@@ -87,6 +91,15 @@ def _rows(state: torch.Tensor, batch: int, state_indices: torch.Tensor | None) -
     return state_indices.long()
 
 
+def _live(rows: torch.Tensor, state_indices: torch.Tensor | None) -> torch.Tensor | None:
+    """Batch rows whose state index is not negative (None if there are none).  Without
+    indices every row is live, decided without reading the device (no sync per step)."""
+    if state_indices is None:
+        return rows
+    live = torch.nonzero(rows >= 0).flatten()
+    return live if live.numel() else None
+
+
 def reference_selective_state_update(state, x, dt, A, B, C, D=None, z=None, dt_bias=None,
                                      dt_softplus=True, state_indices=None,
                                      *, compute_dtype=torch.float64) -> torch.Tensor:
@@ -102,11 +115,10 @@ def reference_selective_state_update(state, x, dt, A, B, C, D=None, z=None, dt_b
     batch, nheads, _ = x.shape
     ngroups = B.shape[1]
     rows = _rows(state, batch, state_indices)
-    live = rows >= 0
     y = torch.zeros(x.shape, dtype=cd, device=x.device)
-    if not bool(live.any()):
+    bsel = _live(rows, state_indices)
+    if bsel is None:
         return y
-    bsel = torch.nonzero(live).flatten()
     srows = rows[bsel]
     s = state[srows].to(cd)
     xx = x[bsel].to(cd)
@@ -144,8 +156,8 @@ def reference_causal_conv1d_update(conv_state, x, weight, bias=None, activation=
     batch = x.shape[0]
     rows = _rows(conv_state, batch, state_indices)
     out = torch.zeros(x.shape, dtype=cd, device=x.device)
-    live = torch.nonzero(rows >= 0).flatten()
-    if live.numel() == 0:
+    live = _live(rows, state_indices)
+    if live is None:
         return out
     srows = rows[live]
     window = torch.cat([conv_state[srows].to(cd), x[live].to(cd)[:, None, :]], dim=1)
@@ -181,8 +193,8 @@ def reference_gated_delta_step(state, q, k, v, g, beta, scale=None, use_qk_l2nor
         scale = dk ** -0.5
     rows = _rows(state, batch, state_indices)
     out = torch.zeros(v.shape, dtype=cd, device=v.device)
-    live = torch.nonzero(rows >= 0).flatten()
-    if live.numel() == 0:
+    live = _live(rows, state_indices)
+    if live is None:
         return out
     srows = rows[live]
     qq, kk = q[live].to(cd), k[live].to(cd)
@@ -196,4 +208,71 @@ def reference_gated_delta_step(state, q, k, v, g, beta, scale=None, use_qk_l2nor
     S = S + beta[live].to(cd)[:, :, None, None] * u[..., None] * kk[:, :, None, :]
     state[srows] = S.to(state.dtype)
     out[live] = scale * torch.einsum("bhvk,bhk->bhv", S, qq)
+    return out
+
+
+def unpack_gated_delta_inputs(mixed_qkv, a, b, A_log, dt_bias, num_k_heads: int, head_k_dim: int,
+                              head_v_dim: int, *, compute_dtype=torch.float64) -> dict:
+    """Split a Qwen3.5 layer's packed decode inputs into the q, k, v, g, beta of
+    :func:`reference_gated_delta_step`: ``mixed_qkv`` ``[batch, 2*nk*dk + nv*dv]`` holds q
+    heads, k heads, v heads; ``g = -exp(A_log) * softplus(a + dt_bias)``, ``beta = sigmoid(b)``."""
+    cd = compute_dtype
+    batch = mixed_qkv.shape[0]
+    nk, dk, dv = num_k_heads, head_k_dim, head_v_dim
+    x = mixed_qkv.to(cd)
+    q = x[:, : nk * dk].reshape(batch, nk, dk)
+    k = x[:, nk * dk : 2 * nk * dk].reshape(batch, nk, dk)
+    v = x[:, 2 * nk * dk :].reshape(batch, -1, dv)
+    g = -torch.exp(A_log.to(cd))[None, :] * F.softplus(a.to(cd) + dt_bias.to(cd)[None, :])
+    beta = torch.sigmoid(b.to(cd))
+    return dict(q=q, k=k, v=v, g=g, beta=beta)
+
+
+def reference_gated_delta_step_packed(state, mixed_qkv, a, b, A_log, dt_bias, scale=None,
+                                      use_qk_l2norm=True, state_indices=None, *, eps=1e-6,
+                                      compute_dtype=torch.float64) -> torch.Tensor:
+    """:func:`reference_gated_delta_step` on packed inputs (see
+    :func:`unpack_gated_delta_inputs`); the key head count follows from the state's shape."""
+    nv, dv, dk = state.shape[1:]
+    nk = (mixed_qkv.shape[1] - nv * dv) // (2 * dk)
+    parts = unpack_gated_delta_inputs(mixed_qkv, a, b, A_log, dt_bias, nk, dk, dv,
+                                      compute_dtype=compute_dtype)
+    return reference_gated_delta_step(state, **parts, scale=scale, use_qk_l2norm=use_qk_l2norm,
+                                      state_indices=state_indices, eps=eps, compute_dtype=compute_dtype)
+
+
+def reference_paged_decode_attention_fp8(q, k_cache, v_cache, block_table, seq_lens, scale,
+                                         k_scale=1.0, v_scale=1.0, *,
+                                         compute_dtype=torch.float64) -> torch.Tensor:
+    """Decode over an fp8 KV cache: the stored fp8 values times the per-tensor scales
+    (``k_scale``, ``v_scale``: floats or one-element tensors), exactly, in ``compute_dtype``."""
+    ks = float(k_scale) if not torch.is_tensor(k_scale) else float(k_scale.reshape(-1)[0])
+    vs = float(v_scale) if not torch.is_tensor(v_scale) else float(v_scale.reshape(-1)[0])
+    k = k_cache.to(compute_dtype) * ks
+    v = v_cache.to(compute_dtype) * vs
+    return reference_paged_decode_attention(q, k, v, block_table, seq_lens, scale,
+                                            compute_dtype=compute_dtype)
+
+
+def reference_mla_decode_attention(q, kv_cache, block_table, seq_lens, scale, kv_lora_rank,
+                                   kv_scale=1.0, *, compute_dtype=torch.float64) -> torch.Tensor:
+    """MLA decode over the latent cache ``[num_blocks, block_size, kv_lora_rank + rope]``
+    (one latent "head" per token, shared by every query head): for query head h of
+    sequence b, ``out = softmax(scale * q[b, h] . C^T) C[:, :kv_lora_rank]`` with ``C`` the
+    sequence's cached latents (times ``kv_scale``).  q ``[batch, H, kv_lora_rank + rope]``
+    (absorbed).  Returns ``[batch, H, kv_lora_rank]`` in ``compute_dtype``."""
+    ks = float(kv_scale) if not torch.is_tensor(kv_scale) else float(kv_scale.reshape(-1)[0])
+    cache = kv_cache.to(compute_dtype) * ks
+    if cache.dim() == 4:  # [num_blocks, block_size, 1, D]
+        cache = cache[:, :, 0]
+    batch, heads, _ = q.shape
+    out = torch.zeros((batch, heads, kv_lora_rank), dtype=compute_dtype, device=q.device)
+    bs = cache.shape[1]
+    for bi, length in enumerate(seq_lens.tolist()):
+        if length == 0:
+            continue
+        n_blocks = -(-length // bs)
+        c = cache[block_table[bi, :n_blocks].long()].reshape(-1, cache.shape[-1])[:length]
+        s = (q[bi].to(compute_dtype) @ c.T) * scale
+        out[bi] = torch.softmax(s, dim=-1) @ c[:, :kv_lora_rank]
     return out

@@ -24,10 +24,17 @@ _DTYPES: dict[str, torch.dtype] = {
     "bfloat16": torch.bfloat16,
     "bf16": torch.bfloat16,
     "float64": torch.float64,
+    "fp8": torch.float8_e4m3fn,
+    "fp8_e4m3": torch.float8_e4m3fn,
+    "float8_e4m3fn": torch.float8_e4m3fn,
+    "fp8_e5m2": torch.float8_e5m2,
+    "float8_e5m2": torch.float8_e5m2,
 }
 
 #: dtypes a cache or a recurrent state may be kept in.
 STORAGE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+#: 8-bit float KV-cache dtypes (read with per-tensor scales).
+FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
 
 
 def as_dtype(value: Any, field: str = "dtype") -> torch.dtype:

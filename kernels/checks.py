@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from enginecfg.kernels import _reference as ref
-from enginecfg.kernels._util import as_dtype, dtype_name, require
+from enginecfg.kernels._util import FP8_DTYPES, as_dtype, dtype_name, require
 
 __all__ = [
     "CheckResult",
@@ -41,6 +41,9 @@ __all__ = [
     "check_selective_state_update",
     "check_causal_conv1d_update",
     "check_gated_delta",
+    "check_gated_delta_packed",
+    "check_paged_attention_fp8",
+    "check_mla_attention",
     "check_page_layout",
     "state_precision",
 ]
@@ -327,6 +330,131 @@ def check_gated_delta(batch: int, num_k_heads: int, num_v_heads: int, head_k_dim
                    secs, shapes)
 
 
+def _fp8_max(dt: torch.dtype) -> float:
+    return float(torch.finfo(dt).max)
+
+
+def _quantize_fp8(t: torch.Tensor, dt: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-tensor scaled fp8: ``scale = amax / fp8_max`` (as a calibrated cache would use),
+    values ``t / scale`` rounded to ``dt``.  Returns (fp8 tensor, float32 scale [1])."""
+    amax = float(t.abs().max()) if t.numel() else 1.0
+    scale = max(amax, 1e-12) / _fp8_max(dt)
+    return (t / scale).to(dt), torch.tensor([scale], dtype=torch.float32, device=t.device)
+
+
+def check_paged_attention_fp8(head_size: int, num_kv_heads: int, num_q_heads: int, block_size: int,
+                              kv_dtype: str | torch.dtype, seq_lens: Sequence[int],
+                              device: str | torch.device = "cuda", seed: int = 0, *,
+                              q_dtype: str | torch.dtype = "bfloat16", scale: float | None = None,
+                              num_splits: int | None = None, perturb: Perturb = None) -> CheckResult:
+    """Paged decode over an fp8 KV cache, read in fp8: K and V are quantised per tensor
+    (``scale = amax / fp8_max``), the kernel loads the fp8 bytes and dequantises with
+    ``k_scale`` / ``v_scale`` to q's dtype; the float64 reference uses the same fp8 values
+    times the scales, exactly.  The error is compared in q's dtype (the output's)."""
+    from enginecfg.kernels.paged_attention import paged_decode_attention
+
+    dev = torch.device(device)
+    dt, qd = as_dtype(kv_dtype, "kv_dtype"), as_dtype(q_dtype, "q_dtype")
+    require(dt in FP8_DTYPES, "kv_dtype", dtype_name(dt), "float8_e4m3fn, float8_e5m2")
+    require(len(seq_lens) >= 1, "seq_lens", list(seq_lens), "at least one sequence")
+    gen = _gen(dev, seed)
+    k32, v32, table, lens = _paged_cache(seq_lens, block_size, num_kv_heads, head_size, torch.float32, gen, dev)
+    k, k_scale = _quantize_fp8(k32, dt)
+    v, v_scale = _quantize_fp8(v32, dt)
+    q = _randn((len(seq_lens), num_q_heads, head_size), gen, dev, qd)
+    scale = head_size ** -0.5 if scale is None else scale
+    args = dict(q=q, k_cache=k, v_cache=v, block_table=table, seq_lens=lens, scale=scale,
+                k_scale=k_scale, v_scale=v_scale)
+    kargs = perturb(dict(args)) if perturb else args
+    out = torch.full_like(q, float("nan"))
+    _, secs = _timed(dev, lambda: paged_decode_attention(**kargs, num_splits=num_splits, out=out))
+    want = ref.reference_paged_decode_attention_fp8(**args)
+    shapes = dict(head_size=head_size, num_kv_heads=num_kv_heads, num_q_heads=num_q_heads,
+                  block_size=block_size, kv_dtype=dtype_name(dt), q_dtype=dtype_name(qd),
+                  seq_lens=list(map(int, seq_lens)), k_scale=float(k_scale), v_scale=float(v_scale))
+    return _result("paged_decode_attention_fp8", {"out": (out, want, qd)}, secs, shapes)
+
+
+def check_mla_attention(kv_lora_rank: int, qk_rope_head_dim: int, num_heads: int, block_size: int,
+                        kv_dtype: str | torch.dtype, seq_lens: Sequence[int],
+                        device: str | torch.device = "cuda", seed: int = 0, *,
+                        q_dtype: str | torch.dtype | None = None, scale: float | None = None,
+                        num_splits: int | None = None, perturb: Perturb = None) -> CheckResult:
+    """MLA decode over the latent cache ``[num_blocks, block_size, 1, kv_lora_rank + rope]``
+    (vLLM's layout: one latent "head" per token, shared by all query heads): the kernel's
+    output ``[batch, H, kv_lora_rank]`` against float64.  An fp8 ``kv_dtype`` quantises
+    the latents per tensor and passes the scale, like :func:`check_paged_attention_fp8`.
+    ``scale`` defaults to ``(kv_lora_rank + rope) ** -0.5``; q is in ``q_dtype`` (the
+    cache's dtype, or bfloat16 for an fp8 cache)."""
+    from enginecfg.kernels.paged_attention import mla_decode_attention
+
+    dev = torch.device(device)
+    dt = as_dtype(kv_dtype, "kv_dtype")
+    fp8 = dt in FP8_DTYPES
+    qd = as_dtype(q_dtype, "q_dtype") if q_dtype is not None else (torch.bfloat16 if fp8 else dt)
+    require(len(seq_lens) >= 1, "seq_lens", list(seq_lens), "at least one sequence")
+    width = kv_lora_rank + qk_rope_head_dim
+    gen = _gen(dev, seed)
+    c, _, table, lens = _paged_cache(seq_lens, block_size, 1, width, torch.float32, gen, dev)
+    if fp8:
+        cache, kv_scale = _quantize_fp8(c, dt)
+    else:
+        cache, kv_scale = c.to(dt), None
+    q = _randn((len(seq_lens), num_heads, width), gen, dev, qd)
+    scale = width ** -0.5 if scale is None else scale
+    args = dict(q=q, kv_cache=cache, block_table=table, seq_lens=lens, scale=scale,
+                kv_lora_rank=kv_lora_rank)
+    kargs = perturb(dict(args)) if perturb else args
+    out = torch.full((len(seq_lens), num_heads, kv_lora_rank), float("nan"), dtype=qd, device=dev)
+    _, secs = _timed(dev, lambda: mla_decode_attention(**kargs, kv_scale=kv_scale, num_splits=num_splits,
+                                                       out=out))
+    want = ref.reference_mla_decode_attention(**args, kv_scale=1.0 if kv_scale is None else kv_scale)
+    shapes = dict(kv_lora_rank=kv_lora_rank, qk_rope_head_dim=qk_rope_head_dim, num_heads=num_heads,
+                  block_size=block_size, kv_dtype=dtype_name(dt), q_dtype=dtype_name(qd),
+                  seq_lens=list(map(int, seq_lens)))
+    return _result("mla_decode_attention", {"out": (out, want, qd)}, secs, shapes)
+
+
+def _gdn_packed_inputs(batch, nk, nv, dk, dv, io, gen, dev):
+    mixed = _randn((batch, 2 * nk * dk + nv * dv), gen, dev, io)
+    a = _randn((batch, nv), gen, dev, io)
+    b = _randn((batch, nv), gen, dev, io)
+    # A_log ~ log U(1, 16) and dt_bias ~ small, as Qwen3.5 checkpoints: decays in (0, 1)
+    A_log = torch.log(1 + 15 * torch.rand(nv, generator=gen, device=dev)).float()
+    dt_bias = (torch.randn(nv, generator=gen, device=dev) * 0.5).float()
+    return dict(mixed_qkv=mixed, a=a, b=b, A_log=A_log, dt_bias=dt_bias)
+
+
+def check_gated_delta_packed(batch: int, num_k_heads: int, num_v_heads: int, head_k_dim: int,
+                             head_v_dim: int, state_dtype: str | torch.dtype,
+                             io_dtype: str | torch.dtype = "bfloat16", device: str | torch.device = "cuda",
+                             seed: int = 0, *, use_qk_l2norm: bool = True,
+                             perturb: Perturb = None) -> CheckResult:
+    """The packed-input gated delta step (q, k, v in one ``mixed_qkv`` row, gating from
+    ``a``, ``b``, ``A_log``, ``dt_bias``) -- the form vLLM's Qwen3.5 decode path runs --
+    against float64, through shuffled state indices."""
+    from enginecfg.kernels.gated_delta import gated_delta_step_packed
+
+    dev = torch.device(device)
+    sd, io = as_dtype(state_dtype, "state_dtype"), as_dtype(io_dtype, "io_dtype")
+    gen = _gen(dev, seed)
+    slots = batch + 1
+    state = _randn((slots, num_v_heads, head_v_dim, head_k_dim), gen, dev, sd, 0.3)
+    inp = _gdn_packed_inputs(batch, num_k_heads, num_v_heads, head_k_dim, head_v_dim, io, gen, dev)
+    idx = torch.randperm(slots, generator=gen, device=dev)[:batch].to(torch.int32)
+    ref_state = state.double().clone()
+    args = dict(inp, scale=None, use_qk_l2norm=use_qk_l2norm, state_indices=idx)
+    kargs = perturb(dict(args, state=state)) if perturb else dict(args, state=state)
+    out = torch.full((batch, num_v_heads, head_v_dim), float("nan"), dtype=io, device=dev)
+    _, secs = _timed(dev, lambda: gated_delta_step_packed(**kargs, out=out))
+    want = ref.reference_gated_delta_step_packed(ref_state, **args)
+    shapes = dict(batch=batch, num_k_heads=num_k_heads, num_v_heads=num_v_heads,
+                  head_k_dim=head_k_dim, head_v_dim=head_v_dim, state_dtype=dtype_name(sd),
+                  io_dtype=dtype_name(io), packed=True)
+    return _result("gated_delta_step_packed", {"out": (out, want, io), "state": (state, ref_state, sd)},
+                   secs, shapes)
+
+
 def check_page_layout(page_size_bytes: int, attn_block_bytes: int, mamba_state_bytes: Sequence[int],
                       device: str | torch.device = "cuda", seed: int = 0, **kwargs: Any) -> CheckResult:
     """:func:`~enginecfg.kernels.page_check.page_check` as a CheckResult: ``max_error`` is
@@ -363,10 +491,16 @@ class StatePrecisionResult:
                 f"{self.final_state_error:.3g} (max {self.max_state_error:.3g}, growth x{self.growth:.2f})")
 
 
-def _rel(got: torch.Tensor, want: torch.Tensor) -> float:
-    scale = float(want.abs().max())
-    err = float((got.double() - want).abs().max())
-    return math.inf if math.isnan(err) else err / max(scale, 1e-30)
+def _rel(got: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
+    """Relative max error as a 0-d device tensor: read back once, after the whole run (a
+    ``float()`` per step would wait for the device twice a step)."""
+    return (got.double() - want).abs().max() / want.abs().max().clamp_min(1e-30)
+
+
+def _floats(errs: list[torch.Tensor]) -> list[float]:
+    if not errs:
+        return []
+    return [math.inf if math.isnan(e) else e for e in torch.stack(errs).tolist()]
 
 
 def state_precision(kernel: str, state_dtype: str | torch.dtype, steps: int = 300,
@@ -386,17 +520,20 @@ def state_precision(kernel: str, state_dtype: str | torch.dtype, steps: int = 30
     dev = torch.device(device)
     sd, io = as_dtype(state_dtype, "state_dtype"), as_dtype(io_dtype, "io_dtype")
     gen = _gen(dev, seed)
-    s_err: list[float] = []
-    o_err: list[float] = []
+    s_err: list = []
+    o_err: list = []
     if kernel == "mamba2":
         sh = dict(batch=2, nheads=4, head_dim=16, dstate=32, ngroups=2) | (shape or {})
         state = torch.zeros((sh["batch"], sh["nheads"], sh["head_dim"], sh["dstate"]),
                             dtype=sd, device=dev)
         ref_state = torch.zeros_like(state, dtype=torch.float64)
         par = _mamba_params(sh["nheads"], gen, dev)
-        for _ in range(int(steps)):
-            inp = _mamba_inputs(sh["batch"], sh["nheads"], sh["head_dim"], sh["dstate"],
-                                sh["ngroups"], io, gen, dev)
+        # every step's inputs drawn at once: one launch per tensor instead of one per step
+        n, b = int(steps), sh["batch"]
+        every = _mamba_inputs(n * b, sh["nheads"], sh["head_dim"], sh["dstate"], sh["ngroups"], io, gen, dev)
+        every = {k: t.view(n, b, *t.shape[1:]) for k, t in every.items()}
+        for i in range(n):
+            inp = {k: t[i] for k, t in every.items()}
             args = dict(x=inp["x"], dt=inp["dt"], A=par["A"], B=inp["B"], C=inp["C"],
                         D=par["D"], z=inp["z"], dt_bias=par["dt_bias"], dt_softplus=True)
             y = selective_state_update(state, **args)
@@ -407,12 +544,16 @@ def state_precision(kernel: str, state_dtype: str | torch.dtype, steps: int = 30
         sh = dict(batch=2, nk=2, nv=4, dk=32, dv=32) | (shape or {})
         state = torch.zeros((sh["batch"], sh["nv"], sh["dv"], sh["dk"]), dtype=sd, device=dev)
         ref_state = torch.zeros_like(state, dtype=torch.float64)
-        for _ in range(int(steps)):
-            inp = _gdn_inputs(sh["batch"], sh["nk"], sh["nv"], sh["dk"], sh["dv"], io, gen, dev)
+        n, b = int(steps), sh["batch"]
+        every = _gdn_inputs(n * b, sh["nk"], sh["nv"], sh["dk"], sh["dv"], io, gen, dev)
+        every = {k: t.view(n, b, *t.shape[1:]) for k, t in every.items()}
+        for i in range(n):
+            inp = {k: t[i] for k, t in every.items()}
             o = gated_delta_step(state, **inp)
             o_ref = ref.reference_gated_delta_step(ref_state, **inp)
             s_err.append(_rel(state, ref_state))
             o_err.append(_rel(o, o_ref))
+    s_err, o_err = _floats(s_err), _floats(o_err)
     tenth = max(1, len(s_err) // 10)
     first = sum(s_err[:tenth]) / tenth
     last = sum(s_err[-tenth:]) / tenth

@@ -12,6 +12,21 @@ Per sequence b and value head h (key head ``kh = h // (nv / nk)``), with the sta
 Every row ``i`` of S (one value channel) evolves on its own -- ``u_i`` needs only row
 ``i`` -- so a program owns ``BLOCK_V`` rows and the full ``dk`` of one head: the state
 is read once and written once, in float32 arithmetic, stored back in its own dtype.
+
+Two entry points share that update:
+
+* :func:`gated_delta_step` takes q, k, v, g and beta as separate tensors;
+* :func:`gated_delta_step_packed` takes what a Qwen3.5 layer has at decode time: the
+  conv output ``mixed_qkv`` ``[batch, 2*nk*dk + nv*dv]`` (q, then k, then v, each head
+  after head), the raw gate inputs ``a`` and ``b`` ``[batch, nv]`` and the per-head
+  ``A_log`` and ``dt_bias``; the kernel forms ``g = -exp(A_log) * softplus(a + dt_bias)``
+  and ``beta = sigmoid(b)`` itself, so no intermediate tensor is written or read.
+
+Launch shape: the step is a pure stream over the state (``2 * dv * dk`` elements a head),
+so what matters is enough independent loads in flight.  Small programs (32 rows, one or
+two warps) let many programs share a multiprocessor; the defaults come from H200 sweeps
+(bench/NOTES.md).  The state is always reached through ``state_indices`` when given,
+like vLLM's continuous-batching layers, so the slots a batch touches can be anywhere.
 """
 
 from __future__ import annotations
@@ -20,7 +35,7 @@ import torch
 import triton
 import triton.language as tl
 
-from enginecfg.kernels._reference import reference_gated_delta_step
+from enginecfg.kernels._reference import reference_gated_delta_step, reference_gated_delta_step_packed
 from enginecfg.kernels._util import (
     STORAGE_DTYPES,
     next_pow2,
@@ -30,7 +45,38 @@ from enginecfg.kernels._util import (
     require_shape,
 )
 
-__all__ = ["gated_delta_step", "reference_gated_delta_step"]
+__all__ = ["gated_delta_step", "gated_delta_step_packed", "gdn_launch_config",
+           "reference_gated_delta_step", "reference_gated_delta_step_packed"]
+
+
+@triton.jit
+def _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok, HINTS: tl.constexpr):
+    """Pointers to the rows ``offs_v`` of ``state[slot, h]``, their mask, and the rows.
+
+    Issued before the small q/k/v loads and their norms, so the long state load is in
+    flight while those are read: with one warp a program, nothing else hides its latency.
+    """
+    st_ptrs = (state_ptr + slot * s_sn + h * s_sh
+               + offs_v[:, None] * s_sv + offs_k[None, :] * s_sk)
+    mask = v_ok[:, None] & k_ok[None, :]
+    if HINTS:
+        S = tl.load(st_ptrs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    else:
+        S = tl.load(st_ptrs, mask=mask, other=0.0).to(tl.float32)
+    return st_ptrs, mask, S
+
+
+@triton.jit
+def _gdn_update(st_ptrs, mask, S, q, k, v, decay, beta, HINTS: tl.constexpr):
+    """One step on loaded rows S; stores them back in the state's dtype; returns o."""
+    S = S * decay
+    u = (v - tl.sum(S * k[None, :], 1)) * beta
+    S = S + u[:, None] * k[None, :]
+    if HINTS:
+        tl.store(st_ptrs, S.to(st_ptrs.dtype.element_ty), mask=mask, eviction_policy="evict_first")
+    else:
+        tl.store(st_ptrs, S.to(st_ptrs.dtype.element_ty), mask=mask)
+    return tl.sum(S * q[None, :], 1)
 
 
 @triton.jit
@@ -45,10 +91,11 @@ def _gdn_kernel(
     s_ob, s_oh, s_od,
     dk, dv, v_per_k, scale, eps,
     BLOCK_V: tl.constexpr, K_PAD: tl.constexpr, L2NORM: tl.constexpr, HAS_IDX: tl.constexpr,
+    HINTS: tl.constexpr,
 ):
-    b = tl.program_id(0)
+    vb = tl.program_id(0)
     h = tl.program_id(1)
-    vb = tl.program_id(2)
+    b = tl.program_id(2)
     offs_v = vb * BLOCK_V + tl.arange(0, BLOCK_V)
     offs_k = tl.arange(0, K_PAD)
     v_ok = offs_v < dv
@@ -61,6 +108,7 @@ def _gdn_kernel(
     if slot < 0:
         tl.store(o_ptrs, tl.zeros([BLOCK_V], tl.float32).to(o_ptr.dtype.element_ty), mask=v_ok)
         return
+    st_ptrs, mask, S = _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok, HINTS)
     kh = h // v_per_k
 
     q = tl.load(q_ptr + b * s_qb + kh * s_qh + offs_k * s_qd, mask=k_ok, other=0.0).to(tl.float32)
@@ -72,31 +120,101 @@ def _gdn_kernel(
     v = tl.load(v_ptr + b * s_vb + h * s_vh + offs_v * s_vd, mask=v_ok, other=0.0).to(tl.float32)
     decay = tl.exp(tl.load(g_ptr + b * s_gb + h * s_gh).to(tl.float32))
     beta = tl.load(beta_ptr + b * s_bb + h * s_bh).to(tl.float32)
-
-    st_ptrs = (state_ptr + slot * s_sn + h * s_sh
-               + offs_v[:, None] * s_sv + offs_k[None, :] * s_sk)
-    mask = v_ok[:, None] & k_ok[None, :]
-    S = tl.load(st_ptrs, mask=mask, other=0.0).to(tl.float32) * decay
-    u = v - tl.sum(S * k[None, :], 1)
-    S = S + (beta * u)[:, None] * k[None, :]
-    tl.store(st_ptrs, S.to(state_ptr.dtype.element_ty), mask=mask)
-    o = tl.sum(S * q[None, :], 1)
+    o = _gdn_update(st_ptrs, mask, S, q, k, v, decay, beta, HINTS)
     tl.store(o_ptrs, o.to(o_ptr.dtype.element_ty), mask=v_ok)
+
+
+@triton.jit
+def _gdn_packed_kernel(
+    state_ptr, qkv_ptr, a_ptr, b_ptr, alog_ptr, dtb_ptr, o_ptr, idx_ptr,
+    s_sn, s_sh, s_sv, s_sk,
+    s_xb, s_ab, s_bb,
+    s_ob, s_oh, s_od,
+    nk, dk, dv, v_per_k, scale, eps,
+    BLOCK_V: tl.constexpr, K_PAD: tl.constexpr, L2NORM: tl.constexpr, HAS_IDX: tl.constexpr,
+    HINTS: tl.constexpr,
+):
+    vb = tl.program_id(0)
+    h = tl.program_id(1)
+    b = tl.program_id(2)
+    offs_v = vb * BLOCK_V + tl.arange(0, BLOCK_V)
+    offs_k = tl.arange(0, K_PAD)
+    v_ok = offs_v < dv
+    k_ok = offs_k < dk
+    o_ptrs = o_ptr + b * s_ob + h * s_oh + offs_v * s_od
+    if HAS_IDX:
+        slot = tl.load(idx_ptr + b).to(tl.int64)
+    else:
+        slot = b.to(tl.int64)
+    if slot < 0:
+        tl.store(o_ptrs, tl.zeros([BLOCK_V], tl.float32).to(o_ptr.dtype.element_ty), mask=v_ok)
+        return
+    st_ptrs, mask, S = _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok, HINTS)
+    kh = h // v_per_k
+    row = qkv_ptr + b.to(tl.int64) * s_xb
+    q = tl.load(row + kh * dk + offs_k, mask=k_ok, other=0.0).to(tl.float32)
+    k = tl.load(row + (nk + kh) * dk + offs_k, mask=k_ok, other=0.0).to(tl.float32)
+    v = tl.load(row + 2 * nk * dk + h * dv + offs_v, mask=v_ok, other=0.0).to(tl.float32)
+    if L2NORM:
+        q = q / tl.sqrt(tl.sum(q * q, 0) + eps)
+        k = k / tl.sqrt(tl.sum(k * k, 0) + eps)
+    q = q * scale
+    x = tl.load(a_ptr + b * s_ab + h).to(tl.float32) + tl.load(dtb_ptr + h).to(tl.float32)
+    softplus = tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))
+    decay = tl.exp(-tl.exp(tl.load(alog_ptr + h).to(tl.float32)) * softplus)
+    beta = tl.sigmoid(tl.load(b_ptr + b * s_bb + h).to(tl.float32))
+    o = _gdn_update(st_ptrs, mask, S, q, k, v, decay, beta, HINTS)
+    tl.store(o_ptrs, o.to(o_ptr.dtype.element_ty), mask=v_ok)
+
+
+def gdn_launch_config(dv: int, dk: int, state_dtype: torch.dtype,
+                      launch: dict[str, int] | None = None) -> dict[str, int]:
+    """Rows of state per program and warps, from H200 sweeps (bench/NOTES.md).
+
+    One warp a program and small programs (16 rows of a 128-wide head), so that many
+    programs share a multiprocessor and keep enough loads in flight: at 256 sequences a
+    float32 state ran at 95-96% of copy bandwidth this way, 84% on 32 rows x 2 warps and
+    75% on 128 rows x 8 warps; bf16 at 91-92%.  ``launch``
+    (``{"block_v", "num_warps"}``) overrides them, for sweeps.
+    """
+    k_pad = next_pow2(dk)
+    per_program = 2048
+    block_v = max(1, min(next_pow2(dv), per_program // k_pad))
+    warps = 1
+    hints = True
+    if launch:
+        block_v = int(launch.get("block_v", block_v))
+        warps = int(launch.get("num_warps", warps))
+        hints = bool(launch.get("hints", hints))
+    return {"block_v": block_v, "num_warps": warps, "k_pad": k_pad, "hints": hints}
+
+
+def _check_state(state: torch.Tensor) -> tuple[int, int, int, int]:
+    require(state.dim() == 4, "state.dim", state.dim(), "4: [slots, nv, dv, dk]")
+    require_dtype(state, "state", STORAGE_DTYPES)
+    return tuple(state.shape)
+
+
+def _check_indices(state_indices, batch: int, slots: int, what: str) -> None:
+    if state_indices is not None:
+        require_dtype(state_indices, "state_indices", (torch.int32, torch.int64))
+        require_shape(state_indices, "state_indices", (batch,))
+    else:
+        require(batch <= slots, f"{what}.shape[0]", batch, f"<= state slots ({slots}) without state_indices")
 
 
 def gated_delta_step(state: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                      g: torch.Tensor, beta: torch.Tensor, scale: float | None = None,
                      use_qk_l2norm: bool = True, state_indices: torch.Tensor | None = None, *,
                      eps: float = 1e-6, out: torch.Tensor | None = None,
-                     block_v: int | None = None, num_warps: int = 8) -> torch.Tensor:
+                     block_v: int | None = None, num_warps: int | None = None,
+                     launch: dict[str, int] | None = None) -> torch.Tensor:
     """One gated-delta decode step; updates ``state`` in place, returns o ``[batch, nv, dv]``.
 
     state ``[slots, nv, dv, dk]`` (float32/float16/bfloat16), q and k ``[batch, nk, dk]``,
     v ``[batch, nv, dv]``, g and beta ``[batch, nv]``, ``nv % nk == 0``.  o has v's dtype.
     """
-    require(state.dim() == 4, "state.dim", state.dim(), "4: [slots, nv, dv, dk]")
-    require_dtype(state, "state", STORAGE_DTYPES)
-    slots, nv, dv, dk = state.shape
+    slots, nv, dv, dk = _check_state(state)
     require(q.dim() == 3, "q.dim", q.dim(), "3: [batch, nk, dk]")
     batch, nk = q.shape[0], q.shape[1]
     require(nk >= 1 and nv % nk == 0, "nk", nk, f"a divisor of nv={nv}")
@@ -105,11 +223,7 @@ def gated_delta_step(state: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
     require_shape(v, "v", (batch, nv, dv))
     require_shape(g, "g", (batch, nv))
     require_shape(beta, "beta", (batch, nv))
-    if state_indices is not None:
-        require_dtype(state_indices, "state_indices", (torch.int32, torch.int64))
-        require_shape(state_indices, "state_indices", (batch,))
-    else:
-        require(batch <= slots, "q.shape[0]", batch, f"<= state slots ({slots}) without state_indices")
+    _check_indices(state_indices, batch, slots, "q")
     require_same_device({"state": state, "q": q, "k": k, "v": v, "g": g, "beta": beta,
                          "state_indices": state_indices})
     if scale is None:
@@ -118,19 +232,71 @@ def gated_delta_step(state: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
         out = torch.empty_like(v)
     if batch == 0:
         return out
-    k_pad = next_pow2(dk)
-    if block_v is None:
-        # rows of state per program, from H200 sweeps at dk = dv = 128 over 8 warps:
-        # 16 KiB for float32 (89% of copy bandwidth), 32 KiB for 16-bit states (81%)
-        per_program = 16384 if state.dtype == torch.float32 else 32768
-        block_v = max(1, min(next_pow2(dv), (per_program // state.element_size()) // k_pad))
-    grid = (batch, nv, triton.cdiv(dv, block_v))
+    cfg = gdn_launch_config(dv, dk, state.dtype, launch)
+    bv = block_v or cfg["block_v"]
+    grid = (triton.cdiv(dv, bv), nv, batch)
     _gdn_kernel[grid](
         state, q, k, v, g, beta, out, state_indices if state_indices is not None else g,
         *state.stride(), *q.stride(), *k.stride(), *v.stride(), *g.stride(), *beta.stride(),
         *out.stride(),
         dk, dv, nv // nk, float(scale), float(eps),
-        BLOCK_V=block_v, K_PAD=k_pad, L2NORM=bool(use_qk_l2norm), HAS_IDX=state_indices is not None,
-        num_warps=num_warps,
+        BLOCK_V=bv, K_PAD=cfg["k_pad"], L2NORM=bool(use_qk_l2norm), HAS_IDX=state_indices is not None,
+        HINTS=cfg["hints"],
+        num_warps=num_warps or cfg["num_warps"],
+    )
+    return out
+
+
+def gated_delta_step_packed(state: torch.Tensor, mixed_qkv: torch.Tensor, a: torch.Tensor,
+                            b: torch.Tensor, A_log: torch.Tensor, dt_bias: torch.Tensor,
+                            scale: float | None = None, use_qk_l2norm: bool = True,
+                            state_indices: torch.Tensor | None = None, *, eps: float = 1e-6,
+                            out: torch.Tensor | None = None,
+                            launch: dict[str, int] | None = None) -> torch.Tensor:
+    """One gated-delta decode step from a layer's packed inputs; updates ``state`` in place.
+
+    state ``[slots, nv, dv, dk]``; ``mixed_qkv`` ``[batch, 2*nk*dk + nv*dv]`` with a
+    contiguous last dim (q heads, then k heads, then v heads); ``a``, ``b`` ``[batch, nv]``;
+    ``A_log``, ``dt_bias`` ``[nv]``.  Per head: ``g = -exp(A_log) * softplus(a + dt_bias)``,
+    ``beta = sigmoid(b)``, then the step of :func:`gated_delta_step`.  Returns o
+    ``[batch, nv, dv]`` in mixed_qkv's dtype (``out`` may be any view of that shape).
+    """
+    slots, nv, dv, dk = _check_state(state)
+    require(mixed_qkv.dim() == 2, "mixed_qkv.dim", mixed_qkv.dim(), "2: [batch, 2*nk*dk + nv*dv]")
+    batch, width = mixed_qkv.shape
+    qk = width - nv * dv
+    require(qk > 0 and qk % (2 * dk) == 0, "mixed_qkv.shape[1]", width,
+            f"2*nk*{dk} + {nv}*{dv} for some key head count nk")
+    nk = qk // (2 * dk)
+    require(nv % nk == 0, "nk", nk, f"a divisor of nv={nv}")
+    require(mixed_qkv.stride(1) == 1, "mixed_qkv.stride(1)", mixed_qkv.stride(1), "1 (contiguous last dim)")
+    require_shape(a, "a", (batch, nv))
+    require_shape(b, "b", (batch, nv))
+    require_shape(A_log, "A_log", (nv,))
+    require_shape(dt_bias, "dt_bias", (nv,))
+    require(a.stride(1) == 1 and b.stride(1) == 1, "a/b.stride(1)", (a.stride(1), b.stride(1)), "1")
+    require(A_log.stride(0) == 1 and dt_bias.stride(0) == 1, "A_log/dt_bias.stride(0)",
+            (A_log.stride(0), dt_bias.stride(0)), "1")
+    _check_indices(state_indices, batch, slots, "mixed_qkv")
+    require_same_device({"state": state, "mixed_qkv": mixed_qkv, "a": a, "b": b, "A_log": A_log,
+                         "dt_bias": dt_bias, "state_indices": state_indices})
+    if scale is None:
+        scale = dk ** -0.5
+    if out is None:
+        out = torch.empty((batch, nv, dv), dtype=mixed_qkv.dtype, device=mixed_qkv.device)
+    require_shape(out, "out", (batch, nv, dv))
+    if batch == 0:
+        return out
+    cfg = gdn_launch_config(dv, dk, state.dtype, launch)
+    bv = cfg["block_v"]
+    grid = (triton.cdiv(dv, bv), nv, batch)
+    _gdn_packed_kernel[grid](
+        state, mixed_qkv, a, b, A_log, dt_bias, out,
+        state_indices if state_indices is not None else a,
+        *state.stride(), mixed_qkv.stride(0), a.stride(0), b.stride(0), *out.stride(),
+        nk, dk, dv, nv // nk, float(scale), float(eps),
+        BLOCK_V=bv, K_PAD=cfg["k_pad"], L2NORM=bool(use_qk_l2norm), HAS_IDX=state_indices is not None,
+        HINTS=cfg["hints"],
+        num_warps=cfg["num_warps"],
     )
     return out

@@ -226,9 +226,11 @@ def page_check(page_size_bytes: int, attn_block_bytes: int, mamba_state_bytes: S
     after = -(-after // 64) * 64
     total = before + num_pages * page + after
 
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    canary = torch.randint(0, 256, (total,), dtype=torch.uint8, generator=gen)
-    buf = canary.to(dev)
+    # Everything stays on the device: the canary, the expected bytes, the comparison.  The
+    # host sees one boolean per page and view, and the bytes only when something differs.
+    gen = torch.Generator(device=dev).manual_seed(seed)
+    canary = torch.randint(0, 256, (total,), dtype=torch.uint8, generator=gen, device=dev)
+    buf = canary.clone()
     violations: list[PageViolation] = []
     readback_ok = True
     n_violations = 0
@@ -240,36 +242,35 @@ def page_check(page_size_bytes: int, attn_block_bytes: int, mamba_state_bytes: S
         esize = esize if elem_ok else 1
         typed = buf.view(elem)[before // esize:]
         for p in range(num_pages):
-            buf.copy_(canary.to(dev))
+            buf.copy_(canary)
             expected = canary.clone()
+            region_mask = torch.zeros(total, dtype=torch.bool, device=dev)
             sources = []
             for r in view.regions:
                 n = r.size - r.size % esize
                 start = before + p * page + r.offset
                 # every data byte differs from the canary where it belongs, so a byte that
                 # spills past the page end always shows as a broken canary there
-                shift = torch.randint(1, 256, (n,), dtype=torch.int32, generator=gen)
+                shift = torch.randint(1, 256, (n,), dtype=torch.int32, generator=gen, device=dev)
                 data = ((canary[start:start + n].to(torch.int32) + shift) % 256).to(torch.uint8)
                 page_end = before + (p + 1) * page
                 stop = min(start + n, page_end)
                 if stop > start:
                     expected[start:stop] = data[: stop - start]
-                src = data.to(dev).view(elem)
+                region_mask[start: min(start + r.size, page_end)] = True
+                src = data.view(elem)
                 _launch_copy(typed, src, p, kpage // esize, r.offset // esize, 0, 0, 0, src.numel())
                 sources.append((r, src))
-            got = buf.cpu()
-            region_mask = torch.zeros(total, dtype=torch.bool)
-            for r in view.regions:
-                s = before + p * page + r.offset
-                region_mask[s: min(s + r.size, before + (p + 1) * page)] = True
-            diff = got != expected
-            for kind, sel in (("canary", diff & ~region_mask), ("data", diff & region_mask)):
-                for start, length in _runs(sel):
-                    n_violations += 1
-                    if len(violations) < max_violations:
-                        violations.append(PageViolation(
-                            view.name, p, kind, _where(start - before, page, num_pages),
-                            start - before, length))
+            diff = buf != expected
+            if bool(diff.any()):
+                diff, region_mask = diff.cpu(), region_mask.cpu()
+                for kind, sel in (("canary", diff & ~region_mask), ("data", diff & region_mask)):
+                    for start, length in _runs(sel):
+                        n_violations += 1
+                        if len(violations) < max_violations:
+                            violations.append(PageViolation(
+                                view.name, p, kind, _where(start - before, page, num_pages),
+                                start - before, length))
             for r, src in sources:
                 back = torch.empty_like(src)
                 _launch_copy(back, typed, 0, 0, 0, p, kpage // esize, r.offset // esize, src.numel())

@@ -32,10 +32,13 @@ import triton
 import triton.language as tl
 
 from enginecfg.kernels._reference import (
+    reference_mla_decode_attention,
     reference_paged_decode_attention,
+    reference_paged_decode_attention_fp8,
     reference_paged_prefill_attention,
 )
 from enginecfg.kernels._util import (
+    FP8_DTYPES,
     STORAGE_DTYPES,
     next_pow2,
     require,
@@ -47,8 +50,12 @@ from enginecfg.kernels._util import (
 
 __all__ = [
     "paged_decode_attention",
+    "mla_decode_attention",
+    "FP8_DTYPES",
     "paged_prefill_attention",
     "reference_paged_decode_attention",
+    "reference_paged_decode_attention_fp8",
+    "reference_mla_decode_attention",
     "reference_paged_prefill_attention",
     "decode_launch_config",
 ]
@@ -83,7 +90,7 @@ def _dot(a, b, IEEE: tl.constexpr, UPCAST: tl.constexpr):
 
 @triton.jit
 def _decode_kernel(
-    q_ptr, k_ptr, v_ptr, bt_ptr, sl_ptr, out_ptr, po_ptr, pml_ptr,
+    q_ptr, k_ptr, v_ptr, bt_ptr, sl_ptr, out_ptr, po_ptr, pml_ptr, ks_ptr, vs_ptr,
     scale_log2,
     s_qb, s_qh, s_qd,
     s_kn, s_kt, s_kh, s_kd,
@@ -94,11 +101,14 @@ def _decode_kernel(
     num_q_heads, tokens_per_split, max_blocks,
     G: tl.constexpr, M_PAD: tl.constexpr, HEAD: tl.constexpr, D_PAD: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, TILE: tl.constexpr, SPLIT: tl.constexpr,
-    IEEE: tl.constexpr, UPCAST: tl.constexpr,
+    IEEE: tl.constexpr, UPCAST: tl.constexpr, FP8: tl.constexpr,
 ):
     b = tl.program_id(0)
     kvh = tl.program_id(1)
     split = tl.program_id(2)
+    if FP8:
+        scale_log2 = scale_log2 * tl.load(ks_ptr).to(tl.float32)
+        v_scale = tl.load(vs_ptr).to(tl.float32)
 
     seq_len = tl.load(sl_ptr + b)
     start = split * tokens_per_split
@@ -114,7 +124,8 @@ def _decode_kernel(
         q_ptr + b * s_qb + heads[:, None] * s_qh + offs_d[None, :] * s_qd,
         mask=row_ok[:, None] & d_ok[None, :], other=0.0,
     )
-    q = q.to(k_ptr.dtype.element_ty)
+    if not FP8:
+        q = q.to(k_ptr.dtype.element_ty)
 
     m_i = tl.full([M_PAD], float("-inf"), tl.float32)
     l_i = tl.zeros([M_PAD], tl.float32)
@@ -136,6 +147,11 @@ def _decode_kernel(
             v_ptr + phys[:, None] * s_vn + off[:, None] * s_vt + kvh * s_vh + offs_d[None, :] * s_vd,
             mask=kv_mask, other=0.0,
         )
+        if FP8:
+            # fp8 -> the query's 16-bit dtype is exact; the per-tensor scales are applied
+            # to the scores and once to the output instead of to every element
+            k = k.to(q_ptr.dtype.element_ty)
+            v = v.to(q_ptr.dtype.element_ty)
         s = _dot(q, tl.trans(k), IEEE, UPCAST)
         s = tl.where(t_ok[None, :], s * scale_log2, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
@@ -147,6 +163,8 @@ def _decode_kernel(
         acc = acc * alpha[:, None] + pv
         m_i = m_new
 
+    if FP8:
+        acc = acc * v_scale
     if SPLIT:
         base = b * s_pb + heads * s_ph + split * s_ps
         tl.store(po_ptr + base[:, None] * D_PAD + offs_d[None, :], acc, mask=row_ok[:, None])
@@ -242,13 +260,14 @@ def decode_launch_config(batch: int, num_kv_heads: int, max_seq_len: int, head_s
 
 
 def _check_cache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                 block_table: torch.Tensor, seq_lens: torch.Tensor, q_rank: int) -> tuple[int, ...]:
+                 block_table: torch.Tensor, seq_lens: torch.Tensor, q_rank: int,
+                 allow_fp8: bool = False) -> tuple[int, ...]:
     require(q.dim() == q_rank, "q.dim", q.dim(), str(q_rank))
     require(k_cache.dim() == 4, "k_cache.dim", k_cache.dim(),
             "4: [num_blocks, block_size, num_kv_heads, head_size]")
     num_blocks, block_size, num_kv_heads, head_size = k_cache.shape
     require_shape(v_cache, "v_cache", tuple(k_cache.shape))
-    require_dtype(k_cache, "k_cache", STORAGE_DTYPES)
+    require_dtype(k_cache, "k_cache", STORAGE_DTYPES + (FP8_DTYPES if allow_fp8 else ()))
     require(v_cache.dtype == k_cache.dtype, "v_cache.dtype", str(v_cache.dtype), str(k_cache.dtype))
     require_dtype(q, "q", STORAGE_DTYPES)
     require(1 <= head_size <= MAX_HEAD_SIZE, "head_size", head_size, f"1..{MAX_HEAD_SIZE}")
@@ -266,12 +285,31 @@ def _check_cache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     return batch, block_size, num_kv_heads, head_size, num_q_heads
 
 
+def _scale_tensor(value, device) -> torch.Tensor:
+    """A per-tensor scale as the one-element float32 tensor the kernels load."""
+    if value is None:
+        value = 1.0
+    if torch.is_tensor(value):
+        require(value.numel() == 1, "kv scale numel", value.numel(), "1 (a per-tensor scale)")
+        return value.reshape(1).to(device=device, dtype=torch.float32)
+    return torch.full((1,), float(value), dtype=torch.float32, device=device)
+
+
 def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                            block_table: torch.Tensor, seq_lens: torch.Tensor, scale: float,
                            *, max_seq_len: int | None = None, num_splits: int | None = None,
                            out: torch.Tensor | None = None,
-                           launch: dict[str, int] | None = None) -> torch.Tensor:
+                           launch: dict[str, int] | None = None,
+                           k_scale: torch.Tensor | float | None = None,
+                           v_scale: torch.Tensor | float | None = None) -> torch.Tensor:
     """One new query token per sequence attending to its whole paged context.
+
+    An fp8 cache (``float8_e4m3fn`` / ``float8_e5m2``) is read as fp8 (half the bytes of
+    bf16) with per-tensor ``k_scale`` / ``v_scale`` (one-element float32 tensors or
+    floats; 1.0 if not given), the values vLLM's fp8 caches carry.  The fp8 values are
+    widened to q's dtype (exact: both fp8 formats fit in bf16 and fp16) for the dot
+    products; ``k_scale`` multiplies the scores and ``v_scale`` the output, which is the
+    same math as dequantising every element, one rounding fewer.
 
     ``q`` ``[batch, num_q_heads, head_size]``; returns ``out`` of the same shape and dtype.
     ``max_seq_len`` bounds the split sizes (default: ``max_blocks * block_size``, known
@@ -282,11 +320,15 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
     block numbers in the table are trusted.
     """
     batch, block_size, num_kv_heads, head_size, num_q_heads = _check_cache(
-        q, k_cache, v_cache, block_table, seq_lens, 3)
+        q, k_cache, v_cache, block_table, seq_lens, 3, allow_fp8=True)
     require(q.shape[0] == batch, "q.shape[0]", q.shape[0], f"{batch} (block_table rows)")
+    fp8 = k_cache.dtype in FP8_DTYPES
+    compute = q.dtype if fp8 else k_cache.dtype
+    ks = _scale_tensor(k_scale, q.device) if fp8 else seq_lens
+    vs = _scale_tensor(v_scale, q.device) if fp8 else seq_lens
     if max_seq_len is None:
         max_seq_len = block_table.shape[1] * block_size
-    cfg = decode_launch_config(batch, num_kv_heads, max_seq_len, head_size, k_cache.dtype,
+    cfg = decode_launch_config(batch, num_kv_heads, max_seq_len, head_size, compute,
                                q.device, num_splits, launch)
     if out is None:
         out = torch.empty_like(q)
@@ -304,14 +346,14 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         po = pml = out  # unused
     ps = (num_q_heads * splits, splits, 1)
     _decode_kernel[(batch, num_kv_heads, splits)](
-        q, k_cache, v_cache, block_table, seq_lens, out, po, pml,
+        q, k_cache, v_cache, block_table, seq_lens, out, po, pml, ks, vs,
         float(scale) * _LOG2E,
         *q.stride(), *k_cache.stride(), *v_cache.stride(), *block_table.stride(), *out.stride(),
         *ps,
         num_q_heads, cfg["tokens_per_split"], block_table.shape[1],
         G=G, M_PAD=m_pad, HEAD=head_size, D_PAD=d_pad, BLOCK_SIZE=block_size,
-        TILE=cfg["tile"], SPLIT=split, IEEE=k_cache.dtype == torch.float32,
-        UPCAST=_INTERPRET and k_cache.dtype == torch.bfloat16,
+        TILE=cfg["tile"], SPLIT=split, IEEE=compute == torch.float32,
+        UPCAST=_INTERPRET and compute == torch.bfloat16, FP8=fp8,
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
     )
     if split:
@@ -463,4 +505,168 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
         UPCAST=_INTERPRET and k_cache.dtype == torch.bfloat16,
         num_warps=warps, num_stages=stages,
     )
+    return out
+
+
+# ----------------------------------------------------------------------------- MLA decode
+@triton.jit
+def _mla_decode_kernel(
+    q_ptr, c_ptr, bt_ptr, sl_ptr, out_ptr, po_ptr, pml_ptr, cs_ptr,
+    scale_log2,
+    s_qb, s_qh, s_qd,
+    s_cn, s_ct, s_cd,
+    s_btb, s_btn,
+    s_ob, s_oh, s_od,
+    s_pb, s_ph, s_ps,
+    num_heads, tokens_per_split, max_blocks,
+    LORA: tl.constexpr, L_PAD: tl.constexpr, ROPE: tl.constexpr, R_PAD: tl.constexpr,
+    M: tl.constexpr, BLOCK_SIZE: tl.constexpr, TILE: tl.constexpr, SPLIT: tl.constexpr,
+    IEEE: tl.constexpr, UPCAST: tl.constexpr, FP8: tl.constexpr,
+):
+    b = tl.program_id(0)
+    hb = tl.program_id(1)
+    split = tl.program_id(2)
+    if FP8:
+        c_scale = tl.load(cs_ptr).to(tl.float32)
+        scale_log2 = scale_log2 * c_scale
+
+    seq_len = tl.load(sl_ptr + b)
+    start = split * tokens_per_split
+    end = tl.minimum(start + tokens_per_split, seq_len)
+
+    heads = hb * M + tl.arange(0, M)
+    h_ok = heads < num_heads
+    offs_l = tl.arange(0, L_PAD)
+    l_ok = offs_l < LORA
+    offs_r = tl.arange(0, R_PAD)
+    r_ok = offs_r < ROPE
+    q_row = q_ptr + b * s_qb + heads[:, None] * s_qh
+    q_n = tl.load(q_row + offs_l[None, :] * s_qd, mask=h_ok[:, None] & l_ok[None, :], other=0.0)
+    q_r = tl.load(q_row + (LORA + offs_r[None, :]) * s_qd, mask=h_ok[:, None] & r_ok[None, :], other=0.0)
+    if not FP8:
+        q_n = q_n.to(c_ptr.dtype.element_ty)
+        q_r = q_r.to(c_ptr.dtype.element_ty)
+
+    m_i = tl.full([M], float("-inf"), tl.float32)
+    l_i = tl.zeros([M], tl.float32)
+    acc = tl.zeros([M, L_PAD], tl.float32)
+    bt_row = bt_ptr + b.to(tl.int64) * s_btb
+    for t0 in range(start, end, TILE):
+        toks = t0 + tl.arange(0, TILE)
+        blk = toks // BLOCK_SIZE
+        t_ok = (toks < end) & (blk < max_blocks)
+        phys = tl.load(bt_row + blk * s_btn, mask=t_ok, other=0).to(tl.int64)
+        row = c_ptr + phys[:, None] * s_cn + (toks % BLOCK_SIZE)[:, None] * s_ct
+        c_n = tl.load(row + offs_l[None, :] * s_cd, mask=t_ok[:, None] & l_ok[None, :], other=0.0)
+        c_r = tl.load(row + (LORA + offs_r[None, :]) * s_cd, mask=t_ok[:, None] & r_ok[None, :], other=0.0)
+        if FP8:  # exact in the query's 16-bit dtype; the scale goes on scores and output
+            c_n = c_n.to(q_ptr.dtype.element_ty)
+            c_r = c_r.to(q_ptr.dtype.element_ty)
+        s = _dot(q_n, tl.trans(c_n), IEEE, UPCAST) + _dot(q_r, tl.trans(c_r), IEEE, UPCAST)
+        s = tl.where(t_ok[None, :], s * scale_log2, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp2(m_i - m_safe)
+        p = tl.exp2(s - m_safe[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + _dot(p.to(c_n.dtype), c_n, IEEE, UPCAST)
+        m_i = m_new
+
+    if FP8:
+        acc = acc * c_scale
+    if SPLIT:
+        base = b * s_pb + heads * s_ph + split * s_ps
+        tl.store(po_ptr + base[:, None] * L_PAD + offs_l[None, :], acc, mask=h_ok[:, None])
+        tl.store(pml_ptr + base * 2, m_i, mask=h_ok)
+        tl.store(pml_ptr + base * 2 + 1, l_i, mask=h_ok)
+    else:
+        l_safe = tl.where(l_i == 0.0, 1.0, l_i)
+        o = acc / l_safe[:, None]
+        tl.store(out_ptr + b * s_ob + heads[:, None] * s_oh + offs_l[None, :] * s_od,
+                 o.to(out_ptr.dtype.element_ty), mask=h_ok[:, None] & l_ok[None, :])
+
+
+def mla_decode_attention(q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor,
+                         seq_lens: torch.Tensor, scale: float, kv_lora_rank: int, *,
+                         kv_scale: torch.Tensor | float | None = None,
+                         max_seq_len: int | None = None, num_splits: int | None = None,
+                         out: torch.Tensor | None = None,
+                         launch: dict[str, int] | None = None) -> torch.Tensor:
+    """Multi-head latent attention (DeepSeek V2/V3 MLA), one decode token per sequence.
+
+    The cache holds one latent vector per token, ``kv_lora_rank + qk_rope_head_dim`` wide
+    (``[num_blocks, block_size, D]``, or ``[num_blocks, block_size, 1, D]`` as vLLM keeps
+    it: one KV "head"), shared by every query head: the latent's first ``kv_lora_rank``
+    entries serve as the value, the whole vector as the key.  ``q`` ``[batch, H, D]`` is
+    the absorbed query (``q_nope @ W_UK`` next to ``q_pe``).  Returns ``[batch, H,
+    kv_lora_rank]``.  An fp8 cache is dequantised with the per-tensor ``kv_scale`` to q's
+    dtype.  Each program serves 16 query heads, so the latent is read once per 16 heads.
+    """
+    if kv_cache.dim() == 4:
+        require(kv_cache.shape[2] == 1, "kv_cache.shape[2]", kv_cache.shape[2], "1 (MLA keeps one latent head)")
+        kv_cache = kv_cache[:, :, 0]
+    require(kv_cache.dim() == 3, "kv_cache.dim", kv_cache.dim(), "3: [num_blocks, block_size, D] (or 4 with 1 head)")
+    require_dtype(kv_cache, "kv_cache", STORAGE_DTYPES + FP8_DTYPES)
+    require_dtype(q, "q", STORAGE_DTYPES)
+    num_blocks, block_size, width = kv_cache.shape
+    require(q.dim() == 3 and q.shape[2] == width, "q.shape", list(q.shape), f"[batch, H, {width}]")
+    require(1 <= kv_lora_rank <= width and kv_lora_rank <= 1024, "kv_lora_rank", kv_lora_rank,
+            f"1..min({width}, 1024)")
+    rope = width - kv_lora_rank
+    require(rope <= 256, "qk_rope_head_dim", rope, "<= 256")
+    require(block_table.dim() == 2, "block_table.dim", block_table.dim(), "2: [batch, max_blocks]")
+    require_dtype(block_table, "block_table", (torch.int32,))
+    require_dtype(seq_lens, "seq_lens", (torch.int32,))
+    batch, heads = q.shape[0], q.shape[1]
+    require(block_table.shape[0] == batch, "block_table.shape[0]", block_table.shape[0], str(batch))
+    require_shape(seq_lens, "seq_lens", (batch,))
+    require_same_device({"q": q, "kv_cache": kv_cache, "block_table": block_table, "seq_lens": seq_lens})
+    fp8 = kv_cache.dtype in FP8_DTYPES
+    compute = q.dtype if fp8 else kv_cache.dtype
+    cs = _scale_tensor(kv_scale, q.device) if fp8 else seq_lens
+    if out is None:
+        out = torch.empty((batch, heads, kv_lora_rank), dtype=q.dtype, device=q.device)
+    require_shape(out, "out", (batch, heads, kv_lora_rank))
+    if batch == 0:
+        return out
+    l_pad = max(16, next_pow2(kv_lora_rank))
+    r_pad = max(16, next_pow2(rope))
+    m = 16
+    hblocks = triton.cdiv(heads, m)
+    if max_seq_len is None:
+        max_seq_len = block_table.shape[1] * block_size
+    tile = 16 if l_pad >= 512 or compute == torch.float32 else 32
+    warps = 4 if l_pad <= 256 else 8
+    stages = 2
+    if launch:
+        tile = int(launch.get("tile", tile))
+        warps = int(launch.get("num_warps", warps))
+        stages = int(launch.get("num_stages", stages))
+    if num_splits is None:
+        want = max(1, math.ceil(_PROGRAMS_PER_SM * sm_count(q.device) / max(1, batch * hblocks)))
+        num_splits = min(want, max(1, math.ceil(max(1, max_seq_len) / (4 * tile))), 256)
+    per_split = math.ceil(math.ceil(max(1, max_seq_len) / max(1, int(num_splits))) / tile) * tile
+    splits = max(1, math.ceil(max(1, max_seq_len) / per_split))
+    split = splits > 1
+    if split:
+        po = torch.empty((batch, heads, splits, l_pad), device=q.device, dtype=torch.float32)
+        pml = torch.empty((batch, heads, splits, 2), device=q.device, dtype=torch.float32)
+    else:
+        po = pml = out
+    ps = (heads * splits, splits, 1)
+    _mla_decode_kernel[(batch, hblocks, splits)](
+        q, kv_cache, block_table, seq_lens, out, po, pml, cs,
+        float(scale) * _LOG2E,
+        *q.stride(), *kv_cache.stride(), *block_table.stride(), *out.stride(), *ps,
+        heads, per_split, block_table.shape[1],
+        LORA=kv_lora_rank, L_PAD=l_pad, ROPE=rope, R_PAD=r_pad, M=m, BLOCK_SIZE=block_size,
+        TILE=tile, SPLIT=split, IEEE=compute == torch.float32,
+        UPCAST=_INTERPRET and compute == torch.bfloat16, FP8=fp8,
+        num_warps=warps, num_stages=stages,
+    )
+    if split:
+        _merge_kernel[(batch, heads)](
+            po, pml, out, *ps, *out.stride(), splits,
+            HEAD=kv_lora_rank, D_PAD=l_pad, S_PAD=max(2, next_pow2(splits)), num_warps=4,
+        )
     return out

@@ -49,8 +49,20 @@ def _known_model_type(model_type: Any) -> bool:
 
 
 def load_config(config_dict: dict[str, Any]):
+    """The config object vLLM 0.19.0 reads: for the model types where vLLM registers its own
+    config class, the config as that class builds it (see :mod:`.config_defaults`)."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
+    from enginecfg.pipeline.models.config_defaults import apply
+
+    config_dict, build, failed = apply(config_dict)
+    if failed is not None:
+        # vLLM's class asserts these (a bare AssertionError): bad input, named as a field error
+        raise AssertionError(f"Validation error for field '{failed}': vLLM 0.19.0's "
+                             f"{config_dict.get('model_type')} config class refuses its value "
+                             f"{config_dict.get(failed)!r}")
+    if build == "plain":
+        return _generic(config_dict)
     model_type = config_dict.get("model_type")
     if _known_model_type(model_type):
         cls = CONFIG_MAPPING[model_type]

@@ -145,6 +145,9 @@ class ModelConfig:
     supports_mamba_prefix_caching: bool = attrs.field(default=False, validator=boolean())
     mamba_chunk_size: int = attrs.field(default=2048, validator=positive_int())
     quantization: str | None = attrs.field(default=None)
+    #: the text config's sliding window as vLLM keeps it (None when absent, 0 or disabled)
+    sliding_window: int | None = attrs.field(default=None)
+    disable_sliding_window: bool = attrs.field(default=False, validator=boolean())
     #: the resolved class's facts (:class:`enginecfg.pipeline.models.architectures.ArchInfo`)
     arch_info: Any = attrs.field(default=None, repr=False, eq=False)
     _engine: Any = _engine_slot()
@@ -193,6 +196,8 @@ class SchedulerConfig:
 class PoolerConfig:
     seq_pooling_type: str | None = attrs.field(default=None, validator=one_of(POOLING_TYPES, optional=True))
     tok_pooling_type: str | None = attrs.field(default=None, validator=one_of(POOLING_TYPES, optional=True))
+    #: a sentence-transformers Normalize module follows the pooling (None: the checkpoint says nothing)
+    use_activation: bool | None = attrs.field(default=None, validator=boolean(optional=True))
     _engine: Any = _engine_slot()
 
 
@@ -217,7 +222,8 @@ SECTIONS = {
 MODEL_DOC_FIELDS = (
     "architecture", "dtype", "max_model_len", "is_hybrid", "is_attention_free", "use_mla",
     "head_size", "num_kv_heads", "total_num_kv_heads", "supports_mamba_prefix_caching",
-    "mamba_chunk_size", "model_type", "runner_type", "quantization",
+    "mamba_chunk_size", "model_type", "runner_type", "quantization", "convert_type", "sliding_window",
+    "disable_sliding_window",
 )
 
 
@@ -245,6 +251,9 @@ class EngineConfig:
     compilation_config: CompilationConfig = attrs.field(factory=CompilationConfig)
     engine_args: dict[str, Any] = attrs.field(factory=dict)
     load_messages: list[tuple[str, str]] = attrs.field(factory=list, repr=False)
+    #: where the model's files came from and the sha256 of each one read
+    #: (:meth:`enginecfg.pipeline.sources.ModelSource.provenance`); None for an in-memory config
+    source: dict[str, Any] | None = attrs.field(default=None, repr=False)
     _frozen: bool = attrs.field(default=False, init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
@@ -260,10 +269,12 @@ class EngineConfig:
 
     # -- construction ----------------------------------------------------------------------
     @classmethod
-    def from_pretrained(cls, path: Any, **engine_args: Any) -> "EngineConfig":
+    def from_pretrained(cls, path: Any, revision: str | None = None, **engine_args: Any) -> "EngineConfig":
+        """A model folder, a ``config.json``, or a Hugging Face repo id (``org/name``, at
+        ``revision``), resolved with vLLM's engine arguments."""
         from enginecfg.pipeline.loading import load_pretrained
 
-        return load_pretrained(path, engine_args)
+        return load_pretrained(path, engine_args, revision=revision)
 
     @classmethod
     def from_pretrained_many(cls, paths: Any, **engine_args: Any) -> "list[EngineConfig]":

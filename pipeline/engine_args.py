@@ -98,6 +98,9 @@ _ARGS = (
     EngineArg("max_num_batched_tokens", ("--max-num-batched-tokens",), INT, nullable=True,
               parser="human_readable_int", help=(
         "Most tokens one scheduler step processes. Takes " + _SUFFIXES + ".")),
+    EngineArg("disable_sliding_window", ("--disable-sliding-window",), BOOL, help=(
+        "Ignore the model's sliding window: attention over the whole context, and the context "
+        "capped at the window's size.")),
 )
 
 _CONFIG_FIELDS = {
@@ -112,6 +115,7 @@ _CONFIG_FIELDS = {
     "pipeline_parallel_size": "parallel_config.pipeline_parallel_size",
     "max_model_len": "model_config.max_model_len", "dtype": "model_config.dtype",
     "max_num_batched_tokens": "scheduler_config.max_num_batched_tokens",
+    "disable_sliding_window": "model_config.disable_sliding_window",
 }
 
 #: name -> :class:`EngineArg`, in the order ``enginecfg run --help`` lists them

@@ -68,6 +68,9 @@ class RunStarted:
     input_config: dict[str, Any]      # the config document before any stage ran
     input_fingerprint: str
     stages: tuple[str, ...]           # the ordered stage names of this run
+    #: where the model's files came from and each file's sha256 (repo id + commit, or the
+    #: folder); None for an in-memory config or one that failed to load
+    source: dict[str, Any] | None = None
 
 
 @_frozen

@@ -1,11 +1,14 @@
 """Load a model config and derive the model facts exactly as vLLM 0.19.0 does.
 
-``load_pretrained`` reads a local ``config.json`` (or a folder holding one), validates the
-engine arguments, obtains the transformers view of the config (see :mod:`.hfcache`: built
-once per config content, never in this process unless transformers is already imported)
-and derives ``ModelConfig``: architecture, text config, dtype, max_model_len, head size,
-KV heads, MLA, hybrid / attention-free, Mamba prefix-caching support, chunk size.  The
-steps that depend on pooling decisions (chunked prefill, prefix caching) are stages.
+``load_pretrained`` reads ``config.json`` from a model folder, a lone file or a Hugging Face
+repo (see :mod:`.sources`) together with the files beside it that vLLM reads (safetensors
+headers, tokenizer and sentence-transformers settings), validates the engine arguments,
+obtains the transformers view of the config (see :mod:`.hfcache`: built once per config
+content, never in this process unless transformers is already imported) and derives
+``ModelConfig``: architecture, text config, dtype, max_model_len, head size, KV heads, MLA,
+hybrid / attention-free, Mamba prefix-caching support, chunk size, sliding window, and the
+sentence-transformers pooling settings.  The steps that depend on pooling decisions (chunked
+prefill, prefix caching) are stages.
 """
 
 from __future__ import annotations
@@ -13,11 +16,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 from pathlib import Path
 from typing import Any
 
-from enginecfg.pipeline.models import architectures, derive, mamba_state
+from enginecfg.pipeline.models import architectures, derive, mamba_state, model_files
 from enginecfg.pipeline.config import (
     ATTENTION_BACKENDS, AttentionConfig, CacheConfig, EngineConfig, ModelConfig, ParallelConfig,
     PoolerConfig, SchedulerConfig,
@@ -29,6 +31,8 @@ from enginecfg.pipeline import hfcache
 from enginecfg.pipeline.hfcache import snapshot_for, snapshot_for_bytes
 from enginecfg.pipeline.hfsnapshot import snapshot_of
 from enginecfg.pipeline.hfview import HFConfigView
+from enginecfg.pipeline.models.weights_dtype import dtype_from_headers
+from enginecfg.pipeline.sources import ModelSource, open_source
 
 __all__ = ["load_pretrained", "load_pretrained_many", "prefetch_pretrained", "load_hf_config", "ENGINE_ARGS",
            "parse_engine_args"]
@@ -97,40 +101,7 @@ def _parse_backend(value: str) -> str | None:
 
 # -- reading the config file -----------------------------------------------------------------
 
-def _config_file(path: Any) -> Path:
-    if not isinstance(path, (str, os.PathLike)):
-        raise InvalidInputError(f"invalid model: got {path!r}; allowed: a path to a model folder or config.json",
-                                field="model")
-    p = Path(path)
-    file = p / "config.json" if p.is_dir() else p
-    if not file.exists():
-        what = f"{p} has no config.json" if p.is_dir() else f"{p} does not exist"
-        raise InvalidInputError(f"invalid model: {what}; allowed: a model folder holding config.json, "
-                                f"or a config.json file", field="model")
-    return file
-
-
-def _read_bytes(file: Path) -> bytes:
-    """The file's bytes; a FIFO or device is refused, not read (it would block or never end).
-
-    Opened non-blocking and checked with ``fstat`` on the open descriptor, so a file swapped
-    for a FIFO after the check cannot hang the read either.
-    """
-    try:
-        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise InvalidInputError(f"invalid model: cannot read {file}: not a regular file; allowed: "
-                                        f"a config.json file", field="model")
-            with os.fdopen(fd, "rb", closefd=False) as fh:
-                return fh.read()
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        raise InvalidInputError(f"invalid model: cannot read {file}: {exc.strerror or exc}", field="model") from None
-
-
-def _parse_config(file: Path, raw: bytes) -> dict[str, Any]:
+def _parse_config(file: str | Path, raw: bytes) -> dict[str, Any]:
     try:
         data = json.loads(raw)  # Python's json accepts Infinity/NaN, as published hub files need
     except UnicodeDecodeError as exc:
@@ -150,10 +121,17 @@ def _parse_config(file: Path, raw: bytes) -> dict[str, Any]:
     return data
 
 
-def load_pretrained(path: Any, engine_args: dict[str, Any]) -> EngineConfig:
+def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None = None) -> EngineConfig:
+    """A config from a model folder, a ``config.json`` or a Hugging Face repo id.
+
+    Besides ``config.json`` the files vLLM 0.19.0 reads while building its config are read
+    from the same source (see :mod:`.sources` and :mod:`.models.model_files`), and every one
+    is recorded with its sha256 in the config's ``source``.
+    """
     args = parse_engine_args(engine_args)
-    file = _config_file(path)
-    raw = _read_bytes(file)
+    source = open_source(path, revision)
+    raw = source.config_bytes()
+    file = source.describe("config.json")
     parsed: list[dict[str, Any]] = []
 
     def parse() -> dict[str, Any]:
@@ -161,17 +139,20 @@ def load_pretrained(path: Any, engine_args: dict[str, Any]) -> EngineConfig:
             parsed.append(_parse_config(file, raw))
         return parsed[0]
     snap = snapshot_for_bytes(raw, parse)
-    return _build(str(path), parsed[0] if parsed else None, snap, engine_args, args)
+    return _build(source.model, parsed[0] if parsed else None, snap, engine_args, args, source=source)
 
 
 def _readable_configs(paths: list[Any]) -> list[tuple[bytes, dict[str, Any]]]:
-    """(bytes, parsed dict) of every path that loads; the others fail later, in their turn."""
+    """(bytes, parsed dict) of every local path that loads; the others (and Hugging Face repo
+    ids, fetched in their turn) are left to :func:`load_pretrained`, which reports them."""
     out = []
     for path in paths:
         try:
-            file = _config_file(path)
-            raw = _read_bytes(file)
-            out.append((raw, _parse_config(file, raw)))
+            if not isinstance(path, (str, os.PathLike)) or not Path(path).exists():
+                continue
+            source = open_source(path)
+            raw = source.config_bytes()
+            out.append((raw, _parse_config(source.describe("config.json"), raw)))
         except InvalidInputError:
             continue
     return out
@@ -255,7 +236,7 @@ def _raise_load_error(err: dict[str, Any]) -> None:
 
 
 def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
-           given_args: dict[str, Any], args: dict[str, Any]) -> EngineConfig:
+           given_args: dict[str, Any], args: dict[str, Any], source: ModelSource | None = None) -> EngineConfig:
     if snap is None:
         snap = snapshot_for(raw)
     if "error" in snap:
@@ -283,13 +264,35 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
                 field="hf_config.architectures")
         archs = [default]
     arch, info = architectures.lookup(archs)
-    pooling = info.is_pooling
+    # a sentence-transformers checkpoint (modules.json with a Pooling module) is a pooling
+    # model whatever its architecture; a generative one is then converted to embedding
+    st_pooling = model_files.sentence_transformers_pooling(source) if source is not None else None
+    pooling = info.is_pooling or st_pooling is not None
+    convert_type = "embed" if st_pooling is not None and not info.is_pooling else "none"
     hybrid = architectures.is_hybrid(info, hf)
     tp = args.get("tensor_parallel_size", 1)
     is_mla = derive.is_mla(text)
     use_mla = is_mla and os.environ.get("VLLM_MLA_DISABLE", "0") in ("", "0", "false", "False")
-    dtype = derive.resolve_dtype(args.get("dtype", "auto"), hf, text, top_type, pooling, messages)
-    max_len = derive.max_model_len(text, args.get("max_model_len"), messages)
+    weights = None if source is None else (lambda: dtype_from_headers(source.safetensors_headers()))
+    dtype = derive.resolve_dtype(args.get("dtype", "auto"), hf, text, top_type, pooling, messages,
+                                 weights_dtype=weights)
+    disable_sw = args.get("disable_sliding_window", False)
+    sliding_window = text.get("sliding_window")
+    if sliding_window == 0:  # vLLM: a window of 0 means none
+        disable_sw = True
+        text.sliding_window = sliding_window = None
+    tokenizer_max = None
+    if source is not None and pooling and hf.get("position_embedding_type", "") == "absolute":
+        tok = model_files.tokenizer_config(source)
+        if tok:
+            tokenizer_max = tok.get("model_max_length")
+    encoder = model_files.sentence_transformers_encoder(source) if source is not None else None
+    max_len = derive.max_model_len(text, args.get("max_model_len"), messages,
+                                   sliding_window=sliding_window if disable_sw else None,
+                                   tokenizer_max=tokenizer_max,
+                                   encoder_max=encoder.get("max_seq_length") if encoder else None)
+    if disable_sw:
+        text.sliding_window = sliding_window = None
     head_size = derive.head_size(hf, text, top_type, is_mla)
     total_kv = derive.total_kv_heads(text, top_type)
     num_kv = 1 if use_mla else max(1, total_kv // tp)
@@ -301,6 +304,7 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
     mc = ModelConfig(
         model=model, architecture=arch, architectures=list(archs), model_type=top_type,
         hf_config=hf, hf_text_config=text, runner_type="pooling" if pooling else "generate",
+        convert_type=convert_type, sliding_window=sliding_window, disable_sliding_window=disable_sw,
         dtype=dtype, max_model_len=max_len, head_size=head_size, total_num_kv_heads=total_kv,
         num_kv_heads=num_kv, num_attention_heads=heads if isinstance(heads, int) else None,
         use_mla=use_mla, is_hybrid=hybrid, is_attention_free=info.is_attention_free,
@@ -328,7 +332,12 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
         mamba_ssm_cache_dtype=args.get("mamba_ssm_cache_dtype", "auto"),
         mamba_cache_dtype=args.get("mamba_cache_dtype", "auto"),
     )
-    pooler = PoolerConfig(seq_pooling_type="LAST", tok_pooling_type="ALL") if pooling else None
+    pooler = None
+    if pooling:
+        st = st_pooling or {}
+        pooler = PoolerConfig(seq_pooling_type=st.get("seq_pooling_type", "LAST"),
+                              tok_pooling_type=st.get("tok_pooling_type", "ALL"),
+                              use_activation=st.get("use_activation"))
     return EngineConfig(
         model_config=mc, cache_config=cc,
         attention_config=AttentionConfig(backend=args.get("attention_backend")),
@@ -337,4 +346,5 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
         scheduler_config=SchedulerConfig(enable_chunked_prefill=args.get("enable_chunked_prefill"),
                                          max_num_batched_tokens=args.get("max_num_batched_tokens")),
         pooler_config=pooler, engine_args=dict(given_args), load_messages=messages,
+        source=source.provenance() if source is not None else None,
     )

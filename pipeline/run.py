@@ -120,6 +120,7 @@ def _document(run_id: str, status: str, cfg: EngineConfig | None, changes: Seque
         "run_id": run_id,
         "model": cfg.model if cfg is not None else model,
         "engine_args": _jsonable(cfg.engine_args if cfg is not None else (engine_args or {})),
+        "source": _jsonable(cfg.source) if cfg is not None else None,
         "config": config,
         "changes": [c.to_dict() for c in changes],
         "messages": [m.to_dict() for m in messages],
@@ -239,7 +240,7 @@ class Pipeline:
         ]
         #: the facts the run document carries: those every known stage declares, in stage order
         self.fact_names: tuple[str, ...] = tuple(dict.fromkeys(f for st in ordered for f in st.facts))
-        for st in ordered:  # every known stage, so that a bad option fails even when left out
+        for st in self.stages:  # only those that will run: configuring may cost (GPU prefetch)
             st.configure(self)
 
     def options_for(self, stage_name: str) -> Any:
@@ -266,7 +267,7 @@ class Pipeline:
                 run_id=run.run_id, started_at=time.time(), model=cfg.model,
                 architecture=cfg.model_config.architecture, engine_args=_jsonable(cfg.engine_args),
                 input_config=input_doc, input_fingerprint=fingerprint(input_doc),
-                stages=tuple(self.stage_names)))
+                stages=tuple(self.stage_names), source=_jsonable(cfg.source)))
         for seq, (lvl, msg) in enumerate(cfg.load_messages, 1):
             events.warning_issued.send(run.run_id, event=events.WarningIssued(
                 run_id=run.run_id, seq=seq, stage="loading", level=lvl, message=msg))
@@ -353,15 +354,15 @@ class Pipeline:
         return doc
 
     # -- load + run, with load failures recorded as failed runs ---------------------------
-    def resolve(self, path: Any, **engine_args: Any) -> RunResult:
-        """``EngineConfig.from_pretrained(path, **engine_args)`` then :meth:`run`.
+    def resolve(self, path: Any, revision: str | None = None, **engine_args: Any) -> RunResult:
+        """``EngineConfig.from_pretrained(path, revision, **engine_args)`` then :meth:`run`.
 
         A config that cannot even be loaded is still a run: ``run_started`` and
         ``run_failed`` are published for it before the error propagates.
         """
         run_id = uuid.uuid4().hex
         try:
-            cfg = EngineConfig.from_pretrained(path, **engine_args)
+            cfg = EngineConfig.from_pretrained(path, revision=revision, **engine_args)
         except EngineCfgError as exc:
             self.record_failed_load(run_id, exc, str(path), engine_args)
             raise

@@ -24,11 +24,12 @@ import glob
 import importlib.util
 import math
 import os
+import threading
 import time
 from typing import Any
 
 from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
-from enginecfg.pipeline.models import derive
+from enginecfg.pipeline.models import derive, mamba_state
 from enginecfg.pipeline.models.pages import page_facts
 from enginecfg.pipeline.stage import Stage
 
@@ -36,6 +37,9 @@ from enginecfg.pipeline.stage import Stage
 STATE_ERROR_WARN = 1e-2
 
 _KV_DTYPES = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float32"}
+#: fp8 cache strings -> the fp8 format the kernels read them in
+_FP8_KV = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2",
+           "fp8_inc": "fp8_e4m3", "fp8_ds_mla": "fp8_e4m3"}
 
 
 def _cuda_present() -> bool:
@@ -49,22 +53,67 @@ def _missing_packages() -> list[str]:
     return [m for m in ("torch", "triton") if importlib.util.find_spec(m) is None]
 
 
+_PREFETCH: threading.Thread | None = None
+
+
+def _prefetch_body() -> None:
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.init()
+        import triton  # noqa: F401
+
+        import enginecfg.kernels.checks  # noqa: F401
+    except Exception:  # noqa: BLE001 - the stage itself reports what is missing
+        pass
+
+
+def start_prefetch() -> None:
+    """Import torch, start CUDA and import the kernels on a background thread, once per
+    process, so that they overlap with loading the config and the earlier stages (torch's
+    import alone is 3-4 s on an H200 host; see bench/NOTES.md).  Only when this stage
+    will run on a GPU; ``ENGINECFG_GPU_PREFETCH=0`` turns it off."""
+    global _PREFETCH
+    if _PREFETCH is not None or os.environ.get("ENGINECFG_GPU_PREFETCH", "1") == "0":
+        return
+    _PREFETCH = threading.Thread(target=_prefetch_body, name="enginecfg-gpu-prefetch", daemon=True)
+    _PREFETCH.start()
+
+
+def _join_prefetch() -> None:
+    if _PREFETCH is not None:
+        _PREFETCH.join()
+
+
 def attention_head_sizes(cfg) -> list[int]:
     """Every distinct attention head size of the model (Gemma 4 has two)."""
     return derive.attention_head_sizes(cfg.model_config)
 
 
 def _kv_dtype(cfg) -> tuple[str, str | None]:
+    """(dtype the KV cache is checked in, note).  fp8 caches are checked in fp8: the
+    kernels read the fp8 bytes and dequantise with per-tensor scales, as vLLM does."""
     mc, cc = cfg.model_config, cfg.cache_config
     if cc.cache_dtype == "auto":
         return mc.dtype, None
     if cc.cache_dtype in _KV_DTYPES:
         return cc.cache_dtype, None
+    if cc.cache_dtype in _FP8_KV:
+        fp8 = _FP8_KV[cc.cache_dtype]
+        note = None if fp8 == cc.cache_dtype or cc.cache_dtype == "fp8" else (
+            f"{cc.cache_dtype} KV cache is checked as {fp8} with per-tensor scales")
+        return fp8, note
     return mc.dtype, f"{cc.cache_dtype} KV cache is checked in the model dtype {mc.dtype}"
 
 
 #: where the checks may run (``Pipeline(gpu_validation=...)``, ``--gpu-validation``)
 MODES = ("auto", "require-gpu", "interpret", "off")
+
+
+def mla_facts(cfg) -> dict[str, int] | None:
+    """kv_lora_rank, qk_rope_head_dim and query heads per rank of an MLA model, or None."""
+    return derive.mla_dims(cfg.model_config, cfg.parallel_config.tensor_parallel_size)
 
 
 class GpuValidationStage(Stage):
@@ -81,6 +130,8 @@ class GpuValidationStage(Stage):
         if mode not in MODES:
             raise InvalidInputError.for_value("gpu_validation", mode, ", ".join(MODES), flag="--gpu-validation")
         self.mode = mode
+        if mode in ("auto", "require-gpu") and _cuda_present() and not _missing_packages():
+            start_prefetch()
 
     # -- deciding where to run ----------------------------------------------------------
     def _device(self) -> tuple[str | None, str | None]:
@@ -97,6 +148,7 @@ class GpuValidationStage(Stage):
         if self.mode == "interpret":
             os.environ["TRITON_INTERPRET"] = "1"
             return "cpu", None
+        _join_prefetch()
         if not _cuda_present():
             reason = "no CUDA device present"
             if self.mode == "auto":
@@ -191,7 +243,19 @@ def build_plan(cfg, *, interpret: bool) -> list[dict[str, Any]]:
     block = cc.block_size
     kv_dtype, kv_note = _kv_dtype(cfg)
     heads = mc.num_attention_heads
-    if not mc.is_attention_free and mc.head_size and not mc.use_mla and heads:
+    fp8 = kv_dtype.startswith("fp8")
+    mla = mla_facts(cfg) if not mc.is_attention_free else None
+    if mla:
+        h = min(mla["num_heads"], 3) if interpret else mla["num_heads"]
+        seq_lens = [block + 3, 5] if interpret else [2 * block + 7, block + 1, 33, 1]
+        args = {"kv_lora_rank": mla["kv_lora_rank"], "qk_rope_head_dim": mla["qk_rope_head_dim"],
+                "num_heads": h, "block_size": block, "kv_dtype": kv_dtype, "seq_lens": seq_lens,
+                "q_dtype": mc.dtype}
+        plan.append({"name": f"mla-decode-attention-{mla['kv_lora_rank']}+{mla['qk_rope_head_dim']}",
+                     "kernel": "mla_decode_attention", "fn": "check_mla_attention", "dtype": kv_dtype,
+                     "detail": kv_note, "shapes": {k: v for k, v in args.items() if k != "q_dtype"},
+                     "args": args})
+    elif not mc.is_attention_free and mc.head_size and not mc.use_mla and heads:
         kv_heads = mc.num_kv_heads
         q_heads = max(kv_heads, heads // tp)
         group = max(1, q_heads // kv_heads)
@@ -203,11 +267,18 @@ def build_plan(cfg, *, interpret: bool) -> list[dict[str, Any]]:
         for hs in attention_head_sizes(cfg):
             shapes = {"head_size": hs, "num_kv_heads": kv_heads, "num_q_heads": q_heads, "block_size": block,
                       "seq_lens": seq_lens}
-            plan.append({"name": f"paged-decode-attention-h{hs}", "kernel": "paged_decode_attention",
-                         "fn": "check_paged_attention", "dtype": kv_dtype, "shapes": shapes, "detail": kv_note,
-                         "args": {"head_size": hs, "num_kv_heads": kv_heads, "num_q_heads": q_heads,
-                                  "block_size": block, "kv_dtype": kv_dtype, "seq_lens": seq_lens}})
+            args = {"head_size": hs, "num_kv_heads": kv_heads, "num_q_heads": q_heads,
+                    "block_size": block, "kv_dtype": kv_dtype, "seq_lens": seq_lens}
+            if fp8:
+                args["q_dtype"] = mc.dtype
+            plan.append({"name": f"paged-decode-attention-h{hs}" + ("-fp8" if fp8 else ""),
+                         "kernel": "paged_decode_attention", "dtype": kv_dtype, "shapes": shapes,
+                         "fn": "check_paged_attention_fp8" if fp8 else "check_paged_attention",
+                         "detail": kv_note, "args": args})
         hs = attention_head_sizes(cfg)[-1]
+        if fp8:  # the prefill kernel reads 16/32-bit caches: its check stays in the model dtype
+            kv_dtype = mc.dtype
+            kv_note = f"prefill checked in the model dtype {mc.dtype}; the fp8 cache is checked by decode"
         q_lens = [4, 3] if interpret else [64, 17]
         p_lens = [block + 4, 9] if interpret else [block + 64, 40]
         plan.append({"name": f"paged-prefill-chunk-h{hs}", "kernel": "paged_prefill_attention",
@@ -226,13 +297,16 @@ def _mamba_plan(cfg, interpret: bool) -> list[dict[str, Any]]:
     if info is None or info.state_kind is None:
         return []
     facts = page_facts(cfg)
-    shapes, dtypes = facts["mamba_state_shapes"], facts["mamba_state_dtypes"]
+    # the recipe's named dimensions: heads, groups and state sizes are read, never worked back
+    shapes = mamba_state.state_shapes(info, mc.hf_config, mc.hf_text_config,
+                                      cfg.parallel_config.tensor_parallel_size)
+    dtypes = facts["mamba_state_dtypes"]
     plan: list[dict[str, Any]] = []
     batch = 2 if interpret else 64
     kind = info.state_kind
     if kind in ("mamba2", "gated_delta_net", "mamba1", "short_conv") and shapes:
-        conv_rows, conv_dim = shapes[0]
-        width = conv_rows + 1
+        conv_dim = shapes[0].dim("conv_dim")
+        width = shapes[0].dim("conv_width") + 1
         dim = min(conv_dim, 64) if interpret else conv_dim
         plan.append({"name": "conv1d-state-update", "kernel": "causal_conv1d_update",
                      "fn": "check_causal_conv1d_update", "dtype": dtypes[0],
@@ -240,10 +314,9 @@ def _mamba_plan(cfg, interpret: bool) -> list[dict[str, Any]]:
                      "args": {"batch": batch, "conv_dim": dim, "kernel_width": width,
                               "state_dtype": dtypes[0], "io_dtype": mc.dtype}})
     if kind == "mamba2" and len(shapes) == 2:
-        (_, conv_dim), (nheads, head_dim, dstate) = shapes
-        groups = (conv_dim - nheads * head_dim) // (2 * dstate) if dstate else 0
-        if groups <= 0 or nheads % groups:
-            groups = 1
+        temporal = shapes[1]
+        nheads, head_dim, dstate = temporal.dim("heads"), temporal.dim("head_dim"), temporal.dim("state_size")
+        groups = temporal.meta["groups"]
         if interpret:
             nheads, groups = min(nheads, 2), 1
             head_dim, dstate = min(head_dim, 16), min(dstate, 16)
@@ -256,10 +329,9 @@ def _mamba_plan(cfg, interpret: bool) -> list[dict[str, Any]]:
                      "dtype": dtypes[1], "shapes": {"steps": steps},
                      "args": {"kernel": "mamba2", "state_dtype": dtypes[1], "steps": steps}})
     if kind == "gated_delta_net" and len(shapes) == 2:
-        (_, conv_dim), (nv, dv, dk) = shapes
-        nk = (conv_dim - nv * dv) // (2 * dk) if dk else 0
-        if nk <= 0 or nv % nk:
-            nk = nv
+        temporal = shapes[1]
+        nv, dv, dk = temporal.dim("v_heads"), temporal.dim("head_v_dim"), temporal.dim("head_k_dim")
+        nk = temporal.meta["k_heads"]
         if interpret:
             ratio = nv // nk
             nk, nv, dk, dv = 1, min(ratio, 2), min(dk, 16), min(dv, 16)
@@ -267,6 +339,9 @@ def _mamba_plan(cfg, interpret: bool) -> list[dict[str, Any]]:
                 "state_dtype": dtypes[1], "io_dtype": mc.dtype}
         plan.append({"name": "gated-delta-step", "kernel": "gated_delta_rule_step", "fn": "check_gated_delta",
                      "dtype": dtypes[1], "shapes": dict(args), "args": args})
+        plan.append({"name": "gated-delta-step-packed", "kernel": "gated_delta_rule_step_packed",
+                     "fn": "check_gated_delta_packed", "dtype": dtypes[1], "shapes": dict(args, packed=True),
+                     "args": dict(args)})
         steps = 12 if interpret else 300
         plan.append({"name": "gated-delta-state-precision", "kernel": "state_precision", "fn": "state_precision",
                      "dtype": dtypes[1], "shapes": {"steps": steps},

@@ -20,6 +20,7 @@ from enginecfg.pipeline.canonical import canonical_json
 
 __all__ = [
     "RUN_FIELDS",
+    "OPTIONAL_RUN_FIELDS",
     "CHILD_FIELDS",
     "CHILD_ORDER",
     "canonical",
@@ -33,6 +34,10 @@ RUN_FIELDS = (
     "planned_stages", "input_config", "input_fingerprint", "result", "result_fingerprint",
     "error", "failed_stage", "n_stages", "n_changes", "n_messages", "n_checks",
 )
+
+#: run fields added after the first runs were written: hashed only when set, so that the hash
+#: of a run written before the field existed does not change
+OPTIONAL_RUN_FIELDS = ("source",)
 
 CHILD_FIELDS: dict[str, tuple[str, ...]] = {
     "stage_executions": ("run_id", "stage_order", "stage", "origin", "outcome", "duration_s",
@@ -69,5 +74,8 @@ def run_hash(run: Mapping[str, Any], children: Mapping[str, Sequence[str]]) -> s
     run, in the table's :data:`CHILD_ORDER`.
     """
     body = {f: run.get(f) for f in RUN_FIELDS}
+    for f in OPTIONAL_RUN_FIELDS:
+        if run.get(f) is not None:
+            body[f] = run[f]
     body["children"] = {t: list(children.get(t, ())) for t in CHILD_FIELDS}
     return _sha(body)

@@ -136,6 +136,8 @@ class Run(Base):
     n_changes: Mapped[int] = mapped_column(Integer, nullable=False)
     n_messages: Mapped[int] = mapped_column(Integer, nullable=False)
     n_checks: Mapped[int] = mapped_column(Integer, nullable=False, server_default=text("0"))
+    #: where the model's files came from and each file's sha256 (NULL: not recorded)
+    source: Mapped[Any | None] = mapped_column(JSONValue)
     prev_hash: Mapped[str] = mapped_column(String(64), nullable=False)
     row_hash: Mapped[str] = mapped_column(String(64), nullable=False, unique=True)
 

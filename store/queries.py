@@ -160,7 +160,7 @@ def get_run(store, run_id: str) -> dict[str, Any]:
             input_config=r.input_config, input_fingerprint=r.input_fingerprint,
             result=r.result, result_fingerprint=r.result_fingerprint, error=r.error,
             failed_stage=r.failed_stage, recorded_at=_iso(r.recorded_at),
-            prev_hash=r.prev_hash, row_hash=r.row_hash,
+            prev_hash=r.prev_hash, row_hash=r.row_hash, source=r.source,
         )
         kids = _children(conn, rid)
         out["stages"] = kids["stage_executions"]

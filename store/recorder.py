@@ -404,6 +404,7 @@ class AuditStore:
             "result_fingerprint": fingerprint, "error": normalise_json(error) if error else None,
             "failed_stage": failed_stage, "n_stages": len(stages), "n_changes": len(changes),
             "n_messages": len(messages), "n_checks": len(checks),
+            "source": normalise_json(s.source) if s.source is not None else None,
         }
         children = {"stage_executions": stages, "changes": changes, "messages": messages,
                     "validation_checks": checks}

@@ -96,3 +96,31 @@ def test_require_gpu_without_one_fails():
         pytest.skip("this machine has a GPU")
     with pytest.raises(ConfigRejectedError, match="require-gpu"):
         Pipeline(gpu_validation="require-gpu").run(EngineConfig.from_pretrained(CONFIGS / "qwen3.5-27b"))
+
+
+def test_mla_model_gets_a_latent_decode_check():
+    checks = _checks(_run("deepseek-v2-lite-like"))
+    mla = [c for c in checks.values() if c["kernel"] == "mla_decode_attention"]
+    assert len(mla) == 1 and mla[0]["passed"]
+    assert mla[0]["shapes"]["kv_lora_rank"] == 512 and mla[0]["shapes"]["qk_rope_head_dim"] == 64
+    assert not any(c["kernel"] == "paged_decode_attention" for c in checks.values())
+
+
+@pytest.mark.parametrize("model,cache", [("gemma-4-26b-a4b", "fp8"), ("deepseek-v2-lite-like", "fp8_e4m3")])
+def test_fp8_kv_cache_is_checked_in_fp8(model, cache):
+    result = _run(model, kv_cache_dtype=cache)
+    checks = _checks(result)
+    decode = [c for c in checks.values() if c["kernel"] in ("paged_decode_attention", "mla_decode_attention")]
+    assert decode and all(c["dtype"] == "fp8_e4m3" and c["passed"] for c in decode)
+    assert all(c["detail"] is None or "model dtype" not in c["detail"] for c in decode)
+
+
+def test_fp8_plan_uses_the_fp8_check_and_model_dtype_queries():
+    from enginecfg.stages.gpu_validation import build_plan
+
+    cfg = _run("qwen3.5-27b", kv_cache_dtype="fp8_e5m2").config
+    plan = {c["name"]: c for c in build_plan(cfg, interpret=False)}
+    dec = plan["paged-decode-attention-h256-fp8"]
+    assert dec["fn"] == "check_paged_attention_fp8" and dec["args"]["kv_dtype"] == "fp8_e5m2"
+    assert dec["args"]["q_dtype"] == cfg.model_config.dtype
+    assert plan["gated-delta-step-packed"]["fn"] == "check_gated_delta_packed"

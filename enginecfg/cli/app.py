@@ -31,7 +31,7 @@ __all__ = ["main", "build_parser", "read_vllm_serve_line"]
 #: ``vllm serve`` options that change what vLLM resolves, which enginecfg does not model:
 #: a run given them still resolves without them, and says so
 _CHANGES_THE_ANSWER = frozenset({
-    "--hf-overrides", "--quantization", "-q", "--revision", "--code-revision", "--hf-config-path",
+    "--hf-overrides", "--quantization", "-q", "--code-revision", "--hf-config-path",
     "--config-format", "--runner", "--convert", "--pooler-config", "--trust-remote-code",
     "--model-impl", "--speculative-config", "--kv-cache-memory-bytes",
 })
@@ -105,6 +105,8 @@ def _add_engine_flags(p: argparse.ArgumentParser) -> None:
             # choices are checked by the loader, so a bad value is a recorded 'invalid' run
             metavar = "{" + ",".join(arg.choices) + "}" if arg.choices else "NAME"
             g.add_argument(*arg.flags, dest=arg.name, default=None, metavar=metavar, help=help_text)
+    p.add_argument("--revision", default=None, metavar="REV",
+                   help="a branch, tag or commit of the Hugging Face repo (with a repo id only)")
 
 
 def _engine_args(ns: argparse.Namespace) -> dict[str, Any]:
@@ -146,8 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
                                      "which stage and why. A pasted `vllm serve MODEL ...` line works too: "
                                      "options enginecfg does not use are set aside with a note on stderr.")
     run.add_argument("paths", nargs="*", metavar="PATH",
-                     help="a model folder holding config.json, or a config.json file (several: each is run; "
-                          "with --json, one document per line)")
+                     help="a model folder holding config.json, a config.json file, or a Hugging Face repo id "
+                          "(org/name; HF_HOME, HF_HUB_OFFLINE and HF_TOKEN apply); several: each is run, with "
+                          "--json one document per line")
     run.add_argument("--model", dest="model_option", metavar="PATH", help=argparse.SUPPRESS)
     _add_engine_flags(run)
     _add_pipeline_flags(run)
@@ -382,7 +385,7 @@ def _run_one(ns: argparse.Namespace, pipeline, store, path: str, args: dict[str,
     code = 0
     failed_before = store.write_failed if store is not None else 0
     try:
-        result = pipeline.resolve(path, **args)
+        result = pipeline.resolve(path, revision=ns.revision, **args)
         doc = result.to_dict()
     except EngineCfgError as exc:
         doc = getattr(exc, "document", None) or {"status": exc.status, "error": exc.to_dict()}
@@ -422,7 +425,7 @@ def _cmd_stages(ns: argparse.Namespace) -> int:
     path = _model_path(ns, "stages")
     try:
         pipeline = _pipeline(ns)
-        cfg = EngineConfig.from_pretrained(path, **_engine_args(ns)) if path else None
+        cfg = EngineConfig.from_pretrained(path, revision=ns.revision, **_engine_args(ns)) if path else None
         rows = describe_stages(pipeline, cfg)
     except EngineCfgError as exc:
         sys.stderr.write(_error_line(exc) + "\n")

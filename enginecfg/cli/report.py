@@ -15,7 +15,7 @@ from typing import Any
 from enginecfg.cli.tables import paragraph, render, width
 from enginecfg.pipeline.engine_args import ENGINE_ARGS, to_flags
 
-__all__ = ["print_run", "value", "vllm_serve_flags", "validation_line"]
+__all__ = ["print_run", "value", "vllm_serve_flags", "validation_line", "source_line"]
 
 
 def value(v: Any) -> str:
@@ -32,8 +32,8 @@ def vllm_serve_flags(doc: dict[str, Any]) -> list[str]:
         v = (config.get(section) or {}).get(field)
         if v is None:
             continue
-        if name == "calculate_kv_scales" and v is False:
-            continue  # deprecated flag; off is vLLM's default
+        if name in ("calculate_kv_scales", "disable_sliding_window") and v is False:
+            continue  # off is vLLM's default (and calculate_kv_scales is deprecated)
         args[name] = v
     return to_flags(args)
 
@@ -70,9 +70,26 @@ def validation_line(doc: dict[str, Any]) -> str:
     return f"GPU validation: skipped (mode {v.get('mode')}): {v.get('reason')}"
 
 
+def source_line(source: dict[str, Any] | None) -> str:
+    """Where the model's files came from, and which were read (``(header)``: header bytes only)."""
+    if not source:
+        return ""
+    if source["kind"] == "hub":
+        where = f"Hugging Face repo {source['repo_id']} at commit {source['commit']}"
+        if source.get("offline"):
+            where += " (from the local cache)"
+    else:
+        where = f"{source['kind']} {source.get('path', source['model'])}"
+    files = ", ".join(f["name"] + ("" if f["how"] == "file" else " (header)") for f in source["files"])
+    return f"source: {where}; read: {files}"
+
+
 def print_run(result, *, where: str) -> None:
     doc = result.to_dict()
     out = [f"run {result.run_id}: resolved {result.config.model}"]
+    line = source_line(doc.get("source"))
+    if line:
+        out.append(paragraph(line, indent="", hanging="  "))
     if result.changes:
         out.append(render(["#", "stage", "field", "from", "to"],
                           [[c.seq, c.stage, c.field, value(c.old), value(c.new)] for c in result.changes],
@@ -93,7 +110,9 @@ def print_run(result, *, where: str) -> None:
     flags = vllm_serve_flags(doc)
     if flags:
         out.append("Equivalent vllm serve command (pins the resolved values):")
-        out.append(command_lines(["vllm", "serve", result.config.model, *flags]))
+        source = doc.get("source") or {}
+        pin = ["--revision", source["commit"]] if source.get("kind") == "hub" and source.get("commit") else []
+        out.append(command_lines(["vllm", "serve", result.config.model, *pin, *flags]))
     rows = [[f"{sec}.{k}", value(v)] for sec, fields in doc["config"].items() if fields
             for k, v in fields.items()]
     out.append(render(["field", "value"], rows, names=(0,), title="Resolved config:"))

@@ -11,7 +11,12 @@ Each fact about a model family lives here once, as data or a small pure function
   max_model_len, head size, KV heads, MLA, quantisation, the checkpoint's KV-cache dtype,
   the Gemma 4 per-layer view) and the model-type tables behind them;
 - :mod:`.pages` -- the page facts of a resolved config (what hybrid alignment sizes and GPU
-  validation lays out).
+  validation lays out);
+- :mod:`.config_defaults` -- what vLLM's own config classes (kimi_linear, qwen3_next, qwen3_5,
+  olmo_hybrid, lfm2_moe) make of fields a config leaves out;
+- :mod:`.weights_dtype` -- the checkpoint dtype vLLM reads from safetensors headers;
+- :mod:`.model_files` -- what vLLM reads from the files beside ``config.json`` (tokenizer and
+  sentence-transformers settings).
 
 Loading reads a config and calls these; stages decide with them; neither defines them.
 Nothing here imports the engine's run machinery, the store, or the CLI.

@@ -104,7 +104,8 @@ def opt_int(view: HFConfigView, name: str, default: Any = None) -> Any:
     return number(view, name, value)
 
 
-def _config_dtype(hf: HFConfigView, text: HFConfigView) -> str:
+def _config_dtype(hf: HFConfigView, text: HFConfigView) -> str | None:
+    """The dtype the config itself decides (top level, text, vision or encoder config), or None."""
     candidates = [(hf, "dtype"), (text, "dtype")]
     for sub in ("vision_config", "encoder_config"):
         sv = hf.get(sub)
@@ -119,12 +120,26 @@ def _config_dtype(hf: HFConfigView, text: HFConfigView) -> str:
             raise InvalidInputError.for_value(field_name(view, "torch_dtype"), value,
                                               "float32, float16 or bfloat16")
         return canon
-    return "float32"
+    return None
+
+
+#: the device vLLM's dtype fallback warning names (enginecfg resolves for one H200)
+DEVICE = "'NVIDIA H200' (with compute capability 9.0)"
 
 
 def resolve_dtype(user: str, hf: HFConfigView, text: HFConfigView, model_type: str | None,
-                   pooling: bool, messages: list) -> str:
+                  pooling: bool, messages: list, weights_dtype: Any = None) -> str:
+    """The model dtype as vLLM 0.19.0 resolves it, appending its log lines to *messages*.
+
+    When the config does not decide the dtype, ``weights_dtype()`` (if given) is asked for the
+    checkpoint's: the common dtype of its safetensors tensors, or None (then float32).  It is
+    only called in that case, as vLLM only reads the headers then.
+    """
     config_dtype = _config_dtype(hf, text)
+    if config_dtype is None and weights_dtype is not None:
+        config_dtype = weights_dtype()
+    if config_dtype is None:
+        config_dtype = "float32"
     supported = ["bfloat16", "float16", "float32"]
     if model_type in _NO_FP16_MODEL_TYPES:
         supported.remove("float16")
@@ -135,7 +150,7 @@ def resolve_dtype(user: str, hf: HFConfigView, text: HFConfigView, model_type: s
         elif config_dtype in supported:
             dtype = config_dtype
         else:
-            messages.append(("WARNING", f"Your device NVIDIA H200 doesn't support torch.{config_dtype}. "
+            messages.append(("WARNING", f"Your device {DEVICE} doesn't support torch.{config_dtype}. "
                                         f"Falling back to torch.{preferred} for compatibility."))
             dtype = preferred
     else:
@@ -162,7 +177,15 @@ def _rope_entries(rope: Any) -> list[dict]:
     return [rope]
 
 
-def max_model_len(text: HFConfigView, user: int | None, messages: list) -> int:
+def max_model_len(text: HFConfigView, user: int | None, messages: list, *, sliding_window: Any = None,
+                  tokenizer_max: Any = None, encoder_max: Any = None) -> int:
+    """max_model_len as vLLM 0.19.0 derives and checks it.
+
+    ``sliding_window``: the window when ``disable_sliding_window`` is on (it caps the length);
+    ``tokenizer_max``: ``tokenizer_config.json``'s ``model_max_length`` (pooling models with
+    absolute positions); ``encoder_max``: sentence-transformers' ``max_seq_length``, which
+    replaces the derived length after rope scaling (the error message keeps the config key).
+    """
     derived = math.inf
     key = None
     for name in _MAX_LEN_KEYS:
@@ -176,6 +199,12 @@ def max_model_len(text: HFConfigView, user: int | None, messages: list) -> int:
     if model_max_length:
         model_max_length = number(text, "model_max_length", model_max_length, allow_float=True)
         derived, key = model_max_length, "model_max_length"
+    if sliding_window is not None:
+        window = number(text, "sliding_window", sliding_window, allow_float=True)
+        if window < derived:
+            derived, key = window, "sliding_window"
+    if tokenizer_max is not None:
+        derived = min(derived, number(text, "tokenizer_config.model_max_length", tokenizer_max, allow_float=True))
     rope = text.get("rope_parameters")
     longrope = False
     model_type = text.get("model_type") or ""
@@ -206,6 +235,10 @@ def max_model_len(text: HFConfigView, user: int | None, messages: list) -> int:
                                     "the original maximum length of the model. Assuming the model's maximum "
                                     "length is 2048."))
         return 2048
+    scaled = rope is not None and "gemma3" not in str(model_type)
+    if encoder_max is not None:
+        derived = number(text, "sentence_transformers.max_seq_length", encoder_max, allow_float=True)
+        scaled = isinstance(derived, float)
     if user is None or user == -1:
         if longrope and text.get("original_max_position_embeddings") is not None:
             return int(number(text, "original_max_position_embeddings",
@@ -216,7 +249,8 @@ def max_model_len(text: HFConfigView, user: int | None, messages: list) -> int:
         if not (isinstance(mml, (int, float)) and not isinstance(mml, bool) and mml >= user):
             raise ConfigRejectedError(
                 f"User-specified max_model_len ({user}) is greater than the derived max_model_len "
-                f"({key}={float(derived)} or model_max_length={mml} in model's config.json). To allow "
+                f"({key}={float(derived) if scaled else derived} or model_max_length={mml} in model's "
+                f"config.json). To allow "
                 f"overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. "
                 f"VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution. If the model uses "
                 f"relative position encoding (RoPE), positions exceeding derived_max_model_len lead to "
@@ -331,3 +365,17 @@ def attention_head_sizes(model_config: Any) -> list[int]:
 def is_mla(text: HFConfigView) -> bool:
     """Does the text config describe multi-head latent attention (DeepSeek-style)?"""
     return text.get("model_type") in MLA_MODEL_TYPES and text.get("kv_lora_rank") is not None
+
+
+def mla_dims(model_config: Any, tp: int) -> dict[str, int] | None:
+    """The latent KV layout of an MLA model: ``kv_lora_rank``, ``qk_rope_head_dim`` and the
+    query heads per tensor-parallel rank; None when the model does not use MLA."""
+    if not model_config.use_mla:
+        return None
+    text = model_config.hf_text_config
+    lora = text.get("kv_lora_rank") if text is not None else None
+    rope = (text.get("qk_rope_head_dim") if text is not None else 0) or 0
+    heads = model_config.num_attention_heads
+    if not isinstance(lora, int) or lora <= 0 or not isinstance(rope, int) or not heads:
+        return None
+    return {"kv_lora_rank": lora, "qk_rope_head_dim": rope, "num_heads": max(1, heads // tp)}

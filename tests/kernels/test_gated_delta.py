@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from enginecfg.kernels.checks import check_gated_delta
+from enginecfg.kernels.checks import check_gated_delta, check_gated_delta_packed
 from enginecfg.kernels.gated_delta import gated_delta_step, reference_gated_delta_step
 from enginecfg.pipeline.errors import InvalidInputError
 
@@ -52,3 +52,49 @@ def test_gdn_rejects_value_heads_not_multiple_of_key_heads():
     with pytest.raises(InvalidInputError, match="nk"):
         gated_delta_step(torch.zeros(1, 5, 8, 8), torch.zeros(1, 2, 8), torch.zeros(1, 2, 8),
                          torch.zeros(1, 5, 8), torch.zeros(1, 5), torch.zeros(1, 5))
+
+
+@pytest.mark.parametrize("state_dtype", ["float32", "bfloat16"])
+def test_gdn_packed_inputs_each_state_dtype(state_dtype, device):
+    res = check_gated_delta_packed(3, 2, 6, 32, 32, state_dtype, "bfloat16", device, seed=5)
+    assert res.passed, res.errors
+
+
+def test_gdn_packed_matches_unpacked_step():
+    from enginecfg.kernels._reference import unpack_gated_delta_inputs
+    from enginecfg.kernels.gated_delta import gated_delta_step_packed
+
+    torch.manual_seed(0)
+    nk, nv, dk, dv, batch = 2, 4, 16, 8, 3
+    state = torch.randn(4, nv, dv, dk) * 0.3
+    mixed = torch.randn(batch, 2 * nk * dk + nv * dv)
+    a, b = torch.randn(batch, nv), torch.randn(batch, nv)
+    A_log, dt_bias = torch.rand(nv), torch.randn(nv)
+    idx = torch.tensor([2, 0, 3], dtype=torch.int32)
+    s1, s2 = state.clone(), state.clone()
+    o1 = gated_delta_step_packed(s1, mixed, a, b, A_log, dt_bias, state_indices=idx)
+    parts = unpack_gated_delta_inputs(mixed, a, b, A_log, dt_bias, nk, dk, dv, compute_dtype=torch.float32)
+    o2 = gated_delta_step(s2, **parts, state_indices=idx)
+    assert torch.allclose(o1, o2, atol=1e-5) and torch.allclose(s1, s2, atol=1e-5)
+    assert torch.equal(s1[1], state[1])  # the slot no sequence maps to is untouched
+
+
+def test_gdn_packed_wrong_key_head_split_is_detected(device):
+    # q and k swapped in the packed row: the check must notice
+    def swapped(args):
+        m = args["mixed_qkv"].clone()
+        half = 16  # nk * dk: q is columns [0, 16), k [16, 32), v the rest
+        q, k = m[:, :half].clone(), m[:, half:2 * half].clone()
+        m[:, :half], m[:, half:2 * half] = k, q
+        return dict(args, mixed_qkv=m)
+
+    res = check_gated_delta_packed(2, 1, 2, 16, 16, "float32", "float32", device, seed=6, perturb=swapped)
+    assert not res.passed
+
+
+def test_gdn_packed_rejects_a_width_that_does_not_split():
+    from enginecfg.kernels.gated_delta import gated_delta_step_packed
+
+    with pytest.raises(InvalidInputError, match="mixed_qkv"):
+        gated_delta_step_packed(torch.zeros(1, 2, 8, 8), torch.zeros(1, 2 * 8 + 2 * 8 + 3), torch.zeros(1, 2),
+                                torch.zeros(1, 2), torch.zeros(2), torch.zeros(2))

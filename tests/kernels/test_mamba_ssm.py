@@ -91,3 +91,21 @@ def test_ssm_rejects_groups_not_dividing_heads():
 def test_conv_rejects_weight_of_other_width():
     with pytest.raises(InvalidInputError, match="weight.shape"):
         causal_conv1d_update(torch.zeros(1, 3, 8), torch.zeros(1, 8), torch.zeros(8, 5))
+
+
+@pytest.mark.parametrize("tile", [False, True])
+@pytest.mark.parametrize("width", [2, 4, 5])
+def test_conv1d_both_kernel_forms_each_width(tile, width):
+    from enginecfg.kernels._reference import reference_causal_conv1d_update
+
+    torch.manual_seed(width)
+    store = torch.randn(5, width - 1, 70)
+    x, w, bias = torch.randn(3, 70), torch.randn(70, width), torch.randn(70)
+    idx = torch.tensor([3, 0, -1], dtype=torch.int32)
+    got_state = store.clone()
+    got = causal_conv1d_update(got_state, x, w, bias, "silu", state_indices=idx, tile=tile, block_d=32,
+                               num_warps=1)
+    want_state = store.double().clone()
+    want = reference_causal_conv1d_update(want_state, x, w, bias, "silu", idx)
+    assert torch.allclose(got.double(), want, atol=1e-5)
+    assert torch.allclose(got_state.double(), want_state, atol=1e-6)

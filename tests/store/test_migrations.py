@@ -156,6 +156,22 @@ def test_0003_explanations_round_trip_keeps_runs_verifiable(db_url):
     store.close()
 
 
+def test_0003_sources_round_trip_keeps_runs_verifiable(db_url):
+    """runs.source comes and goes with its revision; runs written without it still verify, and
+    a run's recorded source is covered by its hash."""
+    with AuditStore(db_url).attach() as store:
+        rid = emit_run()
+    engine = store.engine
+    assert "source" in {c["name"] for c in inspect(engine).get_columns("runs")}
+    eng.downgrade(engine, "0003_explanations")
+    assert "source" not in {c["name"] for c in inspect(engine).get_columns("runs")}
+    eng.upgrade(engine)
+    store._ready = False
+    assert store.get_run(rid)["source"] is None
+    assert store.verify().ok
+    store.close()
+
+
 def test_head_revision_without_alembic_is_alembics_answer():
     assert eng.head_revision() == _alembic_head()
 

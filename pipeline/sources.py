@@ -1,0 +1,428 @@
+"""Where a model's files come from: a local folder, a ``config.json``, or a Hugging Face repo.
+
+Users give enginecfg what they give vLLM: a downloaded folder, or a repo id such as
+``Qwen/Qwen3.5-27B`` (optionally with a revision).  :func:`open_source` turns that into a
+:class:`ModelSource` that reads the few small files vLLM 0.19.0 reads while it builds its
+config (``config.json``, ``tokenizer_config.json``, sentence-transformers files, the
+safetensors headers ...) and records, for the audit, where each one came from and its sha256.
+
+Repo ids follow vLLM's own two paths, because they give different answers:
+
+* ``HF_HUB_OFFLINE`` set: vLLM swaps the repo id for the cached snapshot folder and from then
+  on treats it as a local folder (safetensors dtypes come from the ``*.safetensors`` files
+  present in that folder, i.e. only if the weights were downloaded).  enginecfg does the same;
+  nothing is fetched.
+* online: the small files are fetched through ``huggingface_hub`` into its standard cache (so
+  a later offline run finds them), and the safetensors headers are read with ranged requests
+  (``huggingface_hub.get_safetensors_metadata``, as vLLM does); weights are never downloaded.
+
+The cache location, offline switch and token are read from the environment at call time
+(``HF_HUB_CACHE`` / ``HF_HOME`` / ``XDG_CACHE_HOME``, ``HF_HUB_OFFLINE``, ``HF_TOKEN``,
+``HF_ENDPOINT``), the
+way ``huggingface_hub`` reads them, so a caller that changes them after import is honoured.
+``huggingface_hub`` is imported only for repo ids.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import stat
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from enginecfg.pipeline.errors import InvalidInputError
+from enginecfg.pipeline.safetensors_header import HeaderRead, read_header
+
+__all__ = [
+    "SMALL_FILES", "ModelSource", "FileRecord", "open_source", "is_repo_id", "hub_cache_dir",
+    "hub_offline",
+]
+
+#: the files (besides safetensors headers) vLLM 0.19.0 may read before it loads weights; online,
+#: only these (and a sentence-transformers module's ``<folder>/config.json``) are downloaded
+SMALL_FILES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer_config.json",
+    "modules.json",
+    "sentence_bert_config.json",
+    "sentence_xlnet_config.json",
+    "sentence_distilbert_config.json",
+    "sentence_camembert_config.json",
+    "sentence_albert_config.json",
+    "sentence_xlm-roberta_config.json",
+    "sentence_roberta_config.json",
+    "model.safetensors.index.json",
+)
+
+# huggingface_hub's repo-id rule: one "/" (namespace/name), word characters, "-", "." and no
+# "--" / ".." / leading or trailing "-" or "." in a part; at most 96 characters
+_REPO_PART = r"[A-Za-z0-9](?:[A-Za-z0-9_.\-]*[A-Za-z0-9_])?"
+_REPO_ID = re.compile(rf"^(?:{_REPO_PART}/)?{_REPO_PART}$")
+_TRUE = {"1", "ON", "YES", "TRUE"}
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+def is_repo_id(text: str) -> bool:
+    """Whether *text* can name a Hugging Face repo (``org/name``; a bare ``name`` too)."""
+    if len(text) > 96 or "--" in text or ".." in text:
+        return False
+    return bool(_REPO_ID.match(text))
+
+
+def hub_offline() -> bool:
+    """``HF_HUB_OFFLINE`` as huggingface_hub reads it (1/ON/YES/TRUE, any case).
+
+    Set now, or set when huggingface_hub was imported (it then stays offline for the process).
+    """
+    if (os.environ.get("HF_HUB_OFFLINE") or "").upper() in _TRUE:
+        return True
+    constants = sys.modules.get("huggingface_hub.constants")
+    return bool(getattr(constants, "HF_HUB_OFFLINE", False))
+
+
+def hub_cache_dir() -> Path:
+    """The hub cache huggingface_hub would use with the current environment."""
+    explicit = os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE")
+    if explicit:
+        return Path(os.path.expandvars(os.path.expanduser(explicit)))
+    home = os.environ.get("HF_HOME")
+    if not home:
+        home = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface")
+    return Path(os.path.expandvars(os.path.expanduser(home))) / "hub"
+
+
+class FileRecord:
+    """One input read: its name in the model folder / repo, sha256, size and how it was read.
+
+    ``how`` is ``"file"`` (the whole file), ``"header"`` (a safetensors file's length prefix
+    and JSON header only) or ``"remote-header"`` (the header of a hub file, fetched with
+    ranged requests; ``sha256`` is then that of the header's canonical JSON).
+    """
+
+    __slots__ = ("name", "sha256", "size", "how")
+
+    def __init__(self, name: str, sha256: str, size: int, how: str = "file"):
+        self.name, self.sha256, self.size, self.how = name, sha256, size, how
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "sha256": self.sha256, "size": self.size, "how": self.how}
+
+
+def _read_regular(path: Path, shown: str) -> bytes:
+    """The bytes of a regular file; a FIFO or device is refused rather than read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise InvalidInputError(f"invalid model: cannot read {shown}: not a regular file; allowed: "
+                                        f"a regular file", field="model")
+            with os.fdopen(fd, "rb", closefd=False) as fh:
+                return fh.read()
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise InvalidInputError(f"invalid model: cannot read {shown}: {exc.strerror or exc}",
+                                field="model") from None
+
+
+class ModelSource:
+    """The files of one model, wherever they live; every read is recorded in :attr:`files`.
+
+    ``kind`` is ``"folder"``, ``"file"`` (a lone ``config.json``: nothing beside it is read)
+    or ``"hub"``.  For a hub repo, ``root`` is the cached snapshot folder when offline and
+    ``None`` online (files are fetched one by one).
+    """
+
+    def __init__(self, kind: str, given: str, root: Path | None, *, config_path: Path | None = None,
+                 repo_id: str | None = None, revision: str | None = None, commit: str | None = None,
+                 offline: bool = False, fetch: Callable[[str], Path | None] | None = None):
+        self.kind = kind
+        self.given = given
+        self.root = root
+        self.repo_id = repo_id
+        self.revision = revision
+        self.commit = commit
+        self.offline = offline
+        self._config_path = config_path
+        self._fetch = fetch
+        self.files: dict[str, FileRecord] = {}
+        self._cache: dict[str, bytes | None] = {}
+        self._headers: dict[str, dict[str, Any]] | None = None
+
+    # -- naming ----------------------------------------------------------------------------
+    @property
+    def model(self) -> str:
+        """What vLLM's ``model_config.model`` holds: the repo id, or the path as given."""
+        return self.given
+
+    def describe(self, name: str) -> str:
+        """How to name the file *name* of this source in a message."""
+        if self.kind == "file" and name == "config.json":
+            return str(self._config_path)
+        if self.kind == "hub":
+            at = f"@{self.revision}" if self.revision else ""
+            return f"{name} of {self.repo_id}{at}"
+        return str((self.root / name) if self.root is not None else name)
+
+    # -- reading ---------------------------------------------------------------------------
+    def _local(self, name: str) -> Path | None:
+        if self.kind == "file":
+            return self._config_path if name == "config.json" else None
+        if self.root is not None:
+            p = self.root / name
+            if name == "config.json":
+                # present but not a regular file (a FIFO, a folder): refused when read, not missed
+                return p if os.path.lexists(p) else None
+            return p if p.is_file() else None
+        return self._fetch(name) if self._fetch is not None else None
+
+    def read_bytes(self, name: str) -> bytes | None:
+        """The bytes of *name* (a path inside the model folder/repo), or None if absent."""
+        if name in self._cache:
+            return self._cache[name]
+        path = self._local(name)
+        data = None if path is None else _read_regular(path, self.describe(name))
+        if data is not None:
+            self.files[name] = FileRecord(name, hashlib.sha256(data).hexdigest(), len(data))
+        self._cache[name] = data
+        return data
+
+    def read_json(self, name: str) -> Any:
+        """*name* parsed as JSON, or None if absent; bad JSON is bad input naming the file."""
+        data = self.read_bytes(name)
+        if data is None:
+            return None
+        try:
+            return json.loads(data)
+        except UnicodeDecodeError:
+            raise InvalidInputError(f"invalid {name}: {self.describe(name)} is not UTF-8 text",
+                                    field=name) from None
+        except RecursionError:
+            raise InvalidInputError(f"invalid {name}: {self.describe(name)} is nested too deeply",
+                                    field=name) from None
+        except ValueError as exc:
+            raise InvalidInputError(f"invalid {name}: {self.describe(name)} is not valid JSON: "
+                                    f"{getattr(exc, 'msg', exc)}", field=name) from None
+
+    def config_bytes(self) -> bytes:
+        """``config.json``; its absence is bad input naming the folder or repo."""
+        data = self.read_bytes("config.json")
+        if data is None:
+            if self.kind == "hub":
+                raise InvalidInputError(
+                    f"invalid model: Hugging Face repo {self.repo_id!r}"
+                    f"{' at revision ' + repr(self.revision) if self.revision else ''} has no config.json"
+                    f"{' in the local cache (' + str(hub_cache_dir()) + ')' if self.offline else ''}; "
+                    f"allowed: a repo holding a transformers config.json", field="model")
+            raise InvalidInputError(f"invalid model: {self.given} has no config.json; allowed: a model folder "
+                                    f"holding config.json, or a config.json file", field="model")
+        return data
+
+    def safetensors_headers(self) -> dict[str, dict[str, Any]]:
+        """Each safetensors file's JSON header, as vLLM 0.19.0 finds them at config time.
+
+        A local (or offline snapshot) folder: every ``*.safetensors`` file directly in it.
+        Online: the repo's safetensors metadata through ranged requests; when the hub cannot
+        say (no safetensors, no network), nothing, as vLLM then has nothing either.
+        """
+        if self._headers is not None:
+            return self._headers
+        headers: dict[str, dict[str, Any]] = {}
+        if self.kind == "hub" and self.root is None:
+            headers = self._remote_headers()
+        elif self.root is not None and self.kind != "file":
+            for path in sorted(self.root.glob("*.safetensors")):
+                if not path.is_file():
+                    continue
+                got: HeaderRead = read_header(path)
+                headers[path.name] = got.header
+                self.files[path.name] = FileRecord(path.name, got.sha256, got.bytes_read, "header")
+        self._headers = headers
+        return headers
+
+    def _remote_headers(self) -> dict[str, dict[str, Any]]:
+        from huggingface_hub import HfApi
+
+        try:
+            with _quiet_hub():
+                meta = HfApi(endpoint=_endpoint(), token=_token()).get_safetensors_metadata(
+                    self.repo_id, revision=self.commit or self.revision)
+        except Exception:  # vLLM swallows every failure here and goes on without a dtype
+            return {}
+        out: dict[str, dict[str, Any]] = {}
+        for fname, fmeta in sorted((meta.files_metadata or {}).items()):
+            header: dict[str, Any] = {}
+            if fmeta.metadata:
+                header["__metadata__"] = dict(fmeta.metadata)
+            for tname, info in fmeta.tensors.items():
+                header[tname] = {"dtype": info.dtype, "shape": list(info.shape),
+                                 "data_offsets": list(info.data_offsets)}
+            out[fname] = header
+            canon = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+            self.files[fname] = FileRecord(fname, hashlib.sha256(canon).hexdigest(), len(canon), "remote-header")
+        return out
+
+    # -- provenance ------------------------------------------------------------------------
+    def provenance(self) -> dict[str, Any]:
+        """Where the config came from and the sha256 of each file read (for the audit)."""
+        out: dict[str, Any] = {"kind": self.kind, "model": self.given}
+        if self.kind == "hub":
+            out.update(repo_id=self.repo_id, revision=self.revision, commit=self.commit, offline=self.offline)
+        else:
+            out["path"] = str(Path(self.given).resolve())
+        out["files"] = [self.files[n].to_dict() for n in sorted(self.files)]
+        return out
+
+
+# -- opening ---------------------------------------------------------------------------------
+
+def open_source(model: Any, revision: str | None = None) -> ModelSource:
+    """The :class:`ModelSource` for what the user typed: a path, or a Hugging Face repo id.
+
+    As in vLLM, an existing path wins; otherwise a string shaped like a repo id is one.
+    ``revision`` (a branch, tag or commit) only applies to repo ids.
+    """
+    if not isinstance(model, (str, os.PathLike)):
+        raise InvalidInputError(f"invalid model: got {model!r}; allowed: a path to a model folder or "
+                                f"config.json, or a Hugging Face repo id (org/name)", field="model")
+    if revision is not None and (not isinstance(revision, str) or not revision.strip()):
+        raise InvalidInputError(f"invalid revision (--revision): got {revision!r}; allowed: a branch, tag or "
+                                f"commit of the Hugging Face repo", field="revision")
+    p = Path(model)
+    if p.exists():
+        if revision is not None:
+            raise InvalidInputError(f"invalid revision (--revision): got {revision!r} for the local path {p}; "
+                                    f"allowed: a revision only with a Hugging Face repo id", field="revision")
+        if p.is_dir():
+            return ModelSource("folder", str(model), p)
+        return ModelSource("file", str(model), p.parent, config_path=p)
+    text = os.fspath(model)
+    if isinstance(text, str) and "/" in text and is_repo_id(text):
+        return _open_hub(text, revision)
+    raise InvalidInputError(f"invalid model: {text} does not exist; allowed: a model folder holding "
+                            f"config.json, a config.json file, or a Hugging Face repo id (org/name)",
+                            field="model")
+
+
+@contextlib.contextmanager
+def _quiet_hub():
+    """huggingface_hub logs each retry as a warning; enginecfg reports the outcome in one line."""
+    log = logging.getLogger("huggingface_hub")
+    before = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(before)
+
+
+def _token() -> str | None:
+    """``HF_TOKEN`` now; None lets huggingface_hub fall back to its saved token."""
+    return os.environ.get("HF_TOKEN") or None
+
+
+def _endpoint() -> str | None:
+    """``HF_ENDPOINT`` now (huggingface_hub itself reads it once, at import)."""
+    return (os.environ.get("HF_ENDPOINT") or "").rstrip("/") or None
+
+
+def _repo_cache_folder(repo_id: str) -> Path:
+    return hub_cache_dir() / ("models--" + repo_id.replace("/", "--"))
+
+
+def _commit_of(path: str | Path) -> str | None:
+    parts = Path(path).parts
+    if "snapshots" in parts:
+        i = len(parts) - 1 - parts[::-1].index("snapshots")
+        if i + 1 < len(parts):
+            return parts[i + 1]
+    return None
+
+
+def _open_hub(repo_id: str, revision: str | None) -> ModelSource:
+    cache = hub_cache_dir()
+    if hub_offline():
+        return _open_offline(repo_id, revision, cache)
+    return _open_online(repo_id, revision, cache)
+
+
+def _open_offline(repo_id: str, revision: str | None, cache: Path) -> ModelSource:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        folder = snapshot_download(repo_id, revision=revision, cache_dir=cache, local_files_only=True)
+    except LocalEntryNotFoundError:
+        if not _repo_cache_folder(repo_id).is_dir():
+            raise InvalidInputError(
+                f"invalid model: Hugging Face repo {repo_id!r} is not in the local cache ({cache}) and "
+                f"HF_HUB_OFFLINE is set; allowed: a cached repo (unset HF_HUB_OFFLINE to download it, or "
+                f"set HF_HOME / HF_HUB_CACHE to the cache that holds it)", field="model") from None
+        raise InvalidInputError(
+            f"invalid revision (--revision): {revision or 'main'!r} of Hugging Face repo {repo_id!r} is not in "
+            f"the local cache ({cache}) and HF_HUB_OFFLINE is set; allowed: a revision cached there (unset "
+            f"HF_HUB_OFFLINE to download it)", field="revision") from None
+    return ModelSource("hub", repo_id, Path(folder), repo_id=repo_id, revision=revision,
+                       commit=_commit_of(folder), offline=True)
+
+
+def _open_online(repo_id: str, revision: str | None, cache: Path) -> ModelSource:
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import (
+        EntryNotFoundError, GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError, RemoteEntryNotFoundError,
+        RepositoryNotFoundError, RevisionNotFoundError,
+    )
+
+    at = f" at revision {revision!r}" if revision else ""
+    try:
+        with _quiet_hub():
+            first = hf_hub_download(repo_id, "config.json", revision=revision, cache_dir=cache,
+                                    endpoint=_endpoint(), token=_token())
+    except GatedRepoError:
+        raise InvalidInputError(
+            f"invalid model: Hugging Face repo {repo_id!r} is gated and this token has no access; allowed: "
+            f"a repo you can read (set HF_TOKEN to a token that was granted access)", field="model") from None
+    except RepositoryNotFoundError:
+        raise InvalidInputError(
+            f"invalid model: Hugging Face repo {repo_id!r} does not exist (or is private); allowed: an existing "
+            f"repo id, or a local folder (set HF_TOKEN for a private repo)", field="model") from None
+    except RevisionNotFoundError:
+        raise InvalidInputError(
+            f"invalid revision (--revision): {revision!r} is not a branch, tag or commit of Hugging Face repo "
+            f"{repo_id!r}; allowed: an existing revision of the repo", field="revision") from None
+    except RemoteEntryNotFoundError:
+        raise InvalidInputError(
+            f"invalid model: Hugging Face repo {repo_id!r}{at} has no config.json; allowed: a repo holding a "
+            f"transformers config.json", field="model") from None
+    except (LocalEntryNotFoundError, HfHubHTTPError, OSError):
+        raise InvalidInputError(
+            f"invalid model: cannot reach the Hugging Face Hub ({_endpoint() or 'https://huggingface.co'}) for "
+            f"{repo_id!r}{at} and it is not in the local cache ({cache}); allowed: a reachable hub, or a cached "
+            f"repo with HF_HUB_OFFLINE=1 (HF_HOME / HF_HUB_CACHE naming the cache)", field="model") from None
+    commit = _commit_of(first)
+    pinned = commit if commit and _COMMIT.match(commit) else revision
+
+    def fetch(name: str) -> Path | None:
+        if name == "config.json":
+            return Path(first)
+        if name not in SMALL_FILES and not name.endswith("/config.json"):
+            # only settings files are ever downloaded (weights: headers, by range, elsewhere)
+            raise ValueError(f"not a settings file vLLM reads at config time: {name}")
+        try:
+            with _quiet_hub():
+                return Path(hf_hub_download(repo_id, name, revision=pinned, cache_dir=cache,
+                                            endpoint=_endpoint(), token=_token()))
+        except (EntryNotFoundError, LocalEntryNotFoundError, RevisionNotFoundError, RepositoryNotFoundError):
+            return None
+        except (HfHubHTTPError, OSError):  # vLLM skips a file it cannot fetch, too
+            return None
+
+    return ModelSource("hub", repo_id, None, repo_id=repo_id, revision=revision, commit=commit,
+                       offline=False, fetch=fetch)
