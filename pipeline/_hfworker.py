@@ -1,10 +1,26 @@
 """Out-of-process transformers loader.
 
-Run as ``python -m enginecfg.pipeline._hfworker``: reads ``{"items": [{"path": ...} |
-{"config": {...}}]}`` as JSON on stdin and writes ``{"results": [snapshot | {"error":
-{...}}]}`` on stdout.  It is the only place that imports transformers on enginecfg's
-behalf, so the calling process never pays for (or imports) transformers and torch.
-Offline, ``trust_remote_code=False``: remote code named by ``auto_map`` is never run.
+It is the only place that imports transformers on enginecfg's behalf, so the calling
+process never pays for (or imports) transformers and torch.  Offline,
+``trust_remote_code=False``: remote code named by ``auto_map`` is never run.
+
+Two ways to run it:
+
+``python -m enginecfg.pipeline._hfworker``
+    one shot: reads ``{"items": [{"config": {...}}]}`` as JSON on stdin and writes
+    ``{"results": [snapshot | {"error": {...}}]}`` on stdout.
+
+``python -m enginecfg.pipeline._hfworker --serve``
+    long-lived (what :mod:`.hfcache` starts once per process): one JSON request per line
+    on stdin, one JSON answer per line on stdout, answered in order.  Requests are
+    ``{"id": n, "op": "snapshots", "items": [...]}`` (answer ``{"id": n, "results": [...]}``),
+    ``{"id": n, "op": "ping"}`` (answer ``{"id": n, "pid": ...}``) and ``{"id": n, "op":
+    "sleep", "seconds": s}`` (answers after *s* seconds: how the timeout and kill tests make a
+    request that is still in flight).  A request that cannot be handled is answered with
+    ``{"id": n, "fail": text}``; the worker carries on.  It never outlives the process that
+    started it: it exits when its stdin closes (the parent exited or closed it), and on
+    Linux the kernel kills it when the parent dies (``PR_SET_PDEATHSIG``), checked once more
+    after arming in case the parent was already gone.
 """
 
 from __future__ import annotations
@@ -75,10 +91,77 @@ def snapshot_item(item: dict[str, Any]) -> dict[str, Any]:
     return snap
 
 
+#: the variable through which the parent tells the worker its pid (for the orphan check)
+PARENT_ENV = "ENGINECFG_HF_PARENT"
+
+
+def _die_with_parent() -> None:
+    """Arrange to be killed when the parent dies; exit now if it already has."""
+    expected = os.environ.get(PARENT_ENV)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+        except Exception:  # no libc / no prctl: stdin EOF still ends the worker
+            pass
+    if expected and str(os.getppid()) != expected:
+        os._exit(0)
+
+
+def _answer(request: Any) -> dict[str, Any]:
+    if not isinstance(request, dict):
+        return {"id": None, "fail": "a request must be a JSON object"}
+    rid = request.get("id")
+    op = request.get("op", "snapshots")
+    try:
+        if op == "snapshots":
+            return {"id": rid, "results": [snapshot_item(item) for item in request["items"]]}
+        if op == "ping":
+            return {"id": rid, "pid": os.getpid()}
+        if op == "sleep":
+            import time
+
+            time.sleep(float(request.get("seconds", 0)))
+            return {"id": rid, "slept": True}
+        return {"id": rid, "fail": f"unknown op {op!r}"}
+    except Exception as exc:  # a malformed request must not end the worker
+        return {"id": rid, "fail": f"{type(exc).__name__}: {exc}"}
+
+
+def serve(stdin=None, stdout=None) -> int:
+    """Answer requests, one per line, until stdin closes."""
+    _die_with_parent()
+    stdin = stdin if stdin is not None else sys.stdin.buffer
+    if stdout is None:
+        # answers go to a private copy of fd 1; whatever a library prints goes to stderr
+        stdout = os.fdopen(os.dup(1), "wb")
+        os.dup2(2, 1)
+    # pay for transformers now: the parent overlaps its own work with this import
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: F401
+
+    for line in stdin:
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+        except ValueError as exc:
+            answer = {"id": None, "fail": f"not JSON: {exc}"}
+        else:
+            answer = _answer(request)
+        stdout.write(json.dumps(answer, default=str).encode() + b"\n")
+        stdout.flush()
+    return 0
+
+
 def main() -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    if "--serve" in sys.argv[1:]:
+        return serve()
     request = json.load(sys.stdin)
     results = [snapshot_item(item) for item in request["items"]]
     json.dump({"results": results}, sys.stdout)

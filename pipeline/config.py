@@ -280,6 +280,18 @@ class EngineConfig:
         return load_pretrained(path, engine_args, revision=revision)
 
     @classmethod
+    def from_pretrained_many(cls, paths: Any, **engine_args: Any) -> "list[EngineConfig]":
+        """:meth:`from_pretrained` of each path, in order, with the same engine arguments.
+
+        The transformers snapshots of all configs not cached yet are built in one request
+        to the worker, so N new configs cost one round trip, not N.  The first path that
+        cannot be loaded raises, as its own :meth:`from_pretrained` would.
+        """
+        from enginecfg.pipeline.loading import load_pretrained_many
+
+        return load_pretrained_many(paths, engine_args)
+
+    @classmethod
     def from_hf_config(cls, config: Any, **engine_args: Any) -> "EngineConfig":
         from enginecfg.pipeline.loading import load_hf_config
 

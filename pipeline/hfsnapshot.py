@@ -22,7 +22,8 @@ from typing import Any
 
 __all__ = ["SNAPSHOT_VERSION", "snapshot_of", "is_snapshot"]
 
-#: bump when the snapshot layout or what it captures changes (it keys the on-disk cache)
+#: marks a dict as a snapshot.  Not a version to bump by hand: the on-disk cache is keyed by
+#: a digest of this module's and the worker's source (``hfcache.layout_version``)
 SNAPSHOT_VERSION = 2
 
 # properties (not instance attributes) that vLLM reads on some config classes

@@ -29,13 +29,15 @@ from enginecfg.pipeline.arg_order import split_engine_args
 from enginecfg.pipeline.engine_args import BOOL, ENGINE_ARGS, INT, STR
 from enginecfg.pipeline.suggest import did_you_mean
 from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
+from enginecfg.pipeline import hfcache
 from enginecfg.pipeline.hfcache import snapshot_for, snapshot_for_bytes
 from enginecfg.pipeline.hfsnapshot import snapshot_of
 from enginecfg.pipeline.hfview import HFConfigView
 from enginecfg.pipeline.models.weights_dtype import dtype_from_headers
 from enginecfg.pipeline.sources import ModelSource, open_source
 
-__all__ = ["load_pretrained", "load_hf_config", "ENGINE_ARGS", "parse_engine_args"]
+__all__ = ["load_pretrained", "load_pretrained_many", "prefetch_pretrained", "load_hf_config", "ENGINE_ARGS",
+           "parse_engine_args"]
 
 # -- engine arguments (vLLM EngineArgs names; the table is :mod:`.engine_args`) -------------
 
@@ -163,6 +165,51 @@ def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None
         parse()  # a refused config: name the field where a section has the wrong type
     return _eager(_build(source.model, parsed[0] if parsed else None, snap, engine_args, args,
                          source=source, deferred=deferred), defer_argument_errors)
+
+
+def _readable_configs(paths: list[Any]) -> list[tuple[bytes, dict[str, Any]]]:
+    """(bytes, parsed dict) of every local path that loads; the others (and Hugging Face repo
+    ids, fetched in their turn) are left to :func:`load_pretrained`, which reports them."""
+    out = []
+    for path in paths:
+        try:
+            if not isinstance(path, (str, os.PathLike)) or not Path(path).exists():
+                continue
+            source = open_source(path)
+            raw = source.config_bytes()
+            out.append((raw, _parse_config(source.describe("config.json"), raw)))
+        except InvalidInputError:
+            continue
+    return out
+
+
+def prefetch_pretrained(paths: list[Any], *, wait: bool = True) -> int:
+    """Obtain the snapshots of every readable config among *paths* in one worker request.
+
+    Afterwards ``load_pretrained`` of any of them finds its snapshot in memory.  With
+    ``wait=False`` only the worker is started (if a snapshot is missing), so that its
+    transformers import runs while the caller does something else.  Returns how many
+    snapshots were missing from both caches.
+    """
+    configs = _readable_configs(paths)
+    todo = hfcache.missing([d for _, d in configs])
+    if not wait:
+        if todo:
+            hfcache.start_worker()
+        return len(todo)
+    for (raw, _), snap in zip(configs, hfcache.snapshots_for([d for _, d in configs])):
+        hfcache.remember_bytes(raw, snap)
+    return len(todo)
+
+
+def load_pretrained_many(paths: Any, engine_args: dict[str, Any]) -> list[EngineConfig]:
+    """``load_pretrained`` of each path, in order, their snapshots fetched in one request."""
+    if isinstance(paths, (str, bytes, os.PathLike)) or not hasattr(paths, "__iter__"):
+        raise InvalidInputError.for_value("paths", paths, "a list of model folders or config.json files")
+    paths = list(paths)
+    parse_engine_args(engine_args)  # bad engine arguments fail before any work
+    prefetch_pretrained(paths)
+    return [load_pretrained(p, engine_args) for p in paths]
 
 
 def _json_copy(config: dict[str, Any]) -> dict[str, Any]:

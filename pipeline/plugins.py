@@ -12,12 +12,19 @@ it does not require: a named distribution that is not installed is simply absent
 
 Every discovered stage gets ``origin = "<distribution> <version>"``; that origin travels
 with the stage into its events, its errors and the audit record.
+
+Scanning the installed metadata costs milliseconds, so the entry points are read once per
+process and read again only when what is installed can have changed: the cache is keyed on
+``sys.path`` and the modification time of each of its folders (installing or removing a
+distribution adds or deletes a ``*.dist-info`` folder there, which changes that time).
+Each ``Pipeline()`` still gets fresh stage instances.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any
 
@@ -76,10 +83,34 @@ def plugin_policy(value: str | None = None) -> str | frozenset[str]:
     return frozenset(_norm(p) for p in parts)
 
 
-def _entry_points() -> list[EntryPoint]:
-    """This group's entry points, in a stable order: by distribution, then entry-point name."""
+_scan: tuple[tuple, list[tuple[EntryPoint, str, str]]] | None = None
+
+
+def _installed_state() -> tuple:
+    """What the installed distributions' metadata depends on: the path and its folders' mtimes."""
+    state = []
+    for entry in sys.path:
+        try:
+            st = os.stat(entry or ".")
+        except (OSError, TypeError, ValueError):
+            state.append((entry, None))
+            continue
+        state.append((entry, st.st_mtime_ns, st.st_ino))
+    return tuple(state)
+
+
+def _entry_points() -> list[tuple[EntryPoint, str, str]]:
+    """This group's entry points with their distribution and origin, in a stable order: by
+    distribution, then entry-point name (read once per installed state, see above)."""
+    global _scan
+    state = _installed_state()
+    if _scan is not None and _scan[0] == state:
+        return _scan[1]
     eps = entry_points(group=ENTRY_POINT_GROUP)
-    return sorted(eps, key=lambda e: (_norm(e.dist.name) if e.dist is not None else "", e.name))
+    found = [(ep, *_origin(ep)) for ep in eps]
+    found.sort(key=lambda row: (_norm(row[1]) if row[0].dist is not None else "", row[0].name))
+    _scan = (state, found)
+    return found
 
 
 def _origin(ep: EntryPoint) -> tuple[str, str]:
@@ -99,8 +130,7 @@ def plugin_stages(policy: str | None = None) -> list[Stage]:
     if allowed == "none":
         return []
     found: list[Stage] = []
-    for ep in _entry_points():
-        dist, origin = _origin(ep)
+    for ep, dist, origin in _entry_points():
         if allowed != "all" and _norm(dist) not in allowed:
             continue
         try:

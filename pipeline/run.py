@@ -389,6 +389,40 @@ class Pipeline:
             raise
         return self.run(cfg, run_id=run_id)
 
+    def run_many(self, items: Iterable[Any], *, errors: str = "raise",
+                 **engine_args: Any) -> list["RunResult | EngineCfgError"]:
+        """Run each item in order: an :class:`EngineConfig` as :meth:`run`, a path as
+        :meth:`resolve` (with *engine_args*).
+
+        The transformers snapshots of all paths' configs are obtained in one request before
+        the first run.  ``errors="raise"`` raises the first failure (after it was recorded, as
+        in :meth:`resolve`); ``errors="return"`` puts the error in that item's place and
+        carries on, so that one bad config in a sweep does not hide the others.
+        """
+        if errors not in ("raise", "return"):
+            raise InvalidInputError.for_value("errors", errors, "'raise' or 'return'")
+        if isinstance(items, (str, bytes, EngineConfig)) or not hasattr(items, "__iter__"):
+            raise InvalidInputError.for_value("items", items, "a list of EngineConfig objects or model paths")
+        items = list(items)
+        paths = [it for it in items if not isinstance(it, EngineConfig)]
+        if engine_args and len(paths) < len(items):
+            raise InvalidInputError("run_many: engine arguments apply to paths only; an EngineConfig "
+                                    "already carries its own", field="engine_args")
+        if paths:
+            from enginecfg.pipeline.loading import parse_engine_args, prefetch_pretrained
+
+            parse_engine_args(engine_args)
+            prefetch_pretrained(paths)
+        out: list[RunResult | EngineCfgError] = []
+        for item in items:
+            try:
+                out.append(self.run(item) if isinstance(item, EngineConfig) else self.resolve(item, **engine_args))
+            except EngineCfgError as exc:
+                if errors == "raise":
+                    raise
+                out.append(exc)
+        return out
+
     def record_failed_load(self, run_id: str, exc: EngineCfgError, model: str,
                            engine_args: dict[str, Any]) -> dict[str, Any]:
         if exc.stage is None:

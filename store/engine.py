@@ -6,8 +6,13 @@ connections run in WAL mode (readers never block the writer), with a 30 s busy t
 implicit transactions are switched off and this module emits ``BEGIN`` itself: a write
 transaction starts with ``BEGIN IMMEDIATE``, which takes SQLite's write lock up front, so
 concurrent writers queue on the busy timeout rather than deadlocking on a lock upgrade
-half-way through.  PostgreSQL needs none of this; its writers serialise on the
-``chain_head`` row (``SELECT ... FOR UPDATE``).
+half-way through.  Before that ``BEGIN``, enginecfg's own writers of one file queue on a
+cross-process file lock (:func:`write_lock`, ``flock`` on ``<database>.lock``): the kernel
+wakes the next waiter as soon as the holder releases it, whereas SQLite's busy handler
+sleeps and retries, which under contention wastes most of the time asleep.  The busy
+timeout stays as the fallback for writers that do not take the file lock.  PostgreSQL
+needs none of this; its writers serialise on the ``chain_head`` row (``SELECT ... FOR
+UPDATE``).
 
 Alembic is imported only to migrate: an audited run on an up-to-date database reads the
 revision it is at (one query) and the newest revision (from the revision files' headers)
@@ -17,6 +22,7 @@ without it.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,6 +45,8 @@ __all__ = [
     "display_url",
     "make_engine",
     "write_connection",
+    "write_lock",
+    "WriteLock",
     "alembic_config",
     "current_revision",
     "head_revision",
@@ -124,6 +132,70 @@ def write_connection(engine: Engine) -> Iterator[Connection]:
         conn.execution_options(**{_WRITE_OPTION: True})
         with conn.begin():
             yield conn
+
+
+class WriteLock:
+    """A lock held around one write transaction: a thread lock (writers of this process)
+    and, for a SQLite file, ``flock`` on ``<database>.lock`` (writers of other processes).
+
+    The lock file is opened once per process (a forked child opens its own: a shared open
+    file would share the lock).  Where it cannot be created (a read-only folder) only the
+    thread lock is taken and SQLite's busy timeout does the rest.
+    """
+
+    def __init__(self, path: str | None):
+        self.path = path
+        self._thread = threading.Lock()
+        self._fd: int | None = None
+        self._pid = 0
+
+    def _file(self) -> int | None:
+        if self.path is None:
+            return None
+        if self._fd is None or self._pid != os.getpid():
+            self._fd, self._pid = None, os.getpid()
+            try:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            except OSError:
+                self.path = None  # cannot create it: no file lock, the busy timeout instead
+        return self._fd
+
+    def __enter__(self) -> "WriteLock":
+        self._thread.acquire()
+        try:
+            fd = self._file()
+            if fd is not None:
+                import fcntl
+
+                fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
+            self._thread.release()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self._fd is not None and self._pid == os.getpid():
+                import fcntl
+
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+        finally:
+            self._thread.release()
+
+    def close(self) -> None:
+        if self._fd is not None and self._pid == os.getpid():
+            os.close(self._fd)
+        self._fd = None
+
+
+def write_lock(engine: Engine) -> WriteLock:
+    """The :class:`WriteLock` for *engine*'s database (a file lock only for a SQLite file)."""
+    u = engine.url
+    path = None
+    if u.get_backend_name() == "sqlite" and u.database and u.database != ":memory:" \
+            and not u.database.startswith("file:") and os.name == "posix":
+        path = str(Path(u.database).expanduser()) + ".lock"
+    return WriteLock(path)
 
 
 def alembic_config(url: str | URL | None = None) -> "Config":

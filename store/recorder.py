@@ -11,6 +11,14 @@ Inside that transaction the store takes the chain head under a lock, gives the r
 next chain position and chains its hash to the previous run's (see
 :mod:`enginecfg.store.hashing`), so the chain stays linear with any number of writers.
 
+The write is the hot path of a fleet (every engine start records a run), so it goes to the
+driver directly: one prepared ``INSERT`` per table, its rows sent with ``executemany``, the
+values encoded by the very SQLAlchemy column types the reading side decodes with (see
+:class:`_Statements`), and no SQL compiled per run.  On SQLite the writers of one file take
+a cross-process file lock (:func:`enginecfg.store.engine.write_lock`) before ``BEGIN
+IMMEDIATE``: the kernel hands it to the next waiter the moment it is released, where
+SQLite's busy handler would sleep and poll.
+
 Recording must never break the run it records: a failed write (database unreachable,
 read-only file, disk full) is logged, kept in :attr:`AuditStore.last_error` /
 :attr:`AuditStore.write_failures`, and swallowed.  So is a failed checkpoint to the mirror
@@ -20,6 +28,7 @@ transaction committed.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
@@ -30,7 +39,7 @@ from collections import deque
 from typing import Any, Callable
 
 import attrs
-from sqlalchemy import Connection, Engine, insert, select, update
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from enginecfg.pipeline import events
@@ -111,12 +120,53 @@ class _RunBuffer:
 
 def _is_transient(exc: BaseException) -> bool:
     """A lock timeout or serialisation conflict: the transaction rolled back; try again."""
+    import sqlite3
+
+    if isinstance(exc, sqlite3.OperationalError):
+        text = str(exc).lower()
+        return "locked" in text or "busy" in text
+    if getattr(exc, "sqlstate", None) in ("40001", "40P01"):  # a driver error, unwrapped
+        return True
     if isinstance(exc, OperationalError) and "locked" in str(exc.orig).lower():
         return True
     if isinstance(exc, DBAPIError):
         code = getattr(exc.orig, "sqlstate", None)
         return code in ("40001", "40P01")  # serialization_failure, deadlock_detected
     return False
+
+
+_CHILD_ORDER = ("stage_executions", "changes", "messages", "validation_checks")
+
+
+class _Statements:
+    """The write statements of one dialect, built once: SQL text with the driver's
+    placeholders, and per column the bind processor SQLAlchemy itself would apply (so a
+    value is stored exactly as an ORM insert would store it: JSON text, NaN markers, ...)."""
+
+    def __init__(self, dialect: Any):
+        self.dialect = dialect
+        self.sqlite = dialect.name == "sqlite"
+        q = dialect.identifier_preparer.quote
+        mark = "?" if dialect.paramstyle == "qmark" else "%s"
+        self.inserts: dict[str, tuple[str, list[tuple[str, Any]]]] = {}
+        for name, table in [("runs", Run.__table__)] + [(t, _CHILD_TABLES[t]) for t in _CHILD_ORDER]:
+            cols = [c for c in table.columns]
+            sql = (f"INSERT INTO {q(table.name)} ({', '.join(q(c.name) for c in cols)}) "
+                   f"VALUES ({', '.join([mark] * len(cols))})")
+            procs = [(c.name, c.type.dialect_impl(dialect).bind_processor(dialect)) for c in cols]
+            self.inserts[name] = (sql, procs)
+        #: the chain fields' places in the run INSERT, with their (cheap, scalar) encoders
+        self.chain_slots = [(name, i, proc) for i, (name, proc) in enumerate(self.inserts["runs"][1])
+                            if name in ("chain_pos", "prev_hash", "recorded_at", "row_hash")]
+        head = q(ChainHead.__table__.name)
+        lock = "" if self.sqlite else " FOR UPDATE"
+        self.select_head = f"SELECT position, head_hash FROM {head} WHERE id = 1{lock}"
+        self.update_head = f"UPDATE {head} SET position = {mark}, head_hash = {mark} WHERE id = 1"
+
+    def params(self, table: str, rows: list[dict[str, Any]]) -> list[tuple]:
+        _, procs = self.inserts[table]
+        return [tuple(row.get(name) if proc is None else proc(row.get(name)) for name, proc in procs)
+                for row in rows]
 
 
 class AuditStore:
@@ -159,6 +209,8 @@ class AuditStore:
         self.last_error: BaseException | None = None
         # test hook: called with the connection inside the write transaction, before commit
         self._before_commit: Callable[[Connection], None] | None = None
+        self._statements: _Statements | None = None
+        self._write_lock: _eng.WriteLock | None = None
 
     # -- database ------------------------------------------------------------------------
 
@@ -200,6 +252,9 @@ class AuditStore:
         self.detach()
         if self._mirror not in (None, "env"):
             self._mirror.close()
+        if self._write_lock is not None:
+            self._write_lock.close()
+            self._write_lock = None
         if self._engine is not None:
             self._engine.dispose()
             self._engine = None
@@ -395,31 +450,72 @@ class AuditStore:
     def _write(self, run_row: dict[str, Any], children: dict[str, list[dict[str, Any]]]) -> int:
         """Append the run to the chain in one transaction; returns its chain position."""
         engine = self.engine
+        if self._statements is None or self._statements.dialect is not engine.dialect:
+            self._statements = _Statements(engine.dialect)
+            self._write_lock = _eng.write_lock(engine)
+        st = self._statements
         child_hashes = {t: [r["row_hash"] for r in rows] for t, rows in children.items()}
+        child_params = {t: st.params(t, children[t]) for t in _CHILD_ORDER if children.get(t)}
+        # the run's values encoded now, outside the lock; the chain fields are filled in there
+        run_params = list(st.params("runs", [dict(run_row, chain_pos=None, prev_hash=None, recorded_at=None,
+                                                  row_hash=None)])[0])
         for attempt in range(_WRITE_ATTEMPTS):
             try:
-                with _eng.write_connection(engine) as conn:
-                    head = conn.execute(
-                        select(ChainHead.position, ChainHead.head_hash)
-                        .where(ChainHead.id == 1).with_for_update()
-                    ).one()
-                    row = dict(run_row, chain_pos=head.position + 1, prev_hash=head.head_hash,
-                               recorded_at=time.time())
-                    row["row_hash"] = run_hash(row, child_hashes)
-                    conn.execute(insert(Run), [row])
-                    for table, rows in children.items():
-                        if rows:
-                            conn.execute(insert(_CHILD_TABLES[table]), rows)
-                    conn.execute(update(ChainHead).where(ChainHead.id == 1)
-                                 .values(position=row["chain_pos"], head_hash=row["row_hash"]))
-                    if self._before_commit is not None:
-                        self._before_commit(conn)
-                return row["chain_pos"]
+                with engine.connect() as conn, self._write_lock:  # connect outside the lock
+                    return self._write_once(conn, st, run_row, run_params, child_hashes, child_params)
             except Exception as exc:
                 if attempt + 1 < _WRITE_ATTEMPTS and _is_transient(exc):
                     time.sleep(0.05 * (attempt + 1))
                     continue
                 raise
+
+    def _write_once(self, conn: Connection, st: _Statements, run_row: dict[str, Any], run_params: list,
+                    child_hashes: dict[str, list[str]], child_params: dict[str, list[tuple]]) -> int:
+        """One transaction on the driver connection: head, run, children, head, commit.
+        Returns the run's chain position."""
+        raw = conn.connection.driver_connection
+        cur = raw.cursor()
+        try:
+            if st.sqlite:
+                cur.execute("BEGIN IMMEDIATE")
+            else:
+                # the chain head's row lock lasts until COMMIT returns: not waiting there for
+                # the WAL flush keeps it short; durability is waited for below, unlocked
+                cur.execute("SET LOCAL synchronous_commit TO off")
+            cur.execute(st.select_head)
+            position, head_hash = cur.fetchone()
+            row = dict(run_row, chain_pos=position + 1, prev_hash=head_hash, recorded_at=time.time())
+            row["row_hash"] = run_hash(row, child_hashes)
+            with (contextlib.nullcontext() if st.sqlite else raw.pipeline()):
+                for name, i, proc in st.chain_slots:
+                    run_params[i] = row[name] if proc is None else proc(row[name])
+                cur.execute(st.inserts["runs"][0], tuple(run_params))
+                for table, params in child_params.items():
+                    cur.executemany(st.inserts[table][0], params)
+                cur.execute(st.update_head, (row["chain_pos"], row["row_hash"]))
+            if self._before_commit is not None:
+                self._before_commit(conn)
+            if st.sqlite:
+                cur.execute("COMMIT")
+            else:
+                raw.commit()
+                # a transaction with an id, committed synchronously: it returns once the WAL
+                # is flushed past it, hence past this run (writers share those flushes)
+                cur.execute("SELECT txid_current()")
+                raw.commit()
+            return row["chain_pos"]
+        except BaseException:
+            try:
+                if st.sqlite:
+                    if raw.in_transaction:
+                        cur.execute("ROLLBACK")
+                else:
+                    raw.rollback()
+            except Exception:
+                pass
+            raise
+        finally:
+            cur.close()
 
     # -- reading -------------------------------------------------------------------------
 

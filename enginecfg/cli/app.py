@@ -10,6 +10,10 @@ options of ``vllm serve`` that enginecfg does not use are set aside with a note 
 Global flags (``--log-format``, ``--traceback``) go before or after the command.
 Exit codes: 0 resolved, 1 rejected by a verification step, 2 bad input.  Errors are one
 line on stderr, never a traceback (unless ``--traceback``).
+
+``enginecfg run PATH [PATH ...]`` runs each path in turn with one pipeline, one audit store
+and one transformers request for the snapshots they miss; ``--json`` then prints one
+document per line, in the order given, and the exit status is the highest of the runs'.
 """
 
 from __future__ import annotations
@@ -143,9 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Resolve a model config as vLLM 0.19.0 would and show what changed, by "
                                      "which stage and why. A pasted `vllm serve MODEL ...` line works too: "
                                      "options enginecfg does not use are set aside with a note on stderr.")
-    run.add_argument("path", nargs="?", help="a model folder holding config.json, a config.json file, or a "
-                                             "Hugging Face repo id (org/name; HF_HOME, HF_HUB_OFFLINE and "
-                                             "HF_TOKEN apply)")
+    run.add_argument("paths", nargs="*", metavar="PATH",
+                     help="a model folder holding config.json, a config.json file, or a Hugging Face repo id "
+                          "(org/name; HF_HOME, HF_HUB_OFFLINE and HF_TOKEN apply); several: each is run, with "
+                          "--json one document per line")
     run.add_argument("--model", dest="model_option", metavar="PATH", help=argparse.SUPPRESS)
     _add_engine_flags(run)
     _add_pipeline_flags(run)
@@ -319,15 +324,33 @@ def _model_path(ns: argparse.Namespace, parser_name: str) -> str | None:
     return path
 
 
+def _model_paths(ns: argparse.Namespace) -> list[str]:
+    paths = list(ns.paths)
+    if ns.model_option:
+        if paths and paths != [ns.model_option]:
+            sys.stderr.write(f"enginecfg: error: two models given: {' '.join(paths)} and --model "
+                             f"{ns.model_option}\n")
+            raise SystemExit(2)
+        paths = [ns.model_option]
+    return paths
+
+
 def _cmd_run(ns: argparse.Namespace) -> int:
     from enginecfg.cli import progress
+    from enginecfg.pipeline.loading import prefetch_pretrained
 
-    path = _model_path(ns, "run")
-    if path is None:
+    paths = _model_paths(ns)
+    if not paths:
         sys.stderr.write("enginecfg: error: run needs a model: a folder holding config.json, or a "
                          "config.json file (see enginecfg run --help)\n")
         return 2
     args = _engine_args(ns)
+    # a config not cached yet needs the transformers worker: start it now, so that its
+    # import runs while this process opens the audit store and builds the pipeline
+    try:
+        prefetch_pretrained(paths, wait=False)
+    except EngineCfgError:
+        pass  # the run itself reports it (and records it as a failed run)
     store = None
     if not ns.no_audit:
         try:
@@ -343,8 +366,24 @@ def _cmd_run(ns: argparse.Namespace) -> int:
     except EngineCfgError as exc:
         sys.stderr.write(_error_line(exc) + "\n")
         return exc.exit_code
+    many = len(paths) > 1
     code = 0
     watcher = progress.attach(ns.gpu_validation)
+    try:
+        if many:
+            prefetch_pretrained(paths)  # every missing snapshot in one request
+        for path in paths:
+            code = max(code, _run_one(ns, pipeline, store, path, args, many))
+    finally:
+        watcher.detach()
+        if store is not None:
+            store.detach()
+    return code
+
+
+def _run_one(ns: argparse.Namespace, pipeline, store, path: str, args: dict[str, Any], many: bool) -> int:
+    code = 0
+    failed_before = store.write_failed if store is not None else 0
     try:
         result = pipeline.resolve(path, revision=ns.revision, **args)
         doc = result.to_dict()
@@ -357,19 +396,17 @@ def _cmd_run(ns: argparse.Namespace) -> int:
             traceback.print_exception(exc)
         code = exc.exit_code
         result = None
-    finally:
-        watcher.detach()
-        if store is not None:
-            store.detach()
-    recorded = store is not None and not store.record_error and store.last_run_id == doc.get("run_id")
-    if store is not None and store.record_error:
+    write_failed = store is not None and store.write_failed > failed_before
+    recorded = store is not None and not write_failed and store.last_run_id == doc.get("run_id")
+    if write_failed:
         sys.stderr.write(f"enginecfg: audit record NOT written: {store.record_error}\n")
         if not ns.audit_best_effort and code == 0:
             code = 2
     where = (f"recorded as run {doc.get('run_id')} in {store.display_url}" if recorded
              else "not recorded (--no-audit)" if ns.no_audit else "not recorded")
     if ns.json:
-        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+        text = json.dumps(doc, default=str) if many else json.dumps(doc, indent=2, default=str)
+        sys.stdout.write(text + "\n")
         if recorded:
             sys.stderr.write(f"enginecfg: {where}\n")
     elif result is not None:

@@ -76,15 +76,17 @@ _FUTURE = textwrap.dedent("""
     url = sys.argv[1]
     store = AuditStore(url).attach()
     old = [emit_run() for _ in range(3)]
-
     with store.engine.begin() as conn:                                   # the migration
         Operations(MigrationContext.configure(conn)).add_column("runs", sa.Column("site", sa.Text))
+    store.close()
+
     Run.__table__.append_column(sa.Column("site", sa.Text))              # the model
     rows = Recorder._rows
     Recorder._rows = lambda self, buf, **kw: (                           # the recorder
         lambda run, kids: ({**run, "site": "rack-7"}, kids))(*rows(self, buf, **kw))
     hashing.LAYOUT_STEPS.append({"runs": ("site",)})                     # the one line
 
+    store = AuditStore(url).attach()                                     # the new version
     new = [emit_run() for _ in range(2)]
     intact = store.verify()
     with store.engine.connect() as conn:
