@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Iterable, Mapping, Sequence
 
-from enginecfg.pipeline.dtypes import dtype_size
+from enginecfg.pipeline.models.dtypes import dtype_size
 from enginecfg.pipeline.errors import ConfigRejectedError
 
 __all__ = [

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from enginecfg.pipeline import mamba_state
-from enginecfg.pipeline.dtypes import attention_kv_dtype
+from enginecfg.pipeline.models import mamba_state
+from enginecfg.pipeline.models.dtypes import attention_kv_dtype
 from enginecfg.pipeline.errors import InvalidInputError
 from enginecfg.pipeline.models.kv_cache import (FullAttentionSpec, MambaSpec, MLAAttentionSpec,
                                                 SlidingWindowSpec, Spec)

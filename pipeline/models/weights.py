@@ -20,8 +20,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from enginecfg.pipeline import mamba_state
-from enginecfg.pipeline.dtypes import dtype_size
+from enginecfg.pipeline.models import mamba_state
+from enginecfg.pipeline.models.dtypes import dtype_size
 from enginecfg.pipeline.models import kv_cache as kc
 from enginecfg.pipeline.models import kv_specs
 
