@@ -27,7 +27,7 @@ DEFAULT_CONTEXTS = (1024, 8192, 32768)
 
 def memory_budget(cfg, *, gpu_memory_gib: float = H200_GIB,
                   gpu_memory_utilization: float = DEFAULT_UTILIZATION,
-                  kv_cache_memory: int | None = None) -> dict[str, Any]:
+                  kv_cache_memory: int | None = None, specs: dict | None = None) -> dict[str, Any]:
     """The KV-cache bytes of one GPU, and how they were arrived at."""
     gpu_bytes = int(gpu_memory_gib * 2**30)
     out: dict[str, Any] = {"gpu_memory_bytes": gpu_bytes,
@@ -35,7 +35,7 @@ def memory_budget(cfg, *, gpu_memory_gib: float = H200_GIB,
     if kv_cache_memory is not None:
         out.update(kv_cache_memory=int(kv_cache_memory), source="--kv-cache-memory", weights=None)
         return out
-    weights = estimate_weights(cfg)
+    weights = estimate_weights(cfg, specs)
     usable = int(gpu_bytes * gpu_memory_utilization)
     out.update(kv_cache_memory=max(usable - weights.bytes_per_gpu, 0), source="estimate",
                weights=weights.to_dict())
@@ -82,11 +82,11 @@ def impact(cfg, *, gpu_memory_gib: float = H200_GIB,
            disable_hybrid_kv_cache_manager: bool = False) -> dict[str, Any]:
     """The KV-cache figures of a resolved config on one GPU (see the module doc)."""
     mc, cc = cfg.model_config, cfg.cache_config
+    specs = kv_specs.layer_specs(cfg)
     budget = memory_budget(cfg, gpu_memory_gib=gpu_memory_gib,
                            gpu_memory_utilization=gpu_memory_utilization,
-                           kv_cache_memory=kv_cache_memory)
+                           kv_cache_memory=kv_cache_memory, specs=specs)
     available = budget["kv_cache_memory"]
-    specs = kv_specs.layer_specs(cfg)
     groups = kc.get_kv_cache_groups(specs, disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager)
     limits = _limits(cfg)
     kcfg = kc.kv_cache_config_from_groups(groups, available)

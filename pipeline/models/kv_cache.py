@@ -453,6 +453,8 @@ def estimate_max_model_len(specs: Iterable, limits: Limits, available_memory: in
 def group_estimate_max_model_len(groups: Sequence[KVCacheGroup], limits: Limits,
                                  available_memory: int) -> int:
     """The same search on the grouped layout (what the engine start reports)."""
+    if group_memory_usage_bytes(groups, limits) <= available_memory:
+        return limits.max_model_len  # the search's upper end fits: skip the search
     return _bisect(lambda n: group_memory_usage_bytes(groups, replace(limits, max_model_len=n))
                    <= available_memory, limits.max_model_len)
 

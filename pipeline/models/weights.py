@@ -97,10 +97,9 @@ def _ffn_kinds(cfg, t, n_layers: int) -> list[str]:
     return ["dense"] * n_layers
 
 
-def _mixer_params(cfg, t, hidden: int) -> tuple[int, int]:
+def _mixer_params(cfg, t, hidden: int, specs) -> tuple[int, int]:
     """(attention-like params, recurrent-mixer params) over all layers."""
     mc = cfg.model_config
-    specs = kv_specs.layer_specs(cfg)
     heads = _g(t, "num_attention_heads", 0)
     gate = 2 if _g(t, "attn_output_gate") else 1
     tp = cfg.parallel_config.tensor_parallel_size
@@ -173,8 +172,9 @@ def _quant_bits(cfg) -> tuple[float | None, str]:
     return bits, f"{method}{' ' + algo if algo else ''}: {bits:g} bits per linear weight"
 
 
-def estimate_weights(cfg) -> WeightsEstimate:
-    """Parameter count and bytes of the weights for the resolved config."""
+def estimate_weights(cfg, specs: dict | None = None) -> WeightsEstimate:
+    """Parameter count and bytes of the weights for the resolved config (``specs``: the
+    layers' KV-cache specs when the caller has them already)."""
     mc = cfg.model_config
     t = mc.hf_text_config
     hidden = _g(t, "hidden_size", 0)
@@ -182,7 +182,9 @@ def estimate_weights(cfg) -> WeightsEstimate:
     n_layers = _g(t, "num_hidden_layers", 0)
     tied = _g(t, "tie_word_embeddings", _g(mc.hf_config, "tie_word_embeddings", False))
     embed = vocab * hidden * (1 if tied else 2)
-    attn, mixer = _mixer_params(cfg, t, hidden)
+    if specs is None:
+        specs = kv_specs.layer_specs(cfg)
+    attn, mixer = _mixer_params(cfg, t, hidden, specs)
     mats = _ffn_matrices(t)
     dense = mats * hidden * _g(t, "intermediate_size", 0)
     moe = _moe(t, hidden, mats)
