@@ -9,7 +9,8 @@ of the run, so the run document, the audit store, ``diff`` and ``history`` carry
 Options (``Pipeline(impact={...})``): ``gpu_memory_gib`` (default 141, an H200),
 ``gpu_memory_utilization`` (0.9), ``kv_cache_memory`` (bytes; skips the weights estimate),
 ``contexts`` (context lengths for the concurrency figures).  A model whose per-layer pattern
-enginecfg does not know records ``{"error": ...}`` instead of failing the run.
+enginecfg does not know, or a config field the figures need but the stages do not, records
+``{"error": ...}`` instead of failing the run.
 """
 
 from __future__ import annotations
@@ -76,4 +77,9 @@ class ImpactStage(Stage):
             figures = capacity.impact(cfg, **opts)
         except EngineCfgError as exc:
             figures = {"error": str(exc), "field": getattr(exc, "field", None)}
+        except (ArithmeticError, TypeError, ValueError, KeyError, IndexError) as exc:
+            # the figures inform, they do not decide: a config the stages accepted is not
+            # rejected because its cost could not be worked out
+            figures = {"error": f"the KV-cache figures could not be computed: "
+                                f"{type(exc).__name__}: {exc}", "field": None}
         ctx.record("impact", figures)

@@ -163,3 +163,19 @@ def test_cli_explain_and_plan():
     assert proc.returncode == 2 and "--tp" in proc.stderr
     proc = _cli("explain", str(QWEN), "--gpu-memory-utilization", "0")
     assert proc.returncode == 2 and "gpu_memory_utilization" in proc.stderr
+
+
+@pytest.mark.parametrize("folder, field, value, allowed", [
+    ("gemma4-text-default", "num_kv_shared_layers", -1, "an integer >= 0"),
+    ("jamba-default", "mamba_dt_rank", -3, "a non-negative integer"),
+])
+def test_a_bad_field_the_figures_need_is_named_and_the_run_still_resolves(tmp_path, folder, field, value,
+                                                                          allowed):
+    raw = json.loads((CONFIGS / folder / "config.json").read_text())
+    raw[field] = value
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    result = Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(tmp_path))
+    assert result.status == "resolved"
+    impact = result.facts["impact"]
+    assert impact["field"] == f"hf_config.{field}"
+    assert repr(value) in impact["error"] and allowed in impact["error"]

@@ -20,7 +20,7 @@ transformers 5.x renames some patterns (``layers_block_type`` of Bamba and Zamba
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from enginecfg.pipeline.models import mamba_state
 from enginecfg.pipeline.models.dtypes import attention_kv_dtype
@@ -61,15 +61,40 @@ class _Builder:
         self.specs: dict[str, Spec] = {}
         self._mamba: MambaSpec | None = None
 
-    def need(self, field: str, cfg: Any = None) -> Any:
-        cfg = self.text if cfg is None else cfg
-        value = cfg.get(field) if hasattr(cfg, "get") else getattr(cfg, field, None)
+    def _raw(self, field: str) -> Any:
+        return self.text.get(field)
+
+    def _bad(self, field: str, value: Any, allowed: str) -> InvalidInputError:
+        arch = self.cfg.model_config.architecture
+        return InvalidInputError(
+            f"invalid hf_config.{field}: got {value!r}; allowed: {allowed} (the {arch} layer "
+            f"pattern reads it to size the KV cache)", field=f"hf_config.{field}")
+
+    def opt(self, field: str, minimum: int = 1) -> int | None:
+        """An optional integer field (None when absent or null)."""
+        value = self._raw(field)
         if value is None:
-            arch = self.cfg.model_config.architecture
-            raise InvalidInputError(
-                f"invalid hf_config.{field}: absent; needed: the {arch} layer pattern reads it "
-                f"to size its KV cache", field=f"hf_config.{field}")
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise self._bad(field, value, f"an integer >= {minimum}")
         return value
+
+    def need(self, field: str, minimum: int = 1) -> int:
+        """A required integer field."""
+        value = self.opt(field, minimum)
+        if value is None:
+            raise self._bad(field, None, f"an integer >= {minimum} (it is absent)")
+        return value
+
+    def pattern(self, field: str, *, optional: bool = False) -> Sequence[Any] | None:
+        """A per-layer pattern: a list of names (or a string of one-letter codes)."""
+        value = self._raw(field)
+        if value is None and optional:
+            return None
+        if isinstance(value, str) or (isinstance(value, (list, tuple)) and all(
+                isinstance(v, (str, int)) and not isinstance(v, bool) for v in value)):
+            return value
+        raise self._bad(field, value, "a list of per-layer kinds")
 
     def attention(self, name: str, total_kv: int, head: int, sliding: int | None = None,
                   *, replicate: bool = True) -> None:
@@ -97,20 +122,20 @@ class _Builder:
         self.specs[name] = self._mamba
 
     def head_dim(self, heads_field: str = "num_attention_heads") -> int:
-        hd = self.text.get("head_dim")
+        hd = self.opt("head_dim")
         return hd if hd is not None else self.need("hidden_size") // self.need(heads_field)
 
 
 # --------------------------------------------------------------------------- layouts
 def _all_mamba(b: _Builder) -> None:
-    for i in range(b.need("num_hidden_layers")):
+    for i in range(b.need("num_hidden_layers", minimum=0)):
         b.mamba(f"backbone.layers.{i}.mixer")
 
 
 def _block_types(b: _Builder) -> None:
     """Jamba, Bamba, GraniteMoeHybrid: one mixer per layer, named by the pattern."""
     head = b.need("hidden_size") // b.need("num_attention_heads")
-    pattern = b.text.get("layers_block_type") or b.need("layer_types")
+    pattern = b.pattern("layers_block_type", optional=True) or b.pattern("layer_types")
     for i, kind in enumerate(pattern):
         if kind in _ATTENTION_WORDS:
             b.attention(f"model.layers.{i}.self_attn.attn", b.need("num_key_value_heads"), head)
@@ -119,11 +144,11 @@ def _block_types(b: _Builder) -> None:
 
 
 def _nemotron_h(b: _Builder) -> None:
-    pattern = b.text.get("hybrid_override_pattern")
+    pattern = b.pattern("hybrid_override_pattern", optional=True)
     if pattern is None:
-        pattern = b.need("layers_block_type")
+        pattern = b.pattern("layers_block_type")
     head = b.head_dim()
-    sliding = b.text.get("sliding_window")
+    sliding = b.opt("sliding_window")
     for i, kind in enumerate(pattern):
         if kind in ("M", "mamba", "linear_attention"):
             b.mamba(f"model.layers.{i}.mixer")
@@ -136,10 +161,10 @@ def _layer_types(b: _Builder) -> None:
     arch = b.cfg.model_config.architecture
     if arch == "OlmoHybridForCausalLM":
         head = b.need("hidden_size") // b.need("num_attention_heads")
-        total_kv = b.text.get("num_key_value_heads") or b.need("num_attention_heads")
+        total_kv = b.opt("num_key_value_heads") or b.need("num_attention_heads")
     else:
         head, total_kv = b.head_dim(), b.need("num_key_value_heads")
-    for i, kind in enumerate(b.need("layer_types")):
+    for i, kind in enumerate(b.pattern("layer_types")):
         if kind == "linear_attention":
             b.mamba(f"model.layers.{i}.linear_attn")
         else:
@@ -149,7 +174,7 @@ def _layer_types(b: _Builder) -> None:
 def _short_conv(b: _Builder) -> None:
     """LFM2: short convolution, or full attention where ``layer_types`` says so."""
     head = b.need("hidden_size") // b.need("num_attention_heads")
-    for i, kind in enumerate(b.need("layer_types")):
+    for i, kind in enumerate(b.pattern("layer_types")):
         if kind == "full_attention":
             b.attention(f"model.layers.{i}.self_attn.attn", b.need("num_key_value_heads"), head)
         else:
@@ -159,7 +184,7 @@ def _short_conv(b: _Builder) -> None:
 def _falcon_h1(b: _Builder) -> None:
     """Falcon-H1: every layer runs attention and a Mamba2 mixer side by side."""
     head = b.head_dim()
-    for i in range(b.need("num_hidden_layers")):
+    for i in range(b.need("num_hidden_layers", minimum=0)):
         b.attention(f"model.layers.{i}.self_attn.attn", b.need("num_key_value_heads"), head)
         b.mamba(f"model.layers.{i}.mamba.mamba")
 
@@ -167,7 +192,7 @@ def _falcon_h1(b: _Builder) -> None:
 def _zamba2(b: _Builder) -> None:
     """Zamba2: Mamba2 in every layer; the shared transformer blocks (built first) own one
     attention KV cache per hybrid layer, without grouped KV heads."""
-    pattern = b.need("layers_block_type")
+    pattern = b.pattern("layers_block_type")
     hybrid = [i for i, k in enumerate(pattern) if k == "hybrid"]
     for j in range(len(hybrid)):
         b.attention(f"model.attn.{j}", b.need("num_attention_heads"), b.need("attention_head_dim"))
@@ -188,7 +213,7 @@ def _plamo2(b: _Builder) -> None:
 
 
 def _minimax(b: _Builder) -> None:
-    pattern = b.text.get("attn_type_list") or b.need("layer_types")
+    pattern = b.pattern("attn_type_list", optional=True) or b.pattern("layer_types")
     head = b.head_dim()
     for i, kind in enumerate(pattern):
         if kind in (1, "full_attention", "attention"):
@@ -203,22 +228,22 @@ def _gemma4(b: _Builder) -> None:
     num_kv_shared_layers reuse an earlier layer's cache and declare none."""
     t = b.text
     n = b.need("num_hidden_layers")
-    shared = t.get("num_kv_shared_layers") or 0
-    for i, kind in enumerate(b.need("layer_types")):
+    shared = b.opt("num_kv_shared_layers", minimum=0) or 0
+    for i, kind in enumerate(b.pattern("layer_types")):
         if shared > 0 and i >= n - shared:
             continue
         full = kind == "full_attention"
-        head = (t.get("global_head_dim") or b.need("head_dim")) if full else b.need("head_dim")
+        head = (b.opt("global_head_dim") or b.need("head_dim")) if full else b.need("head_dim")
         kv = b.need("num_key_value_heads")
         if full and t.get("attention_k_eq_v"):
-            kv = t.get("num_global_key_value_heads") or kv
+            kv = b.opt("num_global_key_value_heads") or kv
         b.attention(f"model.layers.{i}.self_attn.attn", kv, head,
                     None if full else b.need("sliding_window"))
 
 
 def _mla(b: _Builder) -> None:
     mc, cc = b.cfg.model_config, b.cfg.cache_config
-    for i in range(b.need("num_hidden_layers")):
+    for i in range(b.need("num_hidden_layers", minimum=0)):
         b.specs[f"model.layers.{i}.self_attn.attn"] = MLAAttentionSpec(
             block_size=b.block, num_kv_heads=1, head_size=mc.head_size, dtype=b.kv_dtype,
             cache_dtype_str=cc.cache_dtype)
@@ -229,8 +254,8 @@ def _decoder(b: _Builder) -> None:
     mc = b.cfg.model_config
     if mc.hf_config.get("is_causal", True) is False:
         return
-    sliding = b.text.get("sliding_window")
-    for i in range(b.need("num_hidden_layers")):
+    sliding = b.opt("sliding_window")
+    for i in range(b.need("num_hidden_layers", minimum=0)):
         b.attention(f"model.layers.{i}.self_attn.attn", mc.num_kv_heads, mc.head_size, sliding,
                     replicate=False)
 

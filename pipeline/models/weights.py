@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from enginecfg.pipeline.errors import InvalidInputError
 from enginecfg.pipeline.models import mamba_state
 from enginecfg.pipeline.models.dtypes import dtype_size
 from enginecfg.pipeline.models import kv_cache as kc
@@ -48,10 +49,24 @@ class WeightsEstimate:
 
 
 def _g(cfg, name, default=None):
+    """A config attribute (None and absent read as ``default``)."""
     if cfg is None:
         return default
     v = cfg.get(name) if hasattr(cfg, "get") else getattr(cfg, name, None)
     return default if v is None else v
+
+
+def _n(cfg, name, default=None):
+    """A non-negative integer attribute; anything else is refused, naming the field."""
+    v = _g(cfg, name)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        where = getattr(cfg, "_path", "") or ""
+        field = f"hf_config.{where + '.' if where else ''}{name}"
+        raise InvalidInputError(f"invalid {field}: got {v!r}; allowed: a non-negative integer "
+                                f"(the weights estimate reads it)", field=field)
+    return v
 
 
 def _ffn_matrices(t) -> int:
@@ -60,39 +75,39 @@ def _ffn_matrices(t) -> int:
 
 
 def _moe(t, hidden: int, mats: int) -> int:
-    experts = _g(t, "num_experts", _g(t, "n_routed_experts", _g(t, "num_local_experts", 0)))
-    inter = _g(t, "moe_intermediate_size", _g(t, "intermediate_size", 0))
-    latent = _g(t, "moe_latent_size")
+    experts = _n(t, "num_experts", _n(t, "n_routed_experts", _n(t, "num_local_experts", 0)))
+    inter = _n(t, "moe_intermediate_size", _n(t, "intermediate_size", 0))
+    latent = _n(t, "moe_latent_size")
     width = latent or hidden
     params = experts * mats * width * inter + hidden * experts
     if latent:
         params += 2 * hidden * latent
-    shared_inter = _g(t, "shared_expert_intermediate_size",
-                      _g(t, "moe_shared_expert_intermediate_size", 0))
-    if not shared_inter and _g(t, "n_shared_experts"):
-        shared_inter = _g(t, "n_shared_experts") * inter
+    shared_inter = _n(t, "shared_expert_intermediate_size",
+                      _n(t, "moe_shared_expert_intermediate_size", 0))
+    if not shared_inter and _n(t, "n_shared_experts"):
+        shared_inter = _n(t, "n_shared_experts") * inter
     return params + mats * hidden * shared_inter
 
 
 def _ffn_kinds(cfg, t, n_layers: int) -> list[str]:
     """'dense', 'moe', 'both' or 'none' per decoder layer."""
     arch = cfg.model_config.architecture or ""
-    has_experts = bool(_g(t, "num_experts", _g(t, "n_routed_experts", _g(t, "num_local_experts", 0))))
+    has_experts = bool(_n(t, "num_experts", _n(t, "n_routed_experts", _n(t, "num_local_experts", 0))))
     if arch.startswith(("Mamba", "FalconMamba")):
         return ["none"] * n_layers
     if arch.startswith("NemotronH"):
         pattern = _g(t, "hybrid_override_pattern") or _g(t, "layers_block_type") or []
         table = {"-": "dense", "mlp": "dense", "E": "moe", "moe": "moe"}
-        return [table.get(k, "none") for k in pattern]
+        return [table.get(k, "none") if isinstance(k, str) else "none" for k in pattern]
     if arch.startswith("Zamba2"):
         return ["none"] * n_layers
     if arch.startswith("Gemma4"):
         return ["both" if _g(t, "enable_moe_block") else "dense"] * n_layers
     if arch.startswith("Jamba") and has_experts:
-        period, offset = _g(t, "expert_layer_period", 1), _g(t, "expert_layer_offset", 0)
+        period, offset = _n(t, "expert_layer_period", 1), _n(t, "expert_layer_offset", 0)
         return ["moe" if (i - offset) % period == 0 else "dense" for i in range(n_layers)]
     if has_experts:
-        first_dense = _g(t, "first_k_dense_replace", 0)
+        first_dense = _n(t, "first_k_dense_replace", 0)
         return ["dense" if i < first_dense else "moe" for i in range(n_layers)]
     return ["dense"] * n_layers
 
@@ -100,7 +115,7 @@ def _ffn_kinds(cfg, t, n_layers: int) -> list[str]:
 def _mixer_params(cfg, t, hidden: int, specs) -> tuple[int, int]:
     """(attention-like params, recurrent-mixer params) over all layers."""
     mc = cfg.model_config
-    heads = _g(t, "num_attention_heads", 0)
+    heads = _n(t, "num_attention_heads", 0)
     gate = 2 if _g(t, "attn_output_gate") else 1
     tp = cfg.parallel_config.tensor_parallel_size
     attn = 0
@@ -108,8 +123,8 @@ def _mixer_params(cfg, t, hidden: int, specs) -> tuple[int, int]:
     for s in specs.values():
         if isinstance(s, kc.MLAAttentionSpec):
             n_attn += 1
-            nope, rope = _g(t, "qk_nope_head_dim", 128), _g(t, "qk_rope_head_dim", 64)
-            v, kv_rank, q_rank = _g(t, "v_head_dim", 128), _g(t, "kv_lora_rank", 512), _g(t, "q_lora_rank")
+            nope, rope = _n(t, "qk_nope_head_dim", 128), _n(t, "qk_rope_head_dim", 64)
+            v, kv_rank, q_rank = _n(t, "v_head_dim", 128), _n(t, "kv_lora_rank", 512), _n(t, "q_lora_rank")
             q = hidden * heads * (nope + rope) if not q_rank else hidden * q_rank + q_rank * heads * (nope + rope)
             attn += q + hidden * (kv_rank + rope) + kv_rank * heads * (nope + v) + heads * v * hidden
         elif isinstance(s, (kc.FullAttentionSpec, kc.SlidingWindowSpec)):
@@ -129,9 +144,11 @@ def _mixer_params(cfg, t, hidden: int, specs) -> tuple[int, int]:
         one = hidden * (d_inner + conv_dim + nheads) + conv_dim * (k1 + 1) + d_inner * hidden
     elif kind == "mamba1":
         (k1, d_inner), (_, ds) = shapes[0], shapes[1]
-        rank = _g(t, "mamba_dt_rank", _g(t, "time_step_rank", math.ceil(hidden / 16)))
-        if rank == "auto":
-            rank = math.ceil(hidden / 16)
+        rank = math.ceil(hidden / 16)  # "auto"
+        for name in ("mamba_dt_rank", "time_step_rank"):
+            if _g(t, name, "auto") != "auto":
+                rank = _n(t, name)
+                break
         one = (hidden * 2 * d_inner + d_inner * (k1 + 1) + d_inner * (rank + 2 * ds)
                + rank * d_inner + d_inner * ds + d_inner * hidden)
     elif kind in ("gated_delta_net", "kda"):
@@ -149,9 +166,9 @@ def _vision(cfg) -> int:
     v = _g(cfg.model_config.hf_config, "vision_config")
     if v is None:
         return 0
-    h = _g(v, "hidden_size", 0)
-    depth = _g(v, "depth", _g(v, "num_hidden_layers", 0))
-    inter = _g(v, "intermediate_size", 4 * h)
+    h = _n(v, "hidden_size", 0)
+    depth = _n(v, "depth", _n(v, "num_hidden_layers", 0))
+    inter = _n(v, "intermediate_size", 4 * h)
     return depth * (4 * h * h + 2 * h * inter)
 
 
@@ -177,22 +194,22 @@ def estimate_weights(cfg, specs: dict | None = None) -> WeightsEstimate:
     layers' KV-cache specs when the caller has them already)."""
     mc = cfg.model_config
     t = mc.hf_text_config
-    hidden = _g(t, "hidden_size", 0)
-    vocab = _g(t, "vocab_size", _g(mc.hf_config, "vocab_size", 0))
-    n_layers = _g(t, "num_hidden_layers", 0)
+    hidden = _n(t, "hidden_size", 0)
+    vocab = _n(t, "vocab_size", _n(mc.hf_config, "vocab_size", 0))
+    n_layers = _n(t, "num_hidden_layers", 0)
     tied = _g(t, "tie_word_embeddings", _g(mc.hf_config, "tie_word_embeddings", False))
     embed = vocab * hidden * (1 if tied else 2)
     if specs is None:
         specs = kv_specs.layer_specs(cfg)
     attn, mixer = _mixer_params(cfg, t, hidden, specs)
     mats = _ffn_matrices(t)
-    dense = mats * hidden * _g(t, "intermediate_size", 0)
+    dense = mats * hidden * _n(t, "intermediate_size", 0)
     moe = _moe(t, hidden, mats)
     ffn = 0
     for kind in _ffn_kinds(cfg, t, n_layers):
         ffn += {"dense": dense, "moe": moe, "both": dense + moe}.get(kind, 0)
     if (mc.architecture or "").startswith("Zamba2"):
-        ffn += _g(t, "num_mem_blocks", 1) * dense
+        ffn += _n(t, "num_mem_blocks", 1) * dense
     vision = _vision(cfg)
     linear = attn + mixer + ffn
     params = embed + linear + vision
