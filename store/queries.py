@@ -341,8 +341,23 @@ def _comparable(r: Any) -> dict[str, Any]:
     flat.update(flatten(_config_of(r.result) or {}))
     impact = r.result.get("impact") if isinstance(r.result, dict) else None
     if isinstance(impact, dict):
-        flat.update(flatten(impact, "impact."))
+        flat.update(_flatten_rows(impact, "impact."))
     return flat
+
+
+def _flatten_rows(doc: Any, prefix: str) -> dict[str, Any]:
+    """:func:`flatten`, but a list of dicts (the impact's KV-cache groups) is opened by index
+    (``impact.groups.3.block_size``), so a diff names the figure that moved."""
+    out: dict[str, Any] = {}
+    if isinstance(doc, list) and doc and all(isinstance(x, dict) for x in doc):
+        for i, item in enumerate(doc):
+            out.update(_flatten_rows(item, f"{prefix}{i}."))
+    elif isinstance(doc, dict) and doc:
+        for k, v in doc.items():
+            out.update(_flatten_rows(v, f"{prefix}{k}."))
+    elif prefix:
+        out[prefix[:-1]] = doc
+    return out
 
 
 def diff_runs(store, a: str, b: str) -> dict[str, Any]:

@@ -31,6 +31,10 @@ def test_impact_is_stored_diffed_and_followed(store):
     assert diff["impact.kv_tokens"]["a"] == ra["kv_tokens"]
     assert diff["impact.kv_tokens"]["b"] == rb["kv_tokens"]
     assert "impact.max_concurrency" in diff and "impact.concurrency.8192" in diff
+    # the groups are opened by index: the attention group's block doubled, its dtype changed
+    attn = len(ra["result"]["impact"]["groups"]) - 1
+    assert diff[f"impact.groups.{attn}.block_size"]["b"] == 2 * diff[f"impact.groups.{attn}.block_size"]["a"]
+    assert "impact.groups.0.block_size" not in diff  # the Mamba groups did not move
 
     hist = store.field_history("impact.max_concurrency", model="qwen3.5-27b")
     assert [h["run_id"] for h in hist] == [b.run_id, a.run_id]
