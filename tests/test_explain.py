@@ -179,3 +179,10 @@ def test_a_bad_field_the_figures_need_is_named_and_the_run_still_resolves(tmp_pa
     impact = result.facts["impact"]
     assert impact["field"] == f"hf_config.{field}"
     assert repr(value) in impact["error"] and allowed in impact["error"]
+
+
+def test_run_report_carries_the_kv_headline():
+    proc = _cli("run", str(QWEN), "--no-audit", "--gpu-validation", "off")
+    assert proc.returncode == 0, proc.stderr
+    doc = explain(QWEN, {}, DEFAULT_OPTS)["impact"]
+    assert f"GPU KV cache size: {doc['kv_tokens']:,} tokens" in " ".join(proc.stdout.split())

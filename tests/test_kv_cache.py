@@ -144,3 +144,15 @@ def test_unify_refuses_indivisible_pages():
     m = kc.MambaSpec(block_size=16, shapes=((1, 1000),), dtypes=("float32",))
     with pytest.raises(EngineCfgError, match="not divisible"):
         kc.get_kv_cache_groups({"a": a, "m": m})
+
+
+def test_every_state_keeping_architecture_has_a_layer_pattern():
+    """Each hybrid or recurrent row of the architecture table either has its per-layer pattern
+    here or is named as not encoded; plain attention rows take the decoder pattern."""
+    from enginecfg.pipeline.models.architectures import ARCHITECTURES
+
+    for name, info in ARCHITECTURES.items():
+        if info.state_kind is None:
+            continue
+        assert (name in kv_specs.LAYOUTS) != (name in kv_specs.UNSUPPORTED), name
+    assert set(kv_specs.LAYOUTS) <= set(ARCHITECTURES)

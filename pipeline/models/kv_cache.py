@@ -22,7 +22,7 @@ chunked-local and cross attention, ``num_gpu_blocks_override`` and the auto-fit 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Iterable, Mapping, Sequence
 
 from enginecfg.pipeline.models.dtypes import dtype_size

@@ -278,6 +278,8 @@ LAYOUTS: dict[str, Callable[[_Builder], None]] = {
     "OlmoHybridForCausalLM": _layer_types,
     "Lfm2ForCausalLM": _short_conv,
     "Lfm2MoeForCausalLM": _short_conv,
+    "Lfm2VlForConditionalGeneration": _short_conv,
+    "NemotronH_Nano_VL_V2": _nemotron_h,
     "ColBERTLfm2Model": _short_conv,
     "FalconH1ForCausalLM": _falcon_h1,
     "Zamba2ForCausalLM": _zamba2,
@@ -288,6 +290,11 @@ LAYOUTS: dict[str, Callable[[_Builder], None]] = {
     "Gemma4ForCausalLM": _gemma4,
     "Gemma4ForConditionalGeneration": _gemma4,
 }
+
+
+#: state-keeping classes whose per-layer pattern is not encoded here (their full-attention
+#: layers are MLA with their own latent sizes); the impact of such a run records an error
+UNSUPPORTED = frozenset({"KimiLinearForCausalLM", "BailingMoeV2_5ForCausalLM"})
 
 
 def layer_specs(cfg) -> dict[str, Spec]:
