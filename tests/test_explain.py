@@ -186,3 +186,15 @@ def test_run_report_carries_the_kv_headline():
     assert proc.returncode == 0, proc.stderr
     doc = explain(QWEN, {}, DEFAULT_OPTS)["impact"]
     assert f"GPU KV cache size: {doc['kv_tokens']:,} tokens" in " ".join(proc.stdout.split())
+
+
+def test_weights_larger_than_the_gpu_leave_no_kv_memory():
+    doc = explain(CONFIGS / "nemotron-3-ultra-550b-a55b-bf16", {}, DEFAULT_OPTS)
+    f = _by_id(doc)["no-kv-memory"]
+    assert f["figures"]["weights_per_gpu"] > f["figures"]["usable_bytes"] == int(141 * 2**30 * 0.9)
+    assert doc["impact"]["kv_tokens"] == 0 and "does-not-fit" not in _by_id(doc)
+    caused = explain(CONFIGS / "nemotron-3-ultra-550b-a55b-bf16", {"tensor_parallel_size": 2}, DEFAULT_OPTS)
+    assert _by_id(caused)["no-kv-memory"]["caused_by"] == {"engine_argument": "--tensor-parallel-size",
+                                                          "value": 2}
+    big = explain(CONFIGS / "nemotron-3-ultra-550b-a55b-bf16", {}, dict(DEFAULT_OPTS, gpu_memory_gib=2000))
+    assert "no-kv-memory" not in _by_id(big) and big["impact"]["kv_tokens"] > 0

@@ -123,7 +123,20 @@ def findings(result) -> list[dict[str, Any]]:
                         f"slots ({layer_pct:.2f}% of the layers): memory reserved for no layer."),
             "figures": {"layers": impact["padding"]["layers"], "percent": layer_pct},
             "caused_by": None})
-    if impact.get("fits"):
+    mem = impact.get("memory") or {}
+    if mem.get("kv_cache_memory") == 0 and mem.get("source") == "estimate":
+        usable = int(mem["gpu_memory_bytes"] * mem["gpu_memory_utilization"])
+        weights = mem["weights"]["bytes_per_gpu"]
+        out.append({
+            "id": "no-kv-memory",
+            "message": (f"The weights alone, an estimated {weights / _GIB:,.1f} GiB per GPU, exceed the "
+                        f"{usable / _GIB:,.1f} GiB vLLM may use ({mem['gpu_memory_bytes'] / _GIB:g} GiB x "
+                        f"{mem['gpu_memory_utilization']:g}): no memory is left for the KV cache; raise "
+                        f"--tensor-parallel-size or use a quantised checkpoint."),
+            "figures": {"weights_per_gpu": weights, "usable_bytes": usable},
+            "caused_by": _cause(result, "parallel_config.tensor_parallel_size", "tensor_parallel_size",
+                                "--tensor-parallel-size")})
+    elif impact.get("fits"):
         out.append({
             "id": "does-not-fit",
             "message": (f"One request of max_model_len {mc.max_model_len:,} tokens does not fit; "
