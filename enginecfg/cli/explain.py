@@ -49,6 +49,9 @@ def _cause(result, field: str, arg: str, flag: str) -> dict[str, Any] | None:
 
 
 def _mib(n: int) -> str:
+    """Bytes in MiB, or in KiB below one MiB."""
+    if n < 2**20:
+        return f"{n / 2**10:,.1f} KiB"
     return f"{n / 2**20:,.1f} MiB"
 
 
@@ -254,109 +257,94 @@ def _fmt_conc(x: float | None) -> str:
     return "-" if x is None else f"{x:,.2f}x"
 
 
-def _console():
-    from rich.console import Console
-
-    # a pipe gets rich's 80 columns otherwise, which truncates the plan's numbers
-    return Console(width=None if sys.stdout.isatty() else 132)
-
-
 _SHORT = {"tensor_parallel_size": "tp", "kv_cache_dtype": "kv dtype", "block_size": "block size",
           "mamba_cache_mode": "mamba mode"}
 
 
 def _print_explain(doc: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
+    from enginecfg.cli.tables import paragraph, render
 
-    con = _console()
     imp = doc["impact"] or {}
+    out = [f"{doc['model']}  (run {doc['run_id'][:12]})"]
     if "error" in imp:
-        con.print(f"[bold]{doc['model']}[/bold]: KV-cache figures unavailable: {imp['error']}")
+        out.append(paragraph(f"KV-cache figures unavailable: {imp['error']}"))
+        print("\n".join(out))
         return
     mem = imp["memory"]
-    con.print(f"[bold]{doc['model']}[/bold]  (run {doc['run_id'][:12]})")
     gpu = mem["gpu_memory_bytes"] / _GIB
     if mem["source"] == "estimate":
         w = mem["weights"]
-        con.print(f"Memory: {gpu:g} GiB GPU x {mem['gpu_memory_utilization']:g} utilization - weights "
-                  f"{w['bytes_per_gpu'] / _GIB:.2f} GiB per GPU (estimated) = "
-                  f"{mem['kv_cache_memory'] / _GIB:.2f} GiB for the KV cache.")
-        con.print("  weights basis: " + "; ".join(w["basis"]))
+        out.append(paragraph(
+            f"Memory: {gpu:g} GiB GPU x {mem['gpu_memory_utilization']:g} utilization - weights "
+            f"{w['bytes_per_gpu'] / _GIB:.2f} GiB per GPU (estimated) = "
+            f"{mem['kv_cache_memory'] / _GIB:.2f} GiB for the KV cache."))
+        out.append(paragraph("Weights basis: " + "; ".join(w["basis"]) + ".", indent="  ", hanging="  "))
     else:
-        con.print(f"Memory: {mem['kv_cache_memory'] / _GIB:.2f} GiB for the KV cache (--kv-cache-memory).")
+        out.append(f"Memory: {mem['kv_cache_memory'] / _GIB:.2f} GiB for the KV cache (--kv-cache-memory).")
     if not imp["groups"]:
-        con.print(imp.get("note", "no KV cache"))
+        out.append(imp.get("note", "No KV cache."))
     else:
-        table = Table(title="KV-cache groups (one block table each)")
-        for col in ("#", "kind", "layers", "tokens/block", "page size", "bytes/token of context"):
-            table.add_column(col, justify="right" if col != "kind" else "left")
+        rows = []
         for i, g in enumerate(imp["groups"]):
             kind = g["kind"] + (f" ({g['sliding_window']})" if g.get("sliding_window") else "")
             per_tok = f"{g['bytes_per_token']:,}" if g["bytes_per_token"] is not None else \
-                f"state: {_mib(g['bytes_per_request'])}/request"
-            table.add_row(str(i), kind, str(g["num_layers"]), f"{g['block_size']:,}",
-                          _mib(g["page_size_bytes"]), per_tok)
-        con.print(table)
+                f"state {_mib(g['bytes_per_request'])} per request"
+            rows.append([i, kind, g["num_layers"], f"{g['block_size']:,}", _mib(g["page_size_bytes"]), per_tok])
+        out.append(render(["#", "kind", "layers", "tokens/block", "page size", "bytes/token of context"],
+                          rows, names=(0, 1), title="KV-cache groups (one block table each):"))
         pad = imp["padding"] or {}
         if pad.get("mamba"):
             m = pad["mamba"]
-            con.print(f"Mamba padding: {m['bytes']:,} bytes per page ({m['percent']:.2f}% of the state).")
+            out.append(f"Mamba padding: {m['bytes']:,} bytes per page ({m['percent']:.2f}% of the state).")
         if pad.get("layers"):
-            con.print(f"Layer padding: {pad['layers']} empty slots ({pad['layer_percent']:.2f}%).")
+            out.append(f"Layer padding: {pad['layers']} empty slots ({pad['layer_percent']:.2f}%).")
         rnd = imp["block_rounding"]
-        con.print(f"Block rounding: {rnd['bytes']:,} bytes unused ({rnd['percent']:.2f}%).")
-        con.print(f"KV cache: {imp['num_blocks']:,} blocks = {imp['kv_tokens']:,} tokens "
-                  f"(vLLM: \"GPU KV cache size: {imp['kv_tokens']:,} tokens\").")
-        conc = Table(title="Concurrent requests")
-        conc.add_column("context")
-        conc.add_column("requests", justify="right")
-        for n, x in (imp["concurrency"] or {}).items():
-            conc.add_row(f"{int(n):,}", _fmt_conc(x))
-        conc.add_row(f"{imp['max_model_len']:,} (max_model_len)", _fmt_conc(imp["max_concurrency"]))
-        con.print(conc)
-        con.print(f"Largest max_model_len that fits: {imp['max_model_len_fits']:,}.")
+        out.append(f"Block rounding: {rnd['bytes']:,} bytes unused ({rnd['percent']:.2f}%).")
+        out.append(paragraph(f"KV cache: {imp['num_blocks']:,} blocks = {imp['kv_tokens']:,} tokens "
+                             f"(vLLM: \"GPU KV cache size: {imp['kv_tokens']:,} tokens\")."))
+        conc = [[f"{int(n):,}", _fmt_conc(x)] for n, x in (imp["concurrency"] or {}).items()]
+        conc.append([f"{imp['max_model_len']:,} (max_model_len)", _fmt_conc(imp["max_concurrency"])])
+        out.append(render(["context", "requests"], conc, names=(0, 1), title="Concurrent requests:"))
+        out.append(f"Largest max_model_len that fits: {imp['max_model_len_fits']:,}.")
     if doc["findings"]:
-        con.print("[bold]Findings[/bold]")
+        out.append("Findings:")
         for f in doc["findings"]:
             cause = f["caused_by"]
             if cause and "stage" in cause:
-                why = f" [stage {cause['stage']}: {cause['field']} {cause['old']!r} -> {cause['new']!r}]"
+                why = (f" [stage {cause['stage']}: {cause['field']} {json.dumps(cause['old'])} -> "
+                       f"{json.dumps(cause['new'])}]")
             elif cause:
                 why = f" [engine argument {cause['engine_argument']} {cause['value']}]"
             else:
                 why = ""
-            con.print(f"- {f['id']}: {f['message']}{why}")
+            out.append(paragraph(f"- {f['id']}: {f['message']}{why}", hanging="  "))
     else:
-        con.print("No findings.")
+        out.append("No findings.")
+    print("\n".join(out))
 
 
 def _print_plan(doc: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
+    from enginecfg.cli.tables import render
 
     names = list(doc["grid"])
-    marks = {}
+    marks: dict[int, list[str]] = {}
     for objective, i in doc["best"].items():
         if i is not None:
             marks.setdefault(i, []).append(objective)
-    table = Table(title=f"{doc['model']}: KV cache over the grid "
-                        f"({doc['memory']['gpu_memory_gib']:g} GiB GPU, utilization "
-                        f"{doc['memory']['gpu_memory_utilization']:g})")
-    for n in names:
-        table.add_column(_SHORT.get(n, n))
-    for col in ("tokens/block", "KV tokens", f"conc@{doc['context']:,}", "conc@max_len",
-                "max len fits", "best for"):
-        table.add_column(col, justify="right")
+    rows = []
     for i, r in enumerate(doc["rows"]):
         cells = [str(r["setting"].get(n, "default")) for n in names]
         if "error" in r:
-            table.add_row(*cells, "error", r["error"][:60], "", "", "", "")
+            rows.append(cells + ["error: " + r["error"], "", "", "", "", ""])
             continue
-        table.add_row(*cells, f"{r['block_size']:,}", f"{r['kv_tokens']:,}", _fmt_conc(r["concurrency"]),
-                      _fmt_conc(r["max_concurrency"]), f"{r['max_model_len_fits']:,}",
-                      ", ".join(marks.get(i, [])))
-    _console().print(table)
+        rows.append(cells + [f"{r['block_size']:,}", f"{r['kv_tokens']:,}", _fmt_conc(r["concurrency"]),
+                             _fmt_conc(r["max_concurrency"]), f"{r['max_model_len_fits']:,}",
+                             ", ".join(marks.get(i, []))])
+    title = (f"{doc['model']}: KV cache over the grid ({doc['memory']['gpu_memory_gib']:g} GiB GPU, "
+             f"utilization {doc['memory']['gpu_memory_utilization']:g}):")
+    columns = [_SHORT.get(n, n) for n in names] + [
+        "tokens/block", "KV tokens", f"conc@{doc['context']:,}", "conc@max_len", "max len fits", "best for"]
+    print(render(columns, rows, names=tuple(range(len(names) + 5)), title=title))
 
 
 # --------------------------------------------------------------------------- commands
@@ -366,8 +354,10 @@ def _memory_flags(p: argparse.ArgumentParser) -> None:
                    help="GPU memory in GiB (default 141, an H200)")
     g.add_argument("--gpu-memory-utilization", type=float, default=0.9,
                    help="vLLM's fraction of GPU memory to use (default 0.9)")
-    g.add_argument("--kv-cache-memory", type=int, default=None, metavar="BYTES",
-                   help="KV-cache bytes per GPU (vLLM's flag): skips the weights estimate")
+    g.add_argument("--kv-cache-memory", "--kv-cache-memory-bytes", dest="kv_cache_memory", type=int,
+                   default=None, metavar="BYTES",
+                   help="KV-cache bytes per GPU (vLLM's --kv-cache-memory-bytes): skips the weights "
+                        "estimate")
 
 
 def register(sub) -> None:
