@@ -50,3 +50,22 @@ def test_verify_notices_an_edited_impact_column(store):
     result = store.verify()
     assert not result.ok
     assert any("impact columns" in p.message for p in result.problems)
+
+
+def test_migration_0003_impact_adds_and_removes_the_columns(db_url):
+    from sqlalchemy import inspect
+
+    from enginecfg.store import engine as eng
+
+    engine = eng.make_engine(db_url)
+    try:
+        eng.upgrade(engine)
+        cols = {c["name"] for c in inspect(engine).get_columns("runs")}
+        assert {"kv_tokens", "max_concurrency", "max_model_len_fits"} <= cols
+        eng.downgrade(engine, "0003_explanations")
+        cols = {c["name"] for c in inspect(engine).get_columns("runs")}
+        assert not ({"kv_tokens", "max_concurrency", "max_model_len_fits"} & cols)
+        eng.upgrade(engine)
+        assert eng.current_revision(engine) == eng.head_revision()
+    finally:
+        engine.dispose()
