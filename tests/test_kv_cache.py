@@ -156,3 +156,40 @@ def test_every_state_keeping_architecture_has_a_layer_pattern():
             continue
         assert (name in kv_specs.LAYOUTS) != (name in kv_specs.UNSUPPORTED), name
     assert set(kv_specs.LAYOUTS) <= set(ARCHITECTURES)
+
+
+MODEL_LAYERS = json.loads((Path(__file__).parent / "kv_oracle" / "model_layers.json").read_text())
+BUILT = sorted(k for k, v in MODEL_LAYERS["configs"].items() if v["layers"] is not None)
+
+
+def test_model_layers_file_covers_each_layer_kind():
+    assert MODEL_LAYERS["produced_by"]["vllm"] == "0.19.0"
+    kinds = {row["kind"] for k in BUILT for row in MODEL_LAYERS["configs"][k]["layers"]}
+    assert {"FullAttentionSpec", "SlidingWindowSpec", "MambaSpec"} <= kinds
+    assert len(BUILT) >= 12
+
+
+@pytest.mark.parametrize("folder", BUILT)
+def test_layer_specs_match_vllms_own_model_classes(folder):
+    """Names, order, kinds, heads, head sizes, windows and state shapes of every layer, against
+    the specs vLLM's model class declares when it is built (kv_oracle/make_model_layers.py)."""
+    cfg = Pipeline().run(EngineConfig.from_pretrained(
+        FIXTURES / folder, enable_chunked_prefill=False, enable_prefix_caching=False)).config
+    built = MODEL_LAYERS["configs"][folder]
+    # vLLM's CPU platform (where the classes were built) keeps no fp8 KV cache: the attention
+    # dtype is compared only where the cache dtype is the same as on the GPU
+    same_cache = built["cache_dtype"] == cfg.cache_config.cache_dtype
+    want = [{k: v for k, v in row.items() if same_cache or k != "dtype"} for row in built["layers"]]
+    got = []
+    for name, s in kv_specs.layer_specs(cfg).items():
+        row = {"layer": name, "kind": type(s).__name__}
+        if isinstance(s, kc.MambaSpec):
+            row.update(mamba_type=s.mamba_type, shapes=[list(x) for x in s.shapes], dtypes=list(s.dtypes))
+        else:
+            row.update(num_kv_heads=s.num_kv_heads, head_size=s.head_size, sliding_window=s.sliding_window)
+            if same_cache:
+                row["dtype"] = s.dtype
+            if isinstance(s, kc.FullAttentionSpec):
+                row["head_size_v"] = s.head_size_v
+        got.append(row)
+    assert got == want

@@ -9,6 +9,9 @@ This module is that knowledge as data and small functions, for the architectures
 :mod:`enginecfg.pipeline.architectures`, so that :mod:`enginecfg.pipeline.models.kv_cache`
 can do vLLM's capacity arithmetic on it.
 
+Layer names and their order are vLLM's (checked against the built model classes,
+``tests/kv_oracle/model_layers.json``): they decide which layers share a KV-cache group.
+
 Block sizes are the engine start's (``Platform.update_block_size_for_backend``): on an H200
 every backend vLLM picks for these models takes the 16-token default, and a hybrid model
 whose block size the caller did not set starts its attention layers at 16 tokens, which the
@@ -37,6 +40,8 @@ MAMBA_TYPES = {
 }
 
 _ATTENTION_WORDS = {"attention", "full_attention", "*"}
+_MULTIMODAL = {"Gemma4ForConditionalGeneration", "Qwen3_5ForConditionalGeneration",
+               "Qwen3_5MoeForConditionalGeneration"}
 _MAMBA_WORDS = {"mamba", "linear_attention", "M", "conv"}
 
 
@@ -59,6 +64,8 @@ class _Builder:
         self.kv_dtype = attention_kv_dtype(cc.cache_dtype, mc.dtype)
         self.block = engine_block_size(cfg)
         self.specs: dict[str, Spec] = {}
+        #: multimodal classes hold the decoder as ``language_model``
+        self.prefix = "language_model." if mc.architecture in _MULTIMODAL else ""
         self._mamba: MambaSpec | None = None
 
     def _raw(self, field: str) -> Any:
@@ -138,9 +145,9 @@ def _block_types(b: _Builder) -> None:
     pattern = b.pattern("layers_block_type", optional=True) or b.pattern("layer_types")
     for i, kind in enumerate(pattern):
         if kind in _ATTENTION_WORDS:
-            b.attention(f"model.layers.{i}.self_attn.attn", b.need("num_key_value_heads"), head)
+            b.attention(f"model.layers.{i}.attn", b.need("num_key_value_heads"), head)
         elif kind in _MAMBA_WORDS:
-            b.mamba(f"model.layers.{i}.mamba")
+            b.mamba(f"model.layers.{i}.mixer")
 
 
 def _nemotron_h(b: _Builder) -> None:
@@ -166,9 +173,9 @@ def _layer_types(b: _Builder) -> None:
         head, total_kv = b.head_dim(), b.need("num_key_value_heads")
     for i, kind in enumerate(b.pattern("layer_types")):
         if kind == "linear_attention":
-            b.mamba(f"model.layers.{i}.linear_attn")
+            b.mamba(f"{b.prefix}model.layers.{i}.linear_attn")
         else:
-            b.attention(f"model.layers.{i}.self_attn.attn", total_kv, head)
+            b.attention(f"{b.prefix}model.layers.{i}.self_attn.attn", total_kv, head)
 
 
 def _short_conv(b: _Builder) -> None:
@@ -182,11 +189,13 @@ def _short_conv(b: _Builder) -> None:
 
 
 def _falcon_h1(b: _Builder) -> None:
-    """Falcon-H1: every layer runs attention and a Mamba2 mixer side by side."""
+    """Falcon-H1: every layer runs attention and a Mamba2 mixer side by side (vLLM numbers
+    the mixers after the layers: ``model.{layers + i}.mixer``)."""
     head = b.head_dim()
-    for i in range(b.need("num_hidden_layers", minimum=0)):
-        b.attention(f"model.layers.{i}.self_attn.attn", b.need("num_key_value_heads"), head)
-        b.mamba(f"model.layers.{i}.mamba.mamba")
+    n = b.need("num_hidden_layers", minimum=0)
+    for i in range(n):
+        b.attention(f"model.layers.{i}.attn", b.need("num_key_value_heads"), head)
+        b.mamba(f"model.{n + i}.mixer")
 
 
 def _zamba2(b: _Builder) -> None:
@@ -197,7 +206,7 @@ def _zamba2(b: _Builder) -> None:
     for j in range(len(hybrid)):
         b.attention(f"model.attn.{j}", b.need("num_attention_heads"), b.need("attention_head_dim"))
     for i in range(len(pattern)):
-        b.mamba(f"model.layers.{i}.mamba")
+        b.mamba(f"{len(hybrid) + i}.mixer")
 
 
 def _plamo2(b: _Builder) -> None:
@@ -237,7 +246,7 @@ def _gemma4(b: _Builder) -> None:
         kv = b.need("num_key_value_heads")
         if full and t.get("attention_k_eq_v"):
             kv = b.opt("num_global_key_value_heads") or kv
-        b.attention(f"model.layers.{i}.self_attn.attn", kv, head,
+        b.attention(f"{b.prefix}model.layers.{i}.self_attn.attn", kv, head,
                     None if full else b.need("sliding_window"))
 
 

@@ -95,6 +95,8 @@ def declared_specs(vc) -> tuple[dict[str, Any], dict]:
     model_sliding = getattr(cc, "sliding_window", None)
 
     specs: dict[str, Any] = {}
+    # layer names as vLLM's model classes register them (multimodal ones under language_model)
+    lm = "language_model." if arch.endswith("ForConditionalGeneration") else ""
 
     def attn(name, total_kv, head, sliding=None, per_tp=True):
         kv = max(1, total_kv // tp) if per_tp else total_kv
@@ -144,9 +146,9 @@ def declared_specs(vc) -> tuple[dict[str, Any], dict]:
         head = t.hidden_size // t.num_attention_heads
         for i, kind in enumerate(t.layers_block_type):
             if kind in ("attention", "full_attention"):
-                attn(f"model.layers.{i}.self_attn.attn", t.num_key_value_heads, head)
+                attn(f"model.layers.{i}.attn", t.num_key_value_heads, head)
             elif kind in ("mamba", "linear_attention"):
-                mamba(f"model.layers.{i}.mamba")
+                mamba(f"model.layers.{i}.mixer")
             else:
                 raise ValueError(f"unknown layer kind {kind!r}")
     elif arch == "NemotronHForCausalLM":
@@ -167,21 +169,21 @@ def declared_specs(vc) -> tuple[dict[str, Any], dict]:
             total_kv = t.num_key_value_heads
         for i, kind in enumerate(t.layer_types):
             if kind == "linear_attention":
-                mamba(f"model.layers.{i}.linear_attn")
+                mamba(f"{lm}model.layers.{i}.linear_attn")
             else:
-                attn(f"model.layers.{i}.self_attn.attn", total_kv, head)
+                attn(f"{lm}model.layers.{i}.self_attn.attn", total_kv, head)
     elif arch == "FalconH1ForCausalLM":
         head = head_or(t)
         for i in range(t.num_hidden_layers):
-            attn(f"model.layers.{i}.self_attn.attn", t.num_key_value_heads, head)
-            mamba(f"model.layers.{i}.mamba.mamba")
+            attn(f"model.layers.{i}.attn", t.num_key_value_heads, head)
+            mamba(f"model.{t.num_hidden_layers + i}.mixer")
     elif arch == "Zamba2ForCausalLM":
         # the shared transformer blocks (built first) own one Attention per hybrid layer
         hybrid = [i for i, k in enumerate(t.layers_block_type) if k == "hybrid"]
         for j, _ in enumerate(hybrid):
             attn(f"model.attn.{j}", t.num_attention_heads, t.attention_head_dim)
         for i in range(len(t.layers_block_type)):
-            mamba(f"model.layers.{i}.mamba")
+            mamba(f"{len(hybrid) + i}.mixer")
     elif arch in ("Gemma4ForCausalLM", "Gemma4ForConditionalGeneration"):
         shared = getattr(t, "num_kv_shared_layers", 0) or 0
         first_shared = t.num_hidden_layers - shared
@@ -193,7 +195,7 @@ def declared_specs(vc) -> tuple[dict[str, Any], dict]:
             k_eq_v = full and getattr(t, "attention_k_eq_v", False)
             kv = (getattr(t, "num_global_key_value_heads", t.num_key_value_heads)
                   if k_eq_v else t.num_key_value_heads)
-            attn(f"model.layers.{i}.self_attn.attn", kv, head,
+            attn(f"{lm}model.layers.{i}.self_attn.attn", kv, head,
                  sliding=None if full else t.sliding_window)
     elif mc.use_mla:
         for i in range(t.num_hidden_layers):
