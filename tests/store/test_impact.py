@@ -62,7 +62,7 @@ def test_migration_0003_impact_adds_and_removes_the_columns(db_url):
         eng.upgrade(engine)
         cols = {c["name"] for c in inspect(engine).get_columns("runs")}
         assert {"kv_tokens", "max_concurrency", "max_model_len_fits"} <= cols
-        eng.downgrade(engine, "0003_explanations")
+        eng.downgrade(engine, "0003_sources")
         cols = {c["name"] for c in inspect(engine).get_columns("runs")}
         assert not ({"kv_tokens", "max_concurrency", "max_model_len_fits"} & cols)
         eng.upgrade(engine)
