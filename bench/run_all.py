@@ -11,6 +11,8 @@ Runs, each in its own process (so one's imports and caches never flatter another
 * ``store``: bench/store_bench.py (when present) — audit writes per second (one writer, 8
   writers; PostgreSQL too when ``ENGINECFG_TEST_PG_URL`` is set) and the history query at
   scale;
+* ``plan``: bench/plan_bench.py — ``enginecfg plan`` over TP 1, 2, 4, 8 x two KV dtypes after
+  start-up and as a whole process, and one ``impact`` computation;
 * ``gpu-kernels`` and ``gpu-validation``: bench/gpu_kernels.py and
   bench/gpu_validation_bench.py, only when a CUDA device is present.
 
@@ -39,6 +41,7 @@ ROOT = BENCH.parent
 SUITE: dict[str, tuple[str, list[str], list[str], bool]] = {
     "pipeline": ("pipeline_bench.py", [], ["--repeat", "5", "--startup-runs", "3"], False),
     "store": ("store_bench.py", [], ["--runs", "50", "--repeat", "1", "--changes", "20000"], False),
+    "plan": ("plan_bench.py", [], ["--repeat", "3", "--startup-runs", "2"], False),
     "gpu-kernels": ("gpu_kernels.py", [], ["--steps", "50"], True),
     "gpu-validation": ("gpu_validation_bench.py", [], ["--warm-runs", "2"], True),
 }

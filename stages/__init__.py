@@ -16,6 +16,7 @@ from enginecfg.stages.gemma4_backend import Gemma4BackendStage
 from enginecfg.stages.gpu_validation import GpuValidationStage
 from enginecfg.stages.hybrid_alignment import HybridAlignmentStage
 from enginecfg.stages.hybrid_kv_scales import HybridKvScalesStage
+from enginecfg.stages.impact import ImpactStage
 from enginecfg.stages.mamba_cache_mode import MambaCacheModeStage
 from enginecfg.stages.pooling import PoolingStage
 from enginecfg.stages.ssm_dtype import SsmDtypeStage
@@ -29,6 +30,7 @@ BUILTIN_STAGES = (
     HybridKvScalesStage,
     MambaCacheModeStage,
     HybridAlignmentStage,
+    ImpactStage,
     VllmChecksStage,
     GpuValidationStage,
 )

@@ -66,7 +66,8 @@ CHILD_FIELDS: dict[str, tuple[str, ...]] = {
 #: ``{"runs": ("site",)}`` (a new child table: ``{"new_table": ("run_id", "seq", ...)}``).
 #: Never edit or remove an entry: runs recorded with it would no longer verify.
 LAYOUT_STEPS: list[Mapping[str, tuple[str, ...]]] = [
-    # 1: the fields up to revision 0003_sources (its "source" is hashed only when set)
+    # 1: the fields up to revision 0003_impact ("source" hashed only when set; the impact
+    #    columns are not hashed: verify compares them with the hashed result)
     {"runs": RUN_FIELDS, **CHILD_FIELDS},
 ]
 

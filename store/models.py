@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Double,
     ForeignKey,
@@ -138,6 +139,11 @@ class Run(Base):
     n_checks: Mapped[int] = mapped_column(Integer, nullable=False, server_default=text("0"))
     #: where the model's files came from and each file's sha256 (NULL: not recorded)
     source: Mapped[Any | None] = mapped_column(JSONValue)
+    # the run's KV-cache impact, a projection of ``result["impact"]`` (which the hash covers)
+    # kept in columns so that runs can be filtered and ordered by capacity
+    kv_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    max_concurrency: Mapped[float | None] = mapped_column(Double)
+    max_model_len_fits: Mapped[int | None] = mapped_column(BigInteger)
     #: the hash layout (field lists, :mod:`enginecfg.store.hashing`) the row was hashed with
     hash_layout: Mapped[int] = mapped_column(Integer, nullable=False, server_default=text("1"))
     prev_hash: Mapped[str] = mapped_column(String(64), nullable=False)
@@ -148,6 +154,7 @@ class Run(Base):
         Index("ix_runs_architecture", "architecture"),
         Index("ix_runs_status", "status"),
         Index("ix_runs_started_at", "started_at"),
+        Index("ix_runs_max_concurrency", "max_concurrency"),
     )
 
 
@@ -234,7 +241,7 @@ class ChainHead(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     position: Mapped[int] = mapped_column(Integer, nullable=False)
     head_hash: Mapped[str] = mapped_column(String(64), nullable=False)
-    #: the database's identity, drawn once when the schema is created (or upgraded to 0005_hash_layout);
+    #: the database's identity, drawn once when the schema is created (or upgraded to 0006_hash_layout);
     #: checkpoints name it so that one is never checked against another database
     store_id: Mapped[str | None] = mapped_column(String(32))
 

@@ -74,14 +74,16 @@ def _summary(r: Any) -> dict[str, Any]:
         "run_id": r.id, "position": r.chain_pos, "started_at": _iso(r.started_at),
         "finished_at": _iso(r.finished_at), "status": r.status, "model": r.model,
         "architecture": r.architecture, "changes": r.n_changes, "messages": r.n_messages,
-        "checks": r.n_checks, "host": r.host, "pid": r.pid,
+        "checks": r.n_checks, "kv_tokens": r.kv_tokens, "max_concurrency": r.max_concurrency,
+        "host": r.host, "pid": r.pid,
         "enginecfg_version": r.enginecfg_version, "engine_args": r.engine_args,
         "error": err.get("message") if err else None,
     }
 
 
 _SUMMARY_COLS = (Run.id, Run.chain_pos, Run.started_at, Run.finished_at, Run.status, Run.model,
-                 Run.architecture, Run.n_changes, Run.n_messages, Run.n_checks, Run.host,
+                 Run.architecture, Run.n_changes, Run.n_messages, Run.n_checks,
+                 Run.kv_tokens, Run.max_concurrency, Run.host,
                  Run.pid, Run.enginecfg_version, Run.engine_args, Run.error)
 
 
@@ -198,7 +200,8 @@ def _change_dict(c: Any) -> dict[str, Any]:
 
 def field_history(store, field: str, *, model: str | None = None, limit: int | None = 50,
                   changed_only: bool = False) -> list[dict[str, Any]]:
-    """The value of one dotted config field across runs, **newest first**.
+    """The value of one dotted config field (or run fact, ``impact.max_concurrency``) across
+    runs, **newest first**.
 
     One entry per run: its id, time, model, status, the field's final ``value`` in that
     run's result, and the ``changes`` to exactly that field (stage, old, new, reason), in
@@ -235,6 +238,8 @@ def field_history(store, field: str, *, model: str | None = None, limit: int | N
             for r in runs:
                 changes = by_run.get(r.id, [])
                 value = lookup(_config_of(r.result), field)
+                if value is _MISSING and isinstance(r.result, dict):
+                    value = lookup(r.result, field)  # a fact of the run: impact.*, pages.*
                 if value is _MISSING:
                     if not changes:
                         continue
@@ -334,14 +339,33 @@ def _comparable(r: Any) -> dict[str, Any]:
     if r.engine_args:
         flat.update(flatten(r.engine_args, "engine_args."))
     flat.update(flatten(_config_of(r.result) or {}))
+    impact = r.result.get("impact") if isinstance(r.result, dict) else None
+    if isinstance(impact, dict):
+        flat.update(_flatten_rows(impact, "impact."))
     return flat
+
+
+def _flatten_rows(doc: Any, prefix: str) -> dict[str, Any]:
+    """:func:`flatten`, but a list of dicts (the impact's KV-cache groups) is opened by index
+    (``impact.groups.3.block_size``), so a diff names the figure that moved."""
+    out: dict[str, Any] = {}
+    if isinstance(doc, list) and doc and all(isinstance(x, dict) for x in doc):
+        for i, item in enumerate(doc):
+            out.update(_flatten_rows(item, f"{prefix}{i}."))
+    elif isinstance(doc, dict) and doc:
+        for k, v in doc.items():
+            out.update(_flatten_rows(v, f"{prefix}{k}."))
+    elif prefix:
+        out[prefix[:-1]] = doc
+    return out
 
 
 def diff_runs(store, a: str, b: str) -> dict[str, Any]:
     """Fields whose final values differ between two runs.
 
-    Compares the model, the status, the engine arguments (``engine_args.<name>``) and the
-    result's config flattened to dotted paths (``cache_config.block_size``).  A field only
+    Compares the model, the status, the engine arguments (``engine_args.<name>``), the
+    result's config flattened to dotted paths (``cache_config.block_size``) and its KV-cache
+    impact (``impact.kv_tokens``, ``impact.concurrency.8192``).  A field only
     one run has shows ``only_in``: ``"a"`` or ``"b"`` (and null on the other side).
     """
     with store.engine.connect() as conn:

@@ -169,6 +169,23 @@ class _Statements:
                 for row in rows]
 
 
+def impact_columns(document: Any) -> dict[str, Any]:
+    """The headline KV-cache figures of a run document's ``impact`` (None when absent)."""
+    impact = document.get("impact") if isinstance(document, dict) else None
+    if not isinstance(impact, dict):
+        impact = {}
+
+    def number(key: str, kind: type) -> Any:
+        value = impact.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        return kind(value)
+
+    return {"kv_tokens": number("kv_tokens", int),
+            "max_concurrency": number("max_concurrency", float),
+            "max_model_len_fits": number("max_model_len_fits", int)}
+
+
 class AuditStore:
     """Records every run published on the signal bus into an audit database.
 
@@ -438,6 +455,7 @@ class AuditStore:
             "failed_stage": failed_stage, "n_stages": len(stages), "n_changes": len(changes),
             "n_messages": len(messages), "n_checks": len(checks),
             "source": normalise_json(s.source) if s.source is not None else None,
+            **impact_columns(document),
             "hash_layout": current_layout(),
         }
         children = {"stage_executions": stages, "changes": changes, "messages": messages,

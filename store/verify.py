@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 from sqlalchemy import exists, select
 
+from enginecfg.store.recorder import impact_columns
 from enginecfg.store.hashing import (
     CHILD_ORDER,
     UnknownLayoutError,
@@ -122,6 +123,11 @@ def _check_run(run: dict[str, Any], kids: dict[str, list[dict[str, Any]]],
                 problems.append(Problem("edited_row", f"{table} row {CHILD_ORDER[table]}={key} "
                                         f"of run {rid} (position {pos}) does not match its hash",
                                         table, rid, pos, key))
+    projected = impact_columns(run["result"])
+    if any(run.get(k) != v for k, v in projected.items()) and not child_trouble:
+        child_trouble = True
+        problems.append(Problem("edited_run", f"run {rid} (position {pos}): its impact columns "
+                                "do not match the impact of its stored result", "runs", rid, pos))
     hashes = {t: [r["row_hash"] for r in kids.get(t, [])] for t in lay.child_fields}
     if run_hash(run, hashes) != run["row_hash"] and not child_trouble:
         problems.append(Problem("edited_run", f"run {rid} (position {pos}) does not match its "

@@ -1,7 +1,8 @@
 """The ``enginecfg`` command line.
 
 ``enginecfg run PATH [engine flags]`` resolves a config and prints what changed, by which
-stage and why (``--json``: the run document); ``enginecfg stages`` lists the stages; the
+stage and why (``--json``: the run document); ``enginecfg stages`` lists the stages;
+``explain`` and ``plan`` (:mod:`enginecfg.cli.explain`) give the KV-cache cost of a setting; the
 audit commands (``runs``, ``show``, ``history``, ``why``, ``diff``, ``export``, ``db``,
 ``audit verify``) come from :mod:`enginecfg.cli.audit`.  Engine flags are vLLM's spellings,
 built from the one table :data:`enginecfg.pipeline.engine_args.ENGINE_ARGS`, and read as
@@ -174,8 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
     stages.set_defaults(func=_cmd_stages)
 
     from enginecfg.cli.audit import register
+    from enginecfg.cli.explain import register as register_explain
 
     register(sub)
+    register_explain(sub)
     for sp in _subparsers(parser):
         sp.formatter_class = _Help
         _add_globals(sp, here=False)

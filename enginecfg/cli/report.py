@@ -15,7 +15,7 @@ from typing import Any
 from enginecfg.cli.tables import paragraph, render, width
 from enginecfg.pipeline.engine_args import ENGINE_ARGS, to_flags
 
-__all__ = ["print_run", "value", "vllm_serve_flags", "validation_line", "source_line"]
+__all__ = ["print_run", "value", "vllm_serve_flags", "validation_line", "source_line", "impact_lines"]
 
 
 def value(v: Any) -> str:
@@ -116,6 +116,24 @@ def print_run(result, *, where: str) -> None:
     rows = [[f"{sec}.{k}", value(v)] for sec, fields in doc["config"].items() if fields
             for k, v in fields.items()]
     out.append(render(["field", "value"], rows, names=(0,), title="Resolved config:"))
+    out += [paragraph(line) for line in impact_lines(result)]
     out.append(f"fingerprint {result.fingerprint}")
     out.append(where)
     print("\n".join(line for line in out if line != ""))
+
+
+def impact_lines(result) -> list[str]:
+    """The run's KV-cache headline in vLLM's own words (``enginecfg explain`` has the rest)."""
+    imp = result.facts.get("impact")
+    if not isinstance(imp, dict):
+        return []
+    if "error" in imp:
+        return [f"KV-cache figures unavailable: {imp['error']}"]
+    if not imp.get("groups"):
+        return ["No layer keeps a KV cache."]
+    mem = imp["memory"]
+    basis = "estimated weights" if mem["source"] == "estimate" else "--kv-cache-memory"
+    return [f"KV cache ({mem['kv_cache_memory'] / 2**30:.2f} GiB per GPU, {basis}): "
+            f"GPU KV cache size: {imp['kv_tokens']:,} tokens; maximum concurrency for "
+            f"{imp['max_model_len']:,} tokens per request: {imp['max_concurrency']:.2f}x "
+            f"(enginecfg explain for the details)."]

@@ -16,7 +16,13 @@ Each fact about a model family lives here once, as data or a small pure function
   olmo_hybrid, lfm2_moe) make of fields a config leaves out;
 - :mod:`.weights_dtype` -- the checkpoint dtype vLLM reads from safetensors headers;
 - :mod:`.model_files` -- what vLLM reads from the files beside ``config.json`` (tokenizer and
-  sentence-transformers settings).
+  sentence-transformers settings);
+- :mod:`.kv_specs` -- the KV-cache spec every layer declares (full attention, sliding
+  window, MLA, Mamba-like state), per architecture's layer pattern;
+- :mod:`.kv_cache` -- vLLM's KV-cache grouping, page and block arithmetic, capacity and
+  concurrency (``kv_cache_utils``), re-implemented;
+- :mod:`.weights` -- the weights' bytes estimated from the config's shapes;
+- :mod:`.capacity` -- the two together with a memory budget: the ``impact`` figures.
 
 Loading reads a config and calls these; stages decide with them; neither defines them.
 Nothing here imports the engine's run machinery, the store, or the CLI.

@@ -5,8 +5,8 @@ that a later revision can add a hashed column without breaking the verification 
 recorded before it; every run recorded before this revision used layout 1.
 ``chain_head.store_id`` is a random identity drawn here, which signed checkpoints name.
 
-Revision ID: 0005_hash_layout
-Revises: 0003_sources
+Revision ID: 0006_hash_layout
+Revises: 0003_impact
 Create Date: 2025-12-03
 """
 from __future__ import annotations
@@ -16,8 +16,8 @@ import uuid
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0005_hash_layout"
-down_revision = "0003_sources"
+revision = "0006_hash_layout"
+down_revision = "0003_impact"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,85 @@
+"""``impact``: what the resolved settings cost in KV cache, before anything is loaded.
+
+It changes nothing.  After ``hybrid-alignment`` has fixed the block and page sizes it works
+out, with vLLM 0.19.0's own arithmetic (:mod:`enginecfg.pipeline.models.capacity`), the
+KV-cache groups, page sizes, tokens of KV cache, concurrency at several context lengths
+and the largest max_model_len that fits one GPU, and records them as the ``impact`` fact
+of the run, so the run document, the audit store, ``diff`` and ``history`` carry them.
+
+Options (``Pipeline(impact={...})``): ``gpu_memory_gib`` (default 141, an H200),
+``gpu_memory_utilization`` (0.9), ``kv_cache_memory`` (bytes; skips the weights estimate),
+``contexts`` (context lengths for the concurrency figures).  A model whose per-layer pattern
+enginecfg does not know, or a config field the figures need but the stages do not, records
+``{"error": ...}`` instead of failing the run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError
+from enginecfg.pipeline.models import capacity
+from enginecfg.pipeline.stage import Stage
+
+_DEFAULTS = {
+    "gpu_memory_gib": capacity.H200_GIB,
+    "gpu_memory_utilization": capacity.DEFAULT_UTILIZATION,
+    "kv_cache_memory": None,
+    "contexts": capacity.DEFAULT_CONTEXTS,
+}
+
+
+def _number(name: str, value: Any, *, low: float, high: float | None, flag: str) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > low \
+        and (high is None or value <= high)
+    if not ok:
+        allowed = f"a number > {low:g}" + (f" and <= {high:g}" if high is not None else "")
+        raise InvalidInputError.for_value(name, value, allowed, flag=flag)
+    return value
+
+
+def parse_options(options: Any) -> dict[str, Any]:
+    """The stage's options, checked; bad input names the option, the value and what is allowed."""
+    if options is None:
+        return dict(_DEFAULTS)
+    if not isinstance(options, dict):
+        raise InvalidInputError.for_value("impact", options, "a dict of impact options")
+    unknown = set(options) - set(_DEFAULTS)
+    if unknown:
+        raise InvalidInputError(f"unknown impact option(s) {sorted(unknown)}; known: "
+                                f"{', '.join(_DEFAULTS)}", field="impact")
+    out = dict(_DEFAULTS, **options)
+    _number("gpu_memory_gib", out["gpu_memory_gib"], low=0, high=None, flag="--gpu-memory")
+    _number("gpu_memory_utilization", out["gpu_memory_utilization"], low=0, high=1,
+            flag="--gpu-memory-utilization")
+    kv = out["kv_cache_memory"]
+    if kv is not None and (isinstance(kv, bool) or not isinstance(kv, int) or kv < 1):
+        raise InvalidInputError.for_value("kv_cache_memory", kv, "a positive number of bytes",
+                                          flag="--kv-cache-memory")
+    ctxs = out["contexts"]
+    if not isinstance(ctxs, (list, tuple)) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in ctxs):
+        raise InvalidInputError.for_value("contexts", ctxs, "a list of positive token counts")
+    out["contexts"] = tuple(ctxs)
+    return out
+
+
+class ImpactStage(Stage):
+    name = "impact"
+    facts = ("impact",)
+
+    def configure(self, pipeline) -> None:
+        self.options = parse_options(pipeline.options_for(self.name))
+
+    def run(self, cfg, ctx) -> None:
+        opts = getattr(self, "options", None) or dict(_DEFAULTS)
+        try:
+            figures = capacity.impact(cfg, **opts)
+        except EngineCfgError as exc:
+            figures = {"error": str(exc), "field": getattr(exc, "field", None)}
+        except (ArithmeticError, TypeError, ValueError, KeyError, IndexError) as exc:
+            # the figures inform, they do not decide: a config the stages accepted is not
+            # rejected because its cost could not be worked out
+            figures = {"error": f"the KV-cache figures could not be computed: "
+                                f"{type(exc).__name__}: {exc}", "field": None}
+        ctx.record("impact", figures)

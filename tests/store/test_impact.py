@@ -1,0 +1,71 @@
+"""The KV-cache impact of a run in the audit store: stored, diffed, followed, verified."""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+from support import CONFIGS
+
+from enginecfg import EngineConfig, Pipeline
+
+from .conftest import drop_triggers
+
+QWEN = CONFIGS / "qwen3.5-27b"
+
+
+def _run(**args):
+    return Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(QWEN, **args))
+
+
+def test_impact_is_stored_diffed_and_followed(store):
+    a = _run()
+    b = _run(kv_cache_dtype="fp8")
+    ra, rb = store.get_run(a.run_id), store.get_run(b.run_id)
+    assert ra["result"]["impact"] == a.to_dict()["impact"]
+    assert ra["kv_tokens"] == a.facts["impact"]["kv_tokens"] > 0
+    assert rb["max_concurrency"] == b.facts["impact"]["max_concurrency"]
+    # fp8 halves the attention page: more blocks, more tokens, more concurrent requests
+    assert rb["kv_tokens"] > ra["kv_tokens"]
+
+    diff = {d["field"]: d for d in store.diff_runs(a.run_id, b.run_id)["differences"]}
+    assert diff["engine_args.kv_cache_dtype"]["b"] == "fp8"
+    assert diff["impact.kv_tokens"]["a"] == ra["kv_tokens"]
+    assert diff["impact.kv_tokens"]["b"] == rb["kv_tokens"]
+    assert "impact.max_concurrency" in diff and "impact.concurrency.8192" in diff
+    # the groups are opened by index: the attention group's block doubled, its dtype changed
+    attn = len(ra["result"]["impact"]["groups"]) - 1
+    assert diff[f"impact.groups.{attn}.block_size"]["b"] == 2 * diff[f"impact.groups.{attn}.block_size"]["a"]
+    assert "impact.groups.0.block_size" not in diff  # the Mamba groups did not move
+
+    hist = store.field_history("impact.max_concurrency", model="qwen3.5-27b")
+    assert [h["run_id"] for h in hist] == [b.run_id, a.run_id]
+    assert [h["value"] for h in hist] == [rb["max_concurrency"], ra["max_concurrency"]]
+    assert store.verify().ok
+
+
+def test_verify_notices_an_edited_impact_column(store):
+    r = _run()
+    with store.engine.begin() as conn:
+        drop_triggers(conn)
+        conn.execute(text("UPDATE runs SET kv_tokens = kv_tokens * 2 WHERE id = :i"), {"i": r.run_id})
+    result = store.verify()
+    assert not result.ok
+    assert any("impact columns" in p.message for p in result.problems)
+
+
+def test_migration_0003_impact_adds_and_removes_the_columns(db_url):
+    from sqlalchemy import inspect
+
+    from enginecfg.store import engine as eng
+
+    engine = eng.make_engine(db_url)
+    try:
+        eng.upgrade(engine)
+        cols = {c["name"] for c in inspect(engine).get_columns("runs")}
+        assert {"kv_tokens", "max_concurrency", "max_model_len_fits"} <= cols
+        eng.downgrade(engine, "0003_sources")
+        cols = {c["name"] for c in inspect(engine).get_columns("runs")}
+        assert not ({"kv_tokens", "max_concurrency", "max_model_len_fits"} & cols)
+        eng.upgrade(engine)
+        assert eng.current_revision(engine) == eng.head_revision()
+    finally:
+        engine.dispose()
