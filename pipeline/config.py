@@ -254,6 +254,9 @@ class EngineConfig:
     #: where the model's files came from and the sha256 of each one read
     #: (:meth:`enginecfg.pipeline.sources.ModelSource.provenance`); None for an in-memory config
     source: dict[str, Any] | None = attrs.field(default=None, repr=False)
+    #: engine-argument errors found at load time, kept for the moment vLLM reports them:
+    #: ``(phase, error)`` in its order (:mod:`enginecfg.pipeline.arg_order`)
+    pending_errors: list[tuple[str, Any]] = attrs.field(factory=list, repr=False)
     _frozen: bool = attrs.field(default=False, init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:

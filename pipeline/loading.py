@@ -24,6 +24,8 @@ from enginecfg.pipeline.config import (
     ATTENTION_BACKENDS, AttentionConfig, CacheConfig, EngineConfig, ModelConfig, ParallelConfig,
     PoolerConfig, SchedulerConfig,
 )
+from enginecfg.pipeline import typed
+from enginecfg.pipeline.arg_order import split_engine_args
 from enginecfg.pipeline.engine_args import BOOL, ENGINE_ARGS, INT, STR
 from enginecfg.pipeline.suggest import did_you_mean
 from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
@@ -48,44 +50,51 @@ def _bad(name: str, value: Any, allowed: str) -> InvalidInputError:
 
 
 def parse_engine_args(engine_args: dict[str, Any]) -> dict[str, Any]:
-    """Type-check the caller's engine arguments; returns them normalised (backend upper-cased)."""
-    out: dict[str, Any] = {}
-    for name, value in engine_args.items():
-        if name not in ENGINE_ARGS:
+    """Type-check the caller's engine arguments; returns them normalised (backend upper-cased).
+
+    Raises the first bad one in vLLM's order of checks, though before the model config is read
+    (the loader instead defers each error to its moment: :mod:`.arg_order`)."""
+    good, deferred = split_engine_args(engine_args, _parse_one, ENGINE_ARGS)
+    if deferred:
+        raise deferred[0][1]
+    return good
+
+
+def _parse_one(name: str, value: Any) -> Any:
+    """One engine argument, normalised, or :class:`InvalidInputError` naming it."""
+    if name not in ENGINE_ARGS:
+        raise InvalidInputError(
+            f"unknown engine argument {name!r}{did_you_mean(str(name), ENGINE_ARGS)}; known: "
+            f"{', '.join(sorted(ENGINE_ARGS))}", field=name)
+    arg = ENGINE_ARGS[name]
+    kind, choices, nullable = arg.kind, arg.choices, arg.nullable
+    if value is None:
+        if not nullable:
+            raise _bad(name, value, "a value (None is not allowed)")
+        return None
+    if kind == _INT:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _bad(name, value, "an integer")
+        if name == "max_model_len":
+            if value != -1 and value < 1:
+                raise _bad(name, value, "a positive integer, or -1 for the model's maximum")
+        elif value < 1:
+            raise _bad(name, value, "a positive integer")
+    elif kind == _BOOL:
+        if not isinstance(value, bool):
+            raise _bad(name, value, "true or false")
+    else:
+        if not isinstance(value, str):
+            raise _bad(name, value, "a string" + (f": one of {', '.join(choices)}" if choices else ""))
+        if name == "attention_backend":
+            value = _parse_backend(value)
+        elif name == "dtype" and value not in choices:
             raise InvalidInputError(
-                f"unknown engine argument {name!r}{did_you_mean(str(name), ENGINE_ARGS)}; known: "
-                f"{', '.join(sorted(ENGINE_ARGS))}", field=name)
-        arg = ENGINE_ARGS[name]
-        kind, choices, nullable = arg.kind, arg.choices, arg.nullable
-        if value is None:
-            if not nullable:
-                raise _bad(name, value, "a value (None is not allowed)")
-            out[name] = None
-            continue
-        if kind == _INT:
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise _bad(name, value, "an integer")
-            if name == "max_model_len":
-                if value != -1 and value < 1:
-                    raise _bad(name, value, "a positive integer, or -1 for the model's maximum")
-            elif value < 1:
-                raise _bad(name, value, "a positive integer")
-        elif kind == _BOOL:
-            if not isinstance(value, bool):
-                raise _bad(name, value, "true or false")
-        else:
-            if not isinstance(value, str):
-                raise _bad(name, value, "a string" + (f": one of {', '.join(choices)}" if choices else ""))
-            if name == "attention_backend":
-                value = _parse_backend(value)
-            elif name == "dtype" and value not in choices:
-                raise InvalidInputError(
-                    f"Unknown dtype: {value!r}: invalid dtype (--dtype); allowed: {', '.join(choices)}",
-                    field="dtype")
-            elif choices is not None and value not in choices:
-                raise _bad(name, value, ", ".join(choices))
-        out[name] = value
-    return out
+                f"Unknown dtype: {value!r}: invalid dtype (--dtype); allowed: {', '.join(choices)}",
+                field="dtype")
+        elif choices is not None and value not in choices:
+            raise _bad(name, value, ", ".join(choices))
+    return value
 
 
 def _parse_backend(value: str) -> str | None:
@@ -121,14 +130,27 @@ def _parse_config(file: str | Path, raw: bytes) -> dict[str, Any]:
     return data
 
 
-def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None = None) -> EngineConfig:
+def _eager(cfg: EngineConfig, defer: bool) -> EngineConfig:
+    """Raise the first engine-argument error now, unless the caller (the pipeline's
+    ``resolve``) defers it to the moment vLLM reports it."""
+    if cfg.pending_errors and not defer:
+        raise cfg.pending_errors[0][1]
+    return cfg
+
+
+def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None = None, *,
+                    defer_argument_errors: bool = False) -> EngineConfig:
     """A config from a model folder, a ``config.json`` or a Hugging Face repo id.
 
     Besides ``config.json`` the files vLLM 0.19.0 reads while building its config are read
     from the same source (see :mod:`.sources` and :mod:`.models.model_files`), and every one
     is recorded with its sha256 in the config's ``source``.
+
+    Engine-argument errors are raised after the model config was read (vLLM reports a config
+    it cannot build first); with ``defer_argument_errors`` they are kept in
+    ``pending_errors`` for :meth:`Pipeline.run` to raise at vLLM's step (:mod:`.arg_order`).
     """
-    args = parse_engine_args(engine_args)
+    args, deferred = split_engine_args(engine_args, _parse_one, ENGINE_ARGS)
     source = open_source(path, revision)
     raw = source.config_bytes()
     file = source.describe("config.json")
@@ -139,7 +161,10 @@ def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None
             parsed.append(_parse_config(file, raw))
         return parsed[0]
     snap = snapshot_for_bytes(raw, parse)
-    return _build(source.model, parsed[0] if parsed else None, snap, engine_args, args, source=source)
+    if "error" in snap and not parsed:
+        parse()  # a refused config: name the field where a section has the wrong type
+    return _eager(_build(source.model, parsed[0] if parsed else None, snap, engine_args, args,
+                         source=source, deferred=deferred), defer_argument_errors)
 
 
 def _readable_configs(paths: list[Any]) -> list[tuple[bytes, dict[str, Any]]]:
@@ -203,9 +228,10 @@ def _json_copy(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_hf_config(config: Any, engine_args: dict[str, Any]) -> EngineConfig:
-    args = parse_engine_args(engine_args)
+    args, deferred = split_engine_args(engine_args, _parse_one, ENGINE_ARGS)
     if isinstance(config, dict):
-        return _build("<dict>", _json_copy(config), None, engine_args, args)
+        return _eager(_build("<dict>", _json_copy(config), None, engine_args, args,
+                             deferred=deferred), False)
     if hasattr(config, "to_dict") and hasattr(config, "attribute_map"):
         snap = snapshot_of(config)
         try:
@@ -215,9 +241,22 @@ def load_hf_config(config: Any, engine_args: dict[str, Any]) -> EngineConfig:
         except Exception:
             snap["default_architecture"] = None
         model = str(getattr(config, "_name_or_path", "") or "<hf_config>")
-        return _build(model, None, snap, engine_args, args)
+        return _eager(_build(model, None, snap, engine_args, args, deferred=deferred), False)
     raise InvalidInputError(f"invalid hf config: got {type(config).__name__}; allowed: a transformers "
                             f"PretrainedConfig or a dict", field="hf_config")
+
+
+#: nested sections of a config.json that transformers builds objects from
+_SECTIONS = ("quantization_config", "text_config", "vision_config", "llm_config",
+             "rope_scaling", "rope_parameters")
+
+
+def _check_sections(raw: dict[str, Any]) -> None:
+    """transformers refused the config: a section that is no JSON object is named as bad
+    input (transformers crashes on some of them, e.g. a list quantization_config)."""
+    for name in _SECTIONS:
+        if name in raw:
+            typed.check(f"hf_config.{name}", raw[name], typed.OBJECT)
 
 
 _FIELD_ERROR = re.compile(r"Validation error for field '([^']+)'")
@@ -236,10 +275,13 @@ def _raise_load_error(err: dict[str, Any]) -> None:
 
 
 def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
-           given_args: dict[str, Any], args: dict[str, Any], source: ModelSource | None = None) -> EngineConfig:
+           given_args: dict[str, Any], args: dict[str, Any], source: ModelSource | None = None,
+           deferred: list | None = None) -> EngineConfig:
     if snap is None:
         snap = snapshot_for(raw)
     if "error" in snap:
+        if raw is not None:
+            _check_sections(raw)
         _raise_load_error(snap["error"])
     messages: list[tuple[str, str]] = []
     hf = HFConfigView(derive.vllm_view(snap, raw))
@@ -347,4 +389,5 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
                                          max_num_batched_tokens=args.get("max_num_batched_tokens")),
         pooler_config=pooler, engine_args=dict(given_args), load_messages=messages,
         source=source.provenance() if source is not None else None,
+        pending_errors=list(deferred or ()),
     )

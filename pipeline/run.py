@@ -19,6 +19,7 @@ import attrs
 from enginecfg.pipeline import events
 from enginecfg.pipeline.canonical import fingerprint
 from enginecfg.pipeline.config import EngineConfig
+from enginecfg.pipeline.arg_order import ENGINE, STEP_ORDER
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError, StageError
 from enginecfg.pipeline.ordering import order_stages
 from enginecfg.pipeline.stage import Stage, StageContext
@@ -271,8 +272,11 @@ class Pipeline:
         for seq, (lvl, msg) in enumerate(cfg.load_messages, 1):
             events.warning_issued.send(run.run_id, event=events.WarningIssued(
                 run_id=run.run_id, seq=seq, stage="loading", level=lvl, message=msg))
+        pending = list(cfg.pending_errors)
         for order, stage in enumerate(self.stages):
+            self._raise_pending(run, pending, getattr(stage, "vllm_step", ENGINE))
             self._run_stage(run, order, stage)
+        self._raise_pending(run, pending, None)
         cfg.freeze()
         result = RunResult(run.run_id, "resolved", cfg, run.changes, run.messages, run.facts, self.stage_names,
                            fact_names=self.fact_names)
@@ -281,6 +285,20 @@ class Pipeline:
                 run_id=run.run_id, finished_at=time.time(), status="resolved", document=result.to_dict(),
                 fingerprint=result.fingerprint))
         return result
+
+    def _raise_pending(self, run: _Run, pending: list, step: str | None) -> None:
+        """Raise the first engine-argument error vLLM reports before a stage of ``step``
+        (None: the end of the run), as a failed run of the pseudo-stage ``engine-args``."""
+        if not pending or (step is not None and step not in STEP_ORDER):
+            return
+        reached = len(STEP_ORDER) - 1 if step is None else STEP_ORDER.index(step)
+        phase, exc = pending[0]
+        if STEP_ORDER.index(phase) > reached:
+            return
+        if exc.stage is None:
+            exc.stage = "engine-args"
+        self._publish_failure(run.run_id, exc, run.cfg, run.changes, run.messages, run.facts)
+        raise exc
 
     def _run_stage(self, run: _Run, order: int, stage: Stage) -> None:
         t0 = time.perf_counter()
@@ -360,9 +378,12 @@ class Pipeline:
         A config that cannot even be loaded is still a run: ``run_started`` and
         ``run_failed`` are published for it before the error propagates.
         """
+        from enginecfg.pipeline.loading import load_pretrained
+
         run_id = uuid.uuid4().hex
         try:
-            cfg = EngineConfig.from_pretrained(path, revision=revision, **engine_args)
+            # engine-argument errors wait for the step where vLLM reports them (arg_order)
+            cfg = load_pretrained(path, engine_args, revision, defer_argument_errors=True)
         except EngineCfgError as exc:
             self.record_failed_load(run_id, exc, str(path), engine_args)
             raise

@@ -49,6 +49,11 @@ class Stage:
     after: ClassVar[tuple[str, ...]] = ()
     before: ClassVar[tuple[str, ...]] = ()
     facts: ClassVar[tuple[str, ...]] = ()
+    #: where the stage sits in vLLM's own sequence: ``"model"`` (part of building the model
+    #: config: the model-level hook, the engine defaults), ``"engine"`` (the vllm-level
+    #: hooks; the default) or ``"post"`` (the checks after them).  Engine-argument errors
+    #: are reported at the step where vLLM checks them (:mod:`enginecfg.pipeline.arg_order`).
+    vllm_step: ClassVar[str] = "engine"
 
     def configure(self, pipeline: Any) -> None:
         """Called once when a :class:`~enginecfg.Pipeline` holding the stage is built; does

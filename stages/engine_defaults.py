@@ -62,6 +62,7 @@ def _what(cfg, kind: str) -> str:
 
 class EngineDefaultsStage(Stage):
     name = "engine-defaults"
+    vllm_step = "model"
 
     def applies(self, cfg) -> bool:
         return cfg.scheduler_config.enable_chunked_prefill is None or cfg.cache_config.enable_prefix_caching is None

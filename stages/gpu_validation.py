@@ -118,6 +118,7 @@ def mla_facts(cfg) -> dict[str, int] | None:
 
 class GpuValidationStage(Stage):
     name = "gpu-validation"
+    vllm_step = "post"
     facts = ("validation",)
 
     def __init__(self) -> None:

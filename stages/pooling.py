@@ -19,6 +19,7 @@ _POOLING_TYPES = {"avg": "MEAN", "cls": "CLS", "last": "LAST"}
 
 class PoolingStage(Stage):
     name = "pooling"
+    vllm_step = "model"
 
     def applies(self, cfg) -> bool:
         return config_hook(cfg) == "llama_nemotron_vl"

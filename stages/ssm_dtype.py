@@ -8,6 +8,7 @@ with vLLM's warning.  Runs before the hybrid alignment, whose Mamba page size de
 
 from __future__ import annotations
 
+from enginecfg.pipeline import typed
 from enginecfg.pipeline.stage import Stage
 from enginecfg.stages._common import config_hook
 
@@ -22,8 +23,8 @@ class SsmDtypeStage(Stage):
         cc = cfg.cache_config
         if config_hook(cfg) == "nemotron_h":
             if cc.mamba_ssm_cache_dtype == "auto":
-                given = cfg.model_config.hf_config.get("mamba_ssm_cache_dtype")
-                value = cfg.model_config.hf_config.get("mamba_ssm_cache_dtype", "float16")
+                given = typed.attr(cfg.model_config.hf_config, "mamba_ssm_cache_dtype", typed.STR)
+                value = "float16" if given is None else given
                 ctx.set("cache_config", "mamba_ssm_cache_dtype", value, log=True,
                         reason=f"Updating mamba_ssm_cache_dtype to '{value}' for NemotronH model",
                         explanation="--mamba-ssm-cache-dtype was left at 'auto', so a NemotronH model "
@@ -31,7 +32,7 @@ class SsmDtypeStage(Stage):
                                     + (f"mamba_ssm_cache_dtype = {value!r}." if given is not None else
                                        "it names none, so 'float16'."))
             return
-        wanted = cfg.model_config.hf_text_config.get("mamba_ssm_dtype")
+        wanted = typed.attr(cfg.model_config.hf_text_config, "mamba_ssm_dtype", typed.STR)
         if cc.mamba_ssm_cache_dtype == "auto":
             if wanted is not None:
                 ctx.set("cache_config", "mamba_ssm_cache_dtype", wanted,

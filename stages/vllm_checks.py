@@ -1,7 +1,8 @@
 """``vllm-checks``: the checks vLLM runs right after the verification steps.
 
-In vLLM's order: attention heads divisible by the tensor-parallel size; the resolved dtype
-supported by the checkpoint's quantization method; and ``--mamba-block-size`` only with
+In vLLM's order: attention heads divisible by the tensor-parallel size; the ModelOpt
+quantization config's own parse; the resolved dtype supported by the checkpoint's
+quantization method; and ``--mamba-block-size`` only with
 prefix caching (unless it equals max_model_len).
 """
 
@@ -9,11 +10,13 @@ from __future__ import annotations
 
 from enginecfg.pipeline.errors import ConfigRejectedError
 from enginecfg.pipeline.models.derive import QUANTIZATION_DTYPES
+from enginecfg.pipeline.models.quant import check_modelopt
 from enginecfg.pipeline.stage import Stage
 
 
 class VllmChecksStage(Stage):
     name = "vllm-checks"
+    vllm_step = "post"
 
     def run(self, cfg, ctx) -> None:
         mc, cc = cfg.model_config, cfg.cache_config
@@ -23,6 +26,7 @@ class VllmChecksStage(Stage):
             raise ConfigRejectedError(
                 f"Total number of attention heads ({heads}) must be divisible by tensor parallel size ({tp}).",
                 field="parallel_config.tensor_parallel_size")
+        check_modelopt(mc.hf_config)
         supported = QUANTIZATION_DTYPES.get(mc.quantization or "")
         if supported is not None and mc.dtype not in supported:
             listed = ", ".join(f"torch.{d}" for d in supported)

@@ -7,7 +7,13 @@ deleting or adding a child row, or moving a run in the chain changes a hash that
 ``verify`` recomputes.
 
 The field lists are fixed here, not read from the models, so that a later migration adding
-a column does not silently change the hash of rows written before it.
+a column does not silently change the hash of rows written before it.  They come in
+numbered *layouts*: every run row records the layout it was hashed with
+(``runs.hash_layout``), and its child rows are hashed with the same one, so rows written
+before a hashed column existed keep verifying after it is added.  Adding a hashed column is
+one migration plus one entry in :data:`LAYOUT_STEPS`.  The layout number itself needs no
+hashing: the field set it names is what the hash covers, so claiming another layout changes
+the body and no longer matches the stored hash.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import attrs
+
 from enginecfg.pipeline.canonical import canonical_json
 
 __all__ = [
@@ -23,6 +31,11 @@ __all__ = [
     "OPTIONAL_RUN_FIELDS",
     "CHILD_FIELDS",
     "CHILD_ORDER",
+    "LAYOUT_STEPS",
+    "Layout",
+    "UnknownLayoutError",
+    "current_layout",
+    "layout",
     "canonical",
     "child_hash",
     "run_hash",
@@ -48,6 +61,16 @@ CHILD_FIELDS: dict[str, tuple[str, ...]] = {
                           "tolerance", "passed", "device", "seconds", "detail"),
 }
 
+#: The hashed fields, layout by layout: layout *n* hashes the fields of entries 1..*n*.
+#: To hash a new column: add it in a migration and append ONE entry here, e.g.
+#: ``{"runs": ("site",)}`` (a new child table: ``{"new_table": ("run_id", "seq", ...)}``).
+#: Never edit or remove an entry: runs recorded with it would no longer verify.
+LAYOUT_STEPS: list[Mapping[str, tuple[str, ...]]] = [
+    # 1: the fields up to revision 0003_impact ("source" hashed only when set; the impact
+    #    columns are not hashed: verify compares them with the hashed result)
+    {"runs": RUN_FIELDS, **CHILD_FIELDS},
+]
+
 #: The column each child table is ordered by within a run.
 CHILD_ORDER = {"stage_executions": "stage_order", "changes": "seq", "messages": "seq",
                "validation_checks": "seq"}
@@ -62,20 +85,63 @@ def _sha(value: Any) -> str:
     return hashlib.sha256(canonical(value)).hexdigest()
 
 
-def child_hash(table: str, row: Mapping[str, Any]) -> str:
-    """The hash of one child row of ``table``."""
-    return _sha({"table": table, **{f: row.get(f) for f in CHILD_FIELDS[table]}})
+class UnknownLayoutError(ValueError):
+    """A row names a hash layout this version of enginecfg does not know."""
+
+
+@attrs.frozen
+class Layout:
+    """The fields one layout hashes: the run's own, and each child table's."""
+
+    number: int
+    run_fields: tuple[str, ...]
+    child_fields: Mapping[str, tuple[str, ...]]
+
+
+def current_layout() -> int:
+    """The layout new runs are hashed with: the newest one."""
+    return len(LAYOUT_STEPS)
+
+
+_cache: dict[tuple[int, int], Layout] = {}
+
+
+def layout(number: int | None) -> Layout:
+    """Layout ``number`` (None: a row from before layouts were recorded, i.e. layout 1)."""
+    n = 1 if number is None else number
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= len(LAYOUT_STEPS):
+        raise UnknownLayoutError(f"hash layout {number!r} is not one of 1..{len(LAYOUT_STEPS)} "
+                                 "(recorded by a newer enginecfg, or altered)")
+    key = (n, len(LAYOUT_STEPS))
+    found = _cache.get(key)
+    if found is None:
+        fields: dict[str, tuple[str, ...]] = {}
+        for step in LAYOUT_STEPS[:n]:
+            for table, names in step.items():
+                fields[table] = fields.get(table, ()) + tuple(names)
+        run_fields = fields.pop("runs")
+        found = _cache[key] = Layout(n, run_fields, fields)
+    return found
+
+
+def child_hash(table: str, row: Mapping[str, Any], layout_number: int | None = None) -> str:
+    """The hash of one child row of ``table`` under a layout (default: the newest)."""
+    lay = layout(current_layout() if layout_number is None else layout_number)
+    return _sha({"table": table, **{f: row.get(f) for f in lay.child_fields[table]}})
 
 
 def run_hash(run: Mapping[str, Any], children: Mapping[str, Sequence[str]]) -> str:
-    """The hash of a run: its fields (with prev_hash and chain_pos) and its children's hashes.
+    """The hash of a run: its fields (with prev_hash and chain_pos) and its children's hashes,
+    under the layout the run names in ``hash_layout`` (absent or None: layout 1).
 
     ``children`` maps each child table name to the row hashes of that table's rows of the
     run, in the table's :data:`CHILD_ORDER`.
     """
-    body = {f: run.get(f) for f in RUN_FIELDS}
+    lay = layout(run.get("hash_layout"))
+    body = {f: run.get(f) for f in lay.run_fields}
+    # fields added before layouts existed are hashed only when set (see OPTIONAL_RUN_FIELDS)
     for f in OPTIONAL_RUN_FIELDS:
         if run.get(f) is not None:
             body[f] = run[f]
-    body["children"] = {t: list(children.get(t, ())) for t in CHILD_FIELDS}
+    body["children"] = {t: list(children.get(t, ())) for t in lay.child_fields}
     return _sha(body)

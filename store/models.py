@@ -144,6 +144,8 @@ class Run(Base):
     kv_tokens: Mapped[int | None] = mapped_column(BigInteger)
     max_concurrency: Mapped[float | None] = mapped_column(Double)
     max_model_len_fits: Mapped[int | None] = mapped_column(BigInteger)
+    #: the hash layout (field lists, :mod:`enginecfg.store.hashing`) the row was hashed with
+    hash_layout: Mapped[int] = mapped_column(Integer, nullable=False, server_default=text("1"))
     prev_hash: Mapped[str] = mapped_column(String(64), nullable=False)
     row_hash: Mapped[str] = mapped_column(String(64), nullable=False, unique=True)
 
@@ -239,6 +241,9 @@ class ChainHead(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     position: Mapped[int] = mapped_column(Integer, nullable=False)
     head_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    #: the database's identity, drawn once when the schema is created (or upgraded to 0006_hash_layout);
+    #: checkpoints name it so that one is never checked against another database
+    store_id: Mapped[str | None] = mapped_column(String(32))
 
 
 #: Tables whose rows may never be updated or deleted (the triggers' list).

@@ -21,7 +21,9 @@ SQLite's busy handler would sleep and poll.
 
 Recording must never break the run it records: a failed write (database unreachable,
 read-only file, disk full) is logged, kept in :attr:`AuditStore.last_error` /
-:attr:`AuditStore.write_failures`, and swallowed.
+:attr:`AuditStore.write_failures`, and swallowed.  So is a failed checkpoint to the mirror
+(``ENGINECFG_AUDIT_MIRROR``, see :mod:`enginecfg.store.checkpoint`), written after the run's
+transaction committed.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from enginecfg.pipeline import events
 from enginecfg.store import engine as _eng
-from enginecfg.store.hashing import child_hash, run_hash
+from enginecfg.store.hashing import child_hash, current_layout, run_hash
 from enginecfg.store.models import (
     Change,
     ChainHead,
@@ -57,17 +59,17 @@ __all__ = ["AuditStore", "WriteFailure"]
 
 
 
-def _log_write_failure(**fields: Any) -> None:
-    """One log line for a failed write: through structlog when the caller set it up (the
-    CLI's ``--log-format``), else the standard ``logging`` module (stderr by default), so
-    that recording pays for no logging library it does not use."""
+def _log_write_failure(what: str = "audit_write_failed", **fields: Any) -> None:
+    """One log line for a failed write (or mirror checkpoint): through structlog when the
+    caller set it up (the CLI's ``--log-format``), else the standard ``logging`` module
+    (stderr by default), so that recording pays for no logging library it does not use."""
     if "structlog" in sys.modules and sys.modules["structlog"].is_configured():
-        sys.modules["structlog"].get_logger("enginecfg.store").error("audit_write_failed", **fields)
+        sys.modules["structlog"].get_logger("enginecfg.store").error(what, **fields)
         return
     import logging
 
     logging.getLogger("enginecfg.store").error(
-        "audit_write_failed " + " ".join(f"{k}={v}" for k, v in fields.items()))
+        what + " " + " ".join(f"{k}={v}" for k, v in fields.items()))
 
 _CHILD_TABLES = {
     "stage_executions": StageExecution.__table__,
@@ -195,8 +197,14 @@ class AuditStore:
     ``with AuditStore(url).attach() as store: ...``.
     """
 
-    def __init__(self, url: str | None = None, *, auto_upgrade: bool = True):
+    def __init__(self, url: str | None = None, *, auto_upgrade: bool = True,
+                 mirror: Any = "env"):
         self.url: str = url if url is not None else _eng.default_url()
+        #: a :class:`~enginecfg.store.checkpoint.Mirror`, None, or "env" (built on first
+        #: write from ENGINECFG_AUDIT_MIRROR, when that is set)
+        self._mirror = mirror
+        #: checkpoints the mirror failed to write
+        self.mirror_failed: int = 0
         self._auto_upgrade = auto_upgrade
         self._engine: Engine | None = None
         self._ready = False
@@ -259,6 +267,8 @@ class AuditStore:
     def close(self) -> None:
         """Detach and release the database connections."""
         self.detach()
+        if self._mirror not in (None, "env"):
+            self._mirror.close()
         if self._write_lock is not None:
             self._write_lock.close()
             self._write_lock = None
@@ -358,7 +368,7 @@ class AuditStore:
             return
         try:
             run_row, children = self._rows(buf, **outcome)
-            self._write(run_row, children)
+            position = self._write(run_row, children)
         except Exception as exc:  # never raise into the pipeline
             msg = " ".join(f"{type(exc).__name__}: {exc}".split())[:500]
             with self._lock:
@@ -373,6 +383,29 @@ class AuditStore:
         with self._lock:
             self.recorded += 1
             self.last_run_id = run_id
+        self._mirror_after(position)
+
+    def _mirror_after(self, position: int) -> None:
+        """Hand the committed position to the mirror; a failure is logged, never raised."""
+        if self._mirror is None:
+            return
+        try:
+            if self._mirror == "env":
+                from enginecfg.store.checkpoint import Mirror
+
+                self._mirror = None  # a broken set-up is reported once, not on every run
+                self._mirror = Mirror.from_env()
+                if self._mirror is None:
+                    return
+            self._mirror.after_write(self, position)
+        except Exception as exc:
+            msg = " ".join(f"{type(exc).__name__}: {exc}".split())[:500]
+            with self._lock:
+                self.mirror_failed += 1
+            try:
+                _log_write_failure("audit_mirror_failed", position=position, error=msg)
+            except Exception:
+                pass
 
     def _rows(self, buf: _RunBuffer, *, status: str, finished_at: float,
               document: dict | None, fingerprint: str | None, error: dict | None,
@@ -423,15 +456,17 @@ class AuditStore:
             "n_messages": len(messages), "n_checks": len(checks),
             "source": normalise_json(s.source) if s.source is not None else None,
             **impact_columns(document),
+            "hash_layout": current_layout(),
         }
         children = {"stage_executions": stages, "changes": changes, "messages": messages,
                     "validation_checks": checks}
         for table, rows in children.items():
             for row in rows:
-                row["row_hash"] = child_hash(table, row)
+                row["row_hash"] = child_hash(table, row, run_row["hash_layout"])
         return run_row, children
 
-    def _write(self, run_row: dict[str, Any], children: dict[str, list[dict[str, Any]]]) -> None:
+    def _write(self, run_row: dict[str, Any], children: dict[str, list[dict[str, Any]]]) -> int:
+        """Append the run to the chain in one transaction; returns its chain position."""
         engine = self.engine
         if self._statements is None or self._statements.dialect is not engine.dialect:
             self._statements = _Statements(engine.dialect)
@@ -445,8 +480,7 @@ class AuditStore:
         for attempt in range(_WRITE_ATTEMPTS):
             try:
                 with engine.connect() as conn, self._write_lock:  # connect outside the lock
-                    self._write_once(conn, st, run_row, run_params, child_hashes, child_params)
-                return
+                    return self._write_once(conn, st, run_row, run_params, child_hashes, child_params)
             except Exception as exc:
                 if attempt + 1 < _WRITE_ATTEMPTS and _is_transient(exc):
                     time.sleep(0.05 * (attempt + 1))
@@ -454,8 +488,9 @@ class AuditStore:
                 raise
 
     def _write_once(self, conn: Connection, st: _Statements, run_row: dict[str, Any], run_params: list,
-                    child_hashes: dict[str, list[str]], child_params: dict[str, list[tuple]]) -> None:
-        """One transaction on the driver connection: head, run, children, head, commit."""
+                    child_hashes: dict[str, list[str]], child_params: dict[str, list[tuple]]) -> int:
+        """One transaction on the driver connection: head, run, children, head, commit.
+        Returns the run's chain position."""
         raw = conn.connection.driver_connection
         cur = raw.cursor()
         try:
@@ -486,6 +521,7 @@ class AuditStore:
                 # is flushed past it, hence past this run (writers share those flushes)
                 cur.execute("SELECT txid_current()")
                 raw.commit()
+            return row["chain_pos"]
         except BaseException:
             try:
                 if st.sqlite:

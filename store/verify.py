@@ -6,11 +6,13 @@ its ``prev_hash`` is the previous run's ``row_hash`` (a deleted, inserted or mov
 that it has as many child rows of each table as it recorded (deleted or inserted child
 rows), that every child row still hashes to its ``row_hash`` (an edited child row), and
 that the run itself hashes to its ``row_hash`` (an edited run row, or a child row edited
-together with its hash).  Finally the last run must be the one ``chain_head`` names (a run
+together with its hash).  Each run is checked by the hash layout it names
+(``runs.hash_layout``), its child rows by the same one.  Finally the last run must be the one ``chain_head`` names (a run
 removed from, or appended to, the tail), and no child row may belong to no run.
 
 An attacker who can rewrite every hash *and* the chain head consistently is out of reach of
-any self-contained check; anchoring the head hash elsewhere (a log, a ticket) closes that.
+any self-contained check; signed checkpoints kept elsewhere close that
+(:mod:`enginecfg.store.checkpoint`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,14 @@ import attrs
 from sqlalchemy import exists, select
 
 from enginecfg.store.recorder import impact_columns
-from enginecfg.store.hashing import CHILD_FIELDS, CHILD_ORDER, child_hash, run_hash
+from enginecfg.store.hashing import (
+    CHILD_ORDER,
+    UnknownLayoutError,
+    child_hash,
+    current_layout,
+    layout,
+    run_hash,
+)
 from enginecfg.store.models import GENESIS_HASH, ChainHead, Run, Base
 
 __all__ = ["Problem", "VerifyResult", "verify"]
@@ -38,7 +47,8 @@ class Problem:
     """One record that does not fit the chain.
 
     ``kind``: ``missing_run``, ``broken_link``, ``missing_rows``, ``extra_rows``,
-    ``edited_row``, ``edited_run``, ``head_mismatch`` or ``orphan_rows``.  ``table`` and
+    ``edited_row``, ``edited_run``, ``unknown_layout``, ``head_mismatch`` or ``orphan_rows``;
+    against a checkpoint also ``checkpoint_mismatch`` or ``checkpoint_other_db``.  ``table`` and
     ``key`` name the row (``key`` is the child's seq/stage_order, None for a run row).
     """
 
@@ -62,6 +72,8 @@ class VerifyResult:
     head_position: int
     head_hash: str
     problems: tuple[Problem, ...] = ()
+    #: signed checkpoints the chain was checked against (see :mod:`.checkpoint`)
+    checkpoints_checked: int = 0
 
     @property
     def first_bad(self) -> Problem | None:
@@ -70,13 +82,14 @@ class VerifyResult:
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "runs_checked": self.runs_checked,
                 "head_position": self.head_position, "head_hash": self.head_hash,
+                "checkpoints_checked": self.checkpoints_checked,
                 "first_bad": self.first_bad.to_dict() if self.first_bad else None,
                 "problems": [p.to_dict() for p in self.problems]}
 
 
 def _children(conn, run_ids: list[str]) -> dict[str, dict[str, list[dict[str, Any]]]]:
     out: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
-    for table in CHILD_FIELDS:
+    for table in layout(current_layout()).child_fields:
         t = Base.metadata.tables[table]
         order = t.c[CHILD_ORDER[table]]
         for row in conn.execute(select(t).where(t.c.run_id.in_(run_ids))
@@ -88,17 +101,23 @@ def _children(conn, run_ids: list[str]) -> dict[str, dict[str, list[dict[str, An
 def _check_run(run: dict[str, Any], kids: dict[str, list[dict[str, Any]]],
                problems: list[Problem]) -> None:
     rid, pos = run["id"], run["chain_pos"]
+    try:
+        lay = layout(run.get("hash_layout"))
+    except UnknownLayoutError as exc:
+        problems.append(Problem("unknown_layout", f"run {rid} (position {pos}): {exc}", "runs",
+                                rid, pos))
+        return
     child_trouble = False
-    for table in CHILD_FIELDS:
+    for table in lay.child_fields:
         rows = kids.get(table, [])
-        recorded = run[_COUNT_COLUMN[table]]
+        recorded = run[_COUNT_COLUMN[table]] if table in _COUNT_COLUMN else len(rows)
         if len(rows) != recorded:
             child_trouble = True
             kind = "missing_rows" if len(rows) < recorded else "extra_rows"
             problems.append(Problem(kind, f"run {rid} (position {pos}) recorded {recorded} "
                                           f"{table} rows, {len(rows)} found", table, rid, pos))
         for row in rows:
-            if child_hash(table, row) != row["row_hash"]:
+            if child_hash(table, row, lay.number) != row["row_hash"]:
                 child_trouble = True
                 key = row[CHILD_ORDER[table]]
                 problems.append(Problem("edited_row", f"{table} row {CHILD_ORDER[table]}={key} "
@@ -109,7 +128,7 @@ def _check_run(run: dict[str, Any], kids: dict[str, list[dict[str, Any]]],
         child_trouble = True
         problems.append(Problem("edited_run", f"run {rid} (position {pos}): its impact columns "
                                 "do not match the impact of its stored result", "runs", rid, pos))
-    hashes = {t: [r["row_hash"] for r in kids.get(t, [])] for t in CHILD_FIELDS}
+    hashes = {t: [r["row_hash"] for r in kids.get(t, [])] for t in lay.child_fields}
     if run_hash(run, hashes) != run["row_hash"] and not child_trouble:
         problems.append(Problem("edited_run", f"run {rid} (position {pos}) does not match its "
                                 "hash: the run row or one of its child rows was altered",
@@ -160,7 +179,7 @@ def verify(store) -> VerifyResult:
                     "head_mismatch", f"the chain head names position {head_pos} but the chain "
                     f"ends at position {last_pos}: runs were removed from or added to its tail",
                     "chain_head", None, head_pos))
-        for table in CHILD_FIELDS:
+        for table in layout(current_layout()).child_fields:
             t = Base.metadata.tables[table]
             orphans = conn.execute(
                 select(t.c.run_id).where(~exists().where(runs.c.id == t.c.run_id))

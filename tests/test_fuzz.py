@@ -91,7 +91,8 @@ def _time_limit(seconds: float):
 BASE_NAMES = ["nemotron-3-nano-30b-a3b-bf16", "qwen3.5-27b", "gemma-4-26b-a4b", "mamba-130m-hf",
               "jamba-1.5-mini", "nemotron-vl-embed-avg", "zamba2-default", "qwen3-next-default",
               "falcon-h1-default", "deepseek-v2-lite-like", "lfm2-default", "mamba2-default",
-              "nemotron-3-nano-30b-a3b-nvfp4", "gemma-4-26b-a4b-nvfp4", "minimax-default"]
+              "nemotron-3-nano-30b-a3b-nvfp4", "gemma-4-26b-a4b-nvfp4", "minimax-default",
+              "qwen3.6-27b-nvfp4"]
 BASES = {name: json.loads((CONFIGS / name / "config.json").read_text()) for name in BASE_NAMES}
 
 #: the fields the loader and the stages read (and a few they must ignore)
@@ -108,6 +109,9 @@ FIELDS = [
     "text_config", "llm_config", "vision_config", "pooling", "quantization_config", "rope_parameters",
     "rope_scaling", "torch_dtype", "dtype", "is_causal", "is_encoder_decoder", "sliding_window",
     "patch_size", "num_experts", "vocab_size", "tie_word_embeddings",
+    # keys of the nested sections (quantization, rope)
+    "quant_method", "quant_algo", "quantized_layers", "kv_cache_scheme", "kv_cache_quant_algo",
+    "ignore", "group_size", "rope_type", "rope_theta", "factor", "mrope_section",
 ]
 _NESTED = ("top", "text_config", "llm_config", "vision_config", "quantization_config", "rope_parameters")
 
@@ -239,6 +243,113 @@ def test_fuzzed_config_file_bytes(name, cut, junk, where, args):
                 Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(d, **args))
             except EngineCfgError as exc:
                 _check_error(exc)
+
+
+# -- nested sections, every JSON type ------------------------------------------------------------
+
+#: every JSON type, as a value of a field inside a nested section
+JSON_TYPES = [None, True, 7, -1, 2.5, "x", [], [1, "a"], {}, {"a": 1}]
+_FIRST = object()  # the first key of a mapping (a per-layer entry)
+
+#: (fixture, path into its config.json): the sections vLLM reads objects and per-layer lists
+#: from (quantization, text, vision, rope), down to single entries of per-layer lists
+NESTED_PATHS = [
+    ("qwen3.6-27b-nvfp4", ("quantization_config",)),
+    ("qwen3.6-27b-nvfp4", ("quantization_config", "quant_method")),
+    ("qwen3.6-27b-nvfp4", ("quantization_config", "quant_algo")),
+    ("qwen3.6-27b-nvfp4", ("quantization_config", "quantized_layers")),
+    ("qwen3.6-27b-nvfp4", ("quantization_config", "quantized_layers", _FIRST)),
+    ("qwen3.6-27b-nvfp4", ("quantization_config", "quantized_layers", _FIRST, "quant_algo")),
+    ("qwen3.6-27b-nvfp4", ("quantization_config", "kv_cache_scheme")),
+    ("qwen3.6-27b-nvfp4", ("quantization_config", "ignore")),
+    ("qwen3.6-27b-nvfp4", ("quantization_config", "group_size")),
+    ("qwen3.6-27b-nvfp4", ("text_config",)),
+    ("qwen3.6-27b-nvfp4", ("text_config", "mamba_ssm_dtype")),
+    ("qwen3.6-27b-nvfp4", ("text_config", "layer_types")),
+    ("qwen3.6-27b-nvfp4", ("text_config", "layer_types", 0)),
+    ("qwen3.6-27b-nvfp4", ("text_config", "rope_parameters")),
+    ("qwen3.6-27b-nvfp4", ("text_config", "head_dim")),
+    ("qwen3.6-27b-nvfp4", ("vision_config",)),
+    ("qwen3.6-27b-nvfp4", ("vision_config", "depth")),
+    ("gemma-4-26b-a4b-nvfp4", ("quantization_config", "quant_algo")),
+    ("gemma-4-26b-a4b-nvfp4", ("quantization_config", "kv_cache_scheme")),
+    ("gemma-4-26b-a4b", ("text_config", "rope_parameters")),
+    ("gemma-4-26b-a4b", ("text_config", "rope_parameters", _FIRST)),
+    ("gemma-4-26b-a4b", ("text_config", "layer_types", 0)),
+    ("gemma-4-26b-a4b", ("vision_config",)),
+    ("nemotron-3-nano-30b-a3b-nvfp4", ("hybrid_override_pattern",)),
+    ("nemotron-3-nano-30b-a3b-nvfp4", ("mamba_ssm_cache_dtype",)),
+    ("deepseek-v2-lite-like", ("rope_scaling",)),
+    ("qwen3.6-27b-nvfp4", ("text_config", "rope_parameters", "rope_type")),
+    ("qwen3.6-27b-nvfp4", ("text_config", "rope_parameters", "rope_theta")),
+    ("gemma-4-26b-a4b", ("text_config", "rope_parameters", _FIRST, "rope_type")),
+]
+_NESTED_BASES = {n: json.loads((CONFIGS / n / "config.json").read_text())
+                 for n in {b for b, _ in NESTED_PATHS}}
+
+
+def _set_path(cfg: dict, path: tuple, value) -> dict:
+    node = cfg
+    for step in path[:-1]:
+        node = node[next(iter(node)) if step is _FIRST else step]
+    last = next(iter(node)) if path[-1] is _FIRST else path[-1]
+    node[last] = copy.deepcopy(value)
+    return cfg
+
+
+def _path_id(base: str, path: tuple) -> str:
+    return base + ":" + ".".join("<first>" if p is _FIRST else str(p) for p in path)
+
+
+@pytest.mark.parametrize("base, path", NESTED_PATHS, ids=[_path_id(*bp) for bp in NESTED_PATHS])
+def test_every_json_type_in_nested_sections(base, path):
+    """Each nested field, per-layer entry included, holding each JSON type: a run, or an
+    enginecfg error that names a field; never a crash."""
+    seen = set()
+    for value in JSON_TYPES:
+        cfg = _set_path(copy.deepcopy(_NESTED_BASES[base]), path, value)
+        out = resolve_or_name_the_field(cfg, {})
+        seen.add(type(out).__name__)
+    assert seen  # every value was run
+
+
+@pytest.mark.parametrize("value", [{"a": 1}, 5, ["NVFP4"]])
+def test_issue_reproduction_quant_algo_object_and_layers_list(value):
+    """The fuzzing find: quant_algo not a string (and quantized_layers a list) ended in
+    ``TypeError: unhashable type: 'dict'``; vLLM refuses the algorithm (its own message)."""
+    cfg = copy.deepcopy(_NESTED_BASES["qwen3.6-27b-nvfp4"])
+    cfg["quantization_config"]["quant_algo"] = value
+    cfg["quantization_config"]["quantized_layers"] = ["model.layers.0.mlp"]
+    with pytest.raises(EngineCfgError) as info:
+        Pipeline(gpu_validation="off").run(EngineConfig.from_hf_config(cfg))
+    assert str(info.value).startswith("ModelOpt currently only supports: ")
+    assert info.value.field == "hf_config.quantization_config.quant_algo"
+
+
+_CLI_NESTED = [
+    (("quantization_config", "quant_algo"), {"a": 1}, 1),
+    (("quantization_config", "quantized_layers"), ["model.layers.0.mlp"], 2),
+    (("quantization_config", "quant_method"), 5, 2),
+    (("quantization_config",), [1, 2], 2),
+    (("text_config", "mamba_ssm_dtype"), 7, 2),
+    (("text_config", "layer_types", 0), {"a": 1}, 2),
+    (("vision_config",), 3, 2),
+]
+
+
+@pytest.mark.parametrize("path, value, code", _CLI_NESTED,
+                         ids=[".".join(map(str, p)) for p, _, _ in _CLI_NESTED])
+def test_cli_nested_type_errors_one_line_no_traceback(tmp_path, path, value, code):
+    cfg = _set_path(copy.deepcopy(_NESTED_BASES["qwen3.6-27b-nvfp4"]), path, value)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    proc = _cli("run", str(tmp_path), "--no-audit", "--gpu-validation", "off")
+    assert proc.returncode == code, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("enginecfg: "), proc.stderr
+    if code == 2:  # bad input names the field; a refusal of vLLM's is vLLM's own text
+        named = path[-1] if isinstance(path[-1], str) else path[-2]
+        assert named in lines[0], lines[0]
 
 
 # -- a failed run is recorded as failed ------------------------------------------------------

@@ -1,5 +1,6 @@
 """The audit store's CLI commands: ``runs``, ``show``, ``history``, ``why``, ``diff``,
-``export``, ``db upgrade|downgrade|current`` and ``audit verify``.
+``export``, ``db upgrade|downgrade|current`` and ``audit verify|checkpoint|keygen`` (the
+signed checkpoints themselves are :mod:`enginecfg.store.checkpoint`'s).
 
 :func:`register` adds them to the main CLI's subparsers; each sets ``func`` to a handler
 ``handler(args) -> int``.  Rich tables for people, ``--json`` for machines (a JSON list of
@@ -318,18 +319,49 @@ def _cmd_db_current(args: argparse.Namespace) -> int:
 
 @_guard
 def _cmd_audit_verify(args: argparse.Namespace) -> int:
-    res = _store(args).verify()
+    if args.checkpoint:
+        from enginecfg.store import checkpoint as cp
+
+        keys = [cp.load_key(f) for f in args.key_file] or [cp.load_key()]
+        res = cp.verify_with_checkpoints(_store(args), args.checkpoint, keys)
+    else:
+        res = _store(args).verify()
     if args.json:
         _dump(res.to_dict())
     elif res.ok:
+        anchored = (f"; extends {res.checkpoints_checked} signed checkpoint(s)"
+                    if res.checkpoints_checked else "")
         print(f"audit history intact: {res.runs_checked} run(s), head at position "
-              f"{res.head_position} ({res.head_hash[:16]})")
+              f"{res.head_position} ({res.head_hash[:16]}){anchored}")
     else:
         bad = res.first_bad
         print(f"audit history NOT intact: {len(res.problems)} problem(s); first: {bad.message}")
         for p in res.problems[1:20]:
             print(f"  also: {p.message}")
     return 0 if res.ok else 1
+
+
+@_guard
+def _cmd_audit_checkpoint(args: argparse.Namespace) -> int:
+    from enginecfg.store import checkpoint as cp
+
+    doc = cp.cmd_checkpoint(_store(args), args.key_file, args.output, sys.stdout)
+    if args.output not in (None, "-"):
+        print(f"checkpoint of position {doc['position']} signed with key {doc['key_id']} "
+              f"({doc['alg']}) written to {args.output}", file=sys.stderr)
+    return 0
+
+
+@_guard
+def _cmd_audit_keygen(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from enginecfg.store import checkpoint as cp
+
+    key = cp.cmd_keygen(args.out, args.public)
+    print(f"Ed25519 key {key.key_id}: private key {args.out} (keep it with the signer only), "
+          f"public key {args.public or Path(args.out).with_suffix('.pub.pem')}")
+    return 0
 
 
 # -- registration -------------------------------------------------------------------------
@@ -420,9 +452,28 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_cmd_db_current)
 
     audit = subparsers.add_parser("audit", help="check the audit history")
-    asub = audit.add_subparsers(dest="audit_command", metavar="{verify}")
+    asub = audit.add_subparsers(dest="audit_command", metavar="{verify,checkpoint,keygen}")
     asub.required = True
     p = asub.add_parser("verify", help="recompute the hash chain (exit 0 intact, 1 not)")
+    p.add_argument("--checkpoint", action="append", default=[], metavar="FILE|URL",
+                   help="also prove the database extends the signed checkpoints in FILE (or "
+                        "in a mirror database URL); repeatable")
+    p.add_argument("--key-file", action="append", default=[], metavar="FILE",
+                   help="key that verifies the checkpoints (repeatable, one per key); "
+                        "default: $ENGINECFG_AUDIT_KEY")
     _add_json(p)
     _add_db(p)
     p.set_defaults(func=_cmd_audit_verify)
+    p = asub.add_parser("checkpoint", help="sign the chain head, to be kept elsewhere")
+    p.add_argument("--key-file", metavar="FILE", default=None,
+                   help="Ed25519 private key (PEM) or shared secret; default: "
+                        "$ENGINECFG_AUDIT_KEY")
+    p.add_argument("-o", "--output", metavar="FILE", default=None,
+                   help="write it to this new file instead of stdout")
+    _add_db(p)
+    p.set_defaults(func=_cmd_audit_checkpoint)
+    p = asub.add_parser("keygen", help="make an Ed25519 key pair for checkpoints")
+    p.add_argument("--out", required=True, metavar="FILE", help="private key file (new)")
+    p.add_argument("--public", metavar="FILE", default=None,
+                   help="public key file (default: FILE with .pub.pem)")
+    p.set_defaults(func=_cmd_audit_keygen)

@@ -294,7 +294,11 @@ def is_hybrid(info: ArchInfo, hf_config: Any) -> bool:
     """
     if not info.is_hybrid_class:
         return False
-    layer_types = getattr(hf_config, "layer_types", None)
+    from enginecfg.pipeline import typed
+
+    # vLLM iterates whatever it finds (a string by character, an object by key) and crashes
+    # on a number: the typed read refuses only what vLLM cannot iterate
+    layer_types = typed.attr(hf_config, "layer_types", typed.LIST, typed.STR, typed.OBJECT)
     if layer_types is None:
         return True
     return not all(lt == "attention" for lt in layer_types)

@@ -14,6 +14,7 @@ import copy
 import math
 from typing import Any
 
+from enginecfg.pipeline import typed
 from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
 from enginecfg.pipeline.hfsnapshot import is_snapshot
 from enginecfg.pipeline.hfview import HFConfigView
@@ -83,25 +84,18 @@ GEMMA4_MODEL_TYPES = ("gemma4", "gemma4_text")
 
 
 def field_name(view: HFConfigView, name: str) -> str:
-    path = view._path
-    return f"hf_config.{path + '.' if path else ''}{name}"
+    return typed.field_of(view, name)
 
 
 def number(view: HFConfigView, name: str, value: Any, *, allow_float: bool = False) -> Any:
-    ok = isinstance(value, int) and not isinstance(value, bool)
-    if allow_float:
-        ok = ok or (isinstance(value, float) and not math.isnan(value))
-    if not ok:
-        raise InvalidInputError.for_value(field_name(view, name), value,
-                                          "a number" if allow_float else "an integer")
-    return value
+    """``value`` (read from attribute ``name``) checked as an integer (or any number)."""
+    return typed.check(field_name(view, name), value, typed.NUMBER if allow_float else typed.INT,
+                       optional=False)
 
 
 def opt_int(view: HFConfigView, name: str, default: Any = None) -> Any:
-    value = view.get(name, default)
-    if value is None:
-        return None
-    return number(view, name, value)
+    """Attribute ``name``: an integer, or None when absent or null."""
+    return typed.attr(view, name, typed.INT, default=default)
 
 
 def _config_dtype(hf: HFConfigView, text: HFConfigView) -> str | None:
@@ -309,12 +303,12 @@ def total_kv_heads(text: HFConfigView, top_model_type: str | None) -> int:
 def checkpoint_kv_cache_dtype(hf: HFConfigView, user: str, messages: list) -> str:
     if user != "auto":
         return user
-    quant = hf.get("quantization_config")
-    if not isinstance(quant, dict):
+    from enginecfg.pipeline.models.quant import quant_config, quant_method
+
+    method = quant_method(hf)
+    if not (method or "").startswith("modelopt"):
         return user
-    method = quant.get("quant_method")
-    if not (isinstance(method, str) and method.startswith("modelopt")):
-        return user
+    quant = quant_config(hf)
     inner = quant.get("quantization") if isinstance(quant.get("quantization"), dict) else {}
     algo = None
     for value in (inner.get("kv_cache_scheme"), quant.get("kv_cache_scheme"),
@@ -335,16 +329,18 @@ def checkpoint_kv_cache_dtype(hf: HFConfigView, user: str, messages: list) -> st
 
 
 def quantization(hf: HFConfigView) -> str | None:
-    """The checkpoint's quantization method, as vLLM names it (ModelOpt by its algorithm)."""
-    quant = hf.get("quantization_config")
-    if not isinstance(quant, dict):
-        return None
-    method = quant.get("quant_method")
+    """The checkpoint's quantization method, as vLLM names it (ModelOpt by its algorithm).
+
+    A quantization_config that is not an object, or a quant_method that is not a string, is
+    refused here, naming the field (vLLM crashes on both while building the model config)."""
+    from enginecfg.pipeline.models.quant import quant_config, quant_method
+
+    method = quant_method(hf)
     if method == "modelopt":
-        algo = quant.get("quant_algo")
-        if isinstance(algo, str) and algo in MODELOPT_METHODS:
-            return MODELOPT_METHODS[algo]
-    return method if isinstance(method, str) else None
+        algo = quant_config(hf).get("quant_algo")
+        if isinstance(algo, str) and algo.upper() in MODELOPT_METHODS:
+            return MODELOPT_METHODS[algo.upper()]
+    return method
 
 def gemma4_head_dims(text: HFConfigView, absent: Any = 0) -> tuple[Any, Any]:
     """Gemma 4's two attention head sizes: sliding layers' ``head_dim``, global layers'

@@ -19,8 +19,11 @@ def page_facts(cfg: Any) -> dict[str, Any]:
     align = mamba_state.kernel_block_alignment(mc.use_mla, cfg.attention_config.backend)
     attn1 = mamba_state.attention_page_size_1_token(mc.use_mla, mc.num_kv_heads, mc.head_size, kv_dtype)
     tp = cfg.parallel_config.tensor_parallel_size
-    shapes = mamba_state.state_shapes(mc.arch_info, mc.hf_config, mc.hf_text_config, tp)
+    # vLLM builds the shapes first, but a shape it cannot compute only fails later, when the
+    # page size multiplies it out (MiniMax without head_dim), so the dtypes' refusal ("fp32
+    # state for minimax ...") is what it reports first: the same order here
     dtypes = mamba_state.state_dtypes(mc.arch_info, mc.dtype, cc.mamba_cache_dtype, cc.mamba_ssm_cache_dtype)
+    shapes = mamba_state.state_shapes(mc.arch_info, mc.hf_config, mc.hf_text_config, tp)
     return {
         "attn_page_size_1_token": attn1,
         "kernel_block_alignment_size": align,

@@ -1,0 +1,525 @@
+"""Signed checkpoints of the chain head: anchors kept outside the audit database.
+
+The hash chain catches an edited, deleted or reordered row, but whoever can write the
+database can recompute every hash and the chain head.  A *checkpoint* is a signed statement
+of the head at one moment (database identity, position, head hash, the run there, the time,
+and a short digest of every run up to it), kept somewhere the database's writers cannot
+reach: a file in object storage, a second database, a ticket.  ``verify`` against it proves
+that the database still *extends* the checkpoint, i.e. that its first ``position`` runs are
+the ones the checkpoint saw, and names the first run where they are not.
+
+Signatures: Ed25519 (``cryptography``) when the key is a PEM key (the private key signs; the
+public key, or the private one, verifies), HMAC-SHA256 when it is a shared secret (any
+other content of at least 16 bytes; the same secret signs and verifies).  Each checkpoint
+names the key's id, so that after a key rotation old checkpoints still verify with the old
+key (see ``docs/audit.md``).
+
+Optionally the store writes a checkpoint every N runs to a mirror (``ENGINECFG_AUDIT_MIRROR``:
+a file, to which one JSON line is appended per checkpoint, or a database URL, whose
+``audit_checkpoints`` table receives them), signed with ``ENGINECFG_AUDIT_KEY``.
+
+The CLI calls :func:`cmd_checkpoint`, :func:`cmd_keygen` and :func:`verify_with_checkpoints`;
+everything else here works without it.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import hashlib
+import hmac
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import attrs
+from sqlalchemy import select
+
+from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError
+from enginecfg.store.hashing import canonical
+from enginecfg.store.models import ChainHead, Run
+from enginecfg.store.verify import Problem, VerifyResult
+
+__all__ = [
+    "FORMAT",
+    "KEY_ENV",
+    "MIRROR_ENV",
+    "MIRROR_EVERY_ENV",
+    "AuditKey",
+    "CheckpointError",
+    "NotIntactError",
+    "Mirror",
+    "load_key",
+    "parse_key",
+    "generate_key",
+    "make_checkpoint",
+    "sign",
+    "check_signature",
+    "read_checkpoints",
+    "check_against",
+    "verify_with_checkpoints",
+    "cmd_checkpoint",
+    "cmd_keygen",
+]
+
+FORMAT = "enginecfg-audit-checkpoint/1"
+KEY_ENV = "ENGINECFG_AUDIT_KEY"
+MIRROR_ENV = "ENGINECFG_AUDIT_MIRROR"
+MIRROR_EVERY_ENV = "ENGINECFG_AUDIT_MIRROR_EVERY"
+DEFAULT_MIRROR_EVERY = 100
+MIN_SECRET_BYTES = 16
+#: bytes of each run's row hash kept in a checkpoint, to name the first run that differs
+DIGEST_BYTES = 4
+_ED25519, _HMAC = "ed25519", "hmac-sha256"
+_MIRROR_TABLE = "audit_checkpoints"
+
+
+class CheckpointError(InvalidInputError):
+    """A checkpoint or key that cannot be used: unreadable, malformed, signed with another
+    key, or with a signature that does not verify (altered or forged).  Exit code 2."""
+
+
+class NotIntactError(EngineCfgError):
+    """The audit history is not intact, so no checkpoint of it is signed (exit code 1)."""
+
+
+# -- keys ---------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class AuditKey:
+    """A key that signs and/or verifies checkpoints.
+
+    ``alg`` is ``ed25519`` or ``hmac-sha256``; ``key_id`` a short fingerprint (of the
+    public key, or of the secret) that checkpoints carry; ``source`` says where it was read.
+    """
+
+    alg: str
+    key_id: str
+    source: str
+    _private: Any = attrs.field(default=None, repr=False)
+    _public: Any = attrs.field(default=None, repr=False)
+    _secret: bytes | None = attrs.field(default=None, repr=False)
+
+    @property
+    def can_sign(self) -> bool:
+        return self._private is not None or self._secret is not None
+
+    def sign(self, data: bytes) -> str:
+        if self._secret is not None:
+            return base64.b64encode(hmac.new(self._secret, data, hashlib.sha256).digest()).decode()
+        if self._private is None:
+            raise CheckpointError(f"the key {self.source} is an Ed25519 public key: it verifies "
+                                  "checkpoints but cannot sign them; give the private key",
+                                  field="key")
+        return base64.b64encode(self._private.sign(data)).decode()
+
+    def verify(self, data: bytes, signature: str) -> bool:
+        try:
+            raw = base64.b64decode(signature.encode("ascii"), validate=True)
+        except (ValueError, UnicodeEncodeError):
+            return False
+        if self._secret is not None:
+            return hmac.compare_digest(raw, hmac.new(self._secret, data, hashlib.sha256).digest())
+        from cryptography.exceptions import InvalidSignature
+
+        try:
+            self._public.verify(raw, data)
+        except InvalidSignature:
+            return False
+        return True
+
+
+def _key_error(source: str, why: str) -> CheckpointError:
+    return CheckpointError(f"invalid audit key {source}: {why}; allowed: an Ed25519 key in PEM "
+                           f"(private or public), or a shared secret of at least "
+                           f"{MIN_SECRET_BYTES} bytes", field="key")
+
+
+def parse_key(data: bytes, source: str) -> AuditKey:
+    """The key in ``data`` (a PEM Ed25519 key, else an HMAC secret); ``source`` names it."""
+    if data.lstrip().startswith(b"-----BEGIN"):
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+            Ed25519PrivateKey,
+            Ed25519PublicKey,
+        )
+
+        private = public = None
+        try:
+            if b"PUBLIC KEY" in data:
+                public = serialization.load_pem_public_key(data)
+            else:
+                private = serialization.load_pem_private_key(data, password=None)
+                public = private.public_key()
+        except TypeError:
+            raise _key_error(source, "the private key is encrypted with a password; store "
+                                     "it unencrypted where only the signer can read it") from None
+        except ValueError as exc:
+            raise _key_error(source, f"not a readable PEM key ({' '.join(str(exc).split())})"
+                             ) from None
+        if not isinstance(public, Ed25519PublicKey) or (
+                private is not None and not isinstance(private, Ed25519PrivateKey)):
+            raise _key_error(source, f"a {type(public).__name__.lstrip('_')} key, not Ed25519")
+        raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        return AuditKey(_ED25519, hashlib.sha256(raw).hexdigest()[:16], source,
+                        private=private, public=public)
+    secret = data.strip()
+    if len(secret) < MIN_SECRET_BYTES:
+        raise _key_error(source, f"a shared secret of {len(secret)} bytes is too short")
+    kid = hashlib.sha256(b"enginecfg-audit-hmac-key-id\0" + secret).hexdigest()[:16]
+    return AuditKey(_HMAC, kid, source, secret=secret)
+
+
+def load_key(key_file: str | os.PathLike | None = None, *,
+             env: Mapping[str, str] | None = None) -> AuditKey:
+    """The key in ``key_file``, else the key held by ``ENGINECFG_AUDIT_KEY`` itself."""
+    if key_file is not None:
+        path = Path(key_file)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise CheckpointError(f"invalid --key-file {str(path)!r}: cannot read it "
+                                  f"({exc.strerror or exc}); allowed: a readable key file",
+                                  field="key_file") from None
+        return parse_key(data, str(path))
+    value = (os.environ if env is None else env).get(KEY_ENV)
+    if not value:
+        raise CheckpointError(f"no audit key: pass --key-file FILE or set {KEY_ENV} (an Ed25519 "
+                              "PEM key or a shared secret)", field="key")
+    return parse_key(value.encode("utf-8"), f"${KEY_ENV}")
+
+
+def generate_key(private_path: str | os.PathLike,
+                 public_path: str | os.PathLike | None = None) -> AuditKey:
+    """Write a new Ed25519 private key (mode 0600) and its public key; returns the key."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    private_path = Path(private_path)
+    public_path = Path(public_path) if public_path else private_path.with_suffix(".pub.pem")
+    key = Ed25519PrivateKey.generate()
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption())
+    fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(pem)
+    public_path.write_bytes(key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    return parse_key(pem, str(private_path))
+
+
+# -- making and checking one checkpoint ---------------------------------------------------
+
+
+def _now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _head_and_runs(conn) -> tuple[Any, list[Any]]:
+    head = conn.execute(select(ChainHead.position, ChainHead.head_hash, ChainHead.store_id)
+                        .where(ChainHead.id == 1)).one()
+    # runs are append-only and the head names a committed position: reading up to it is a
+    # consistent view even while other writers append
+    runs = conn.execute(select(Run.chain_pos, Run.id, Run.row_hash)
+                        .where(Run.chain_pos <= head.position).order_by(Run.chain_pos)).all()
+    return head, runs
+
+
+def _unsigned(head: Any, runs: Sequence[Any]) -> dict[str, Any]:
+    last = runs[-1] if runs else None
+    if last is not None and (last.chain_pos != head.position or last.row_hash != head.head_hash):
+        raise NotIntactError(f"the chain head (position {head.position}) does not name the last "
+                             "run: run `audit verify` first")
+    digests = b"".join(bytes.fromhex(r.row_hash)[:DIGEST_BYTES] for r in runs)
+    return {"format": FORMAT, "store_id": head.store_id, "position": head.position,
+            "run_id": last.id if last is not None else None, "head_hash": head.head_hash,
+            "created_at": _now_iso(), "digest_bytes": DIGEST_BYTES,
+            "digests": base64.b64encode(digests).decode("ascii")}
+
+
+def sign(doc: Mapping[str, Any], key: AuditKey) -> dict[str, Any]:
+    """``doc`` with ``alg``, ``key_id`` and ``signature`` (over every other field) added."""
+    body = {k: v for k, v in doc.items() if k != "signature"}
+    body.update(alg=key.alg, key_id=key.key_id)
+    return {**body, "signature": key.sign(canonical(body))}
+
+
+def make_checkpoint(store, key: AuditKey, *, verify_first: bool = True) -> dict[str, Any]:
+    """A signed checkpoint of ``store``'s chain head.
+
+    With ``verify_first`` (the default) the whole chain is verified before it is signed:
+    a checkpoint vouches for the history up to it, so a history that does not verify is
+    refused (:class:`NotIntactError`).
+    """
+    if not key.can_sign:
+        key.sign(b"")  # raises the key's own explanation
+    if verify_first:
+        res = store.verify()
+        if not res.ok:
+            raise NotIntactError("audit history NOT intact; no checkpoint signed: "
+                                 f"{res.first_bad.message}")
+    with store.engine.connect() as conn:
+        head, runs = _head_and_runs(conn)
+    return sign(_unsigned(head, runs), key)
+
+
+def _describe(doc: Mapping[str, Any], where: str) -> str:
+    return f"checkpoint {where} (position {doc.get('position')}, {doc.get('created_at')})"
+
+
+def check_signature(doc: Mapping[str, Any], keys: Sequence[AuditKey], where: str) -> None:
+    """Refuse ``doc`` unless it is well formed and signed by one of ``keys``."""
+    required = {"format": str, "store_id": (str, type(None)), "position": int,
+                "head_hash": str, "created_at": str, "alg": str, "key_id": str,
+                "signature": str, "digests": str, "digest_bytes": int}
+    if not isinstance(doc, Mapping) or doc.get("format") != FORMAT:
+        raise CheckpointError(f"invalid checkpoint {where}: not an enginecfg checkpoint "
+                              f"(format {FORMAT!r})", field="checkpoint")
+    for name, kind in required.items():
+        if not isinstance(doc.get(name), kind) or isinstance(doc.get(name), bool):
+            raise CheckpointError(f"invalid checkpoint {where}: field {name!r} is "
+                                  f"{doc.get(name)!r}", field="checkpoint")
+    matching = [k for k in keys if k.key_id == doc["key_id"] and k.alg == doc["alg"]]
+    if not matching:
+        given = ", ".join(f"{k.key_id} ({k.alg}, {k.source})" for k in keys) or "none"
+        raise CheckpointError(
+            f"{_describe(doc, where)} is signed with key {doc['key_id']} ({doc['alg']}), "
+            f"which is not the key given: {given}; pass the key it was signed with "
+            "(--key-file, once per key)", field="key")
+    body = {k: v for k, v in doc.items() if k != "signature"}
+    if not matching[0].verify(canonical(body), doc["signature"]):
+        raise CheckpointError(
+            f"{_describe(doc, where)}: the signature does not verify with key "
+            f"{doc['key_id']}: the checkpoint was altered or forged; refused", field="checkpoint")
+
+
+def check_against(store, doc: Mapping[str, Any], where: str) -> list[Problem]:
+    """Problems that keep ``store`` from extending the (signature-checked) checkpoint ``doc``."""
+    what = _describe(doc, where)
+    with store.engine.connect() as conn:
+        sid = conn.execute(select(ChainHead.store_id).where(ChainHead.id == 1)).scalar()
+        runs = conn.execute(select(Run.chain_pos, Run.id, Run.row_hash)
+                            .where(Run.chain_pos <= doc["position"])
+                            .order_by(Run.chain_pos)).all()
+    if doc["store_id"] != sid:
+        return [Problem("checkpoint_other_db", f"{what} is of audit database "
+                        f"{doc['store_id']}, this database is {sid}: the wrong database or "
+                        "checkpoint was given, or the database was re-created", "chain_head")]
+    width = doc["digest_bytes"]
+    try:
+        digests = base64.b64decode(doc["digests"], validate=True)
+    except ValueError:
+        digests = b""
+    have_digests = width > 0 and len(digests) == width * doc["position"]
+    for i, run in enumerate(runs, start=1):
+        if run.chain_pos != i:
+            return [Problem("checkpoint_mismatch", f"the database does not extend {what}: "
+                            f"position {i} is missing (the next run is {run.id} at position "
+                            f"{run.chain_pos})", "runs", run.id, i)]
+        if have_digests and bytes.fromhex(run.row_hash)[:width] != digests[(i - 1) * width:i * width]:
+            return [Problem("checkpoint_mismatch", f"the database does not extend {what}: "
+                            f"run {run.id} (position {i}) is not the run the checkpoint saw "
+                            "there; the history was rewritten from this run on", "runs",
+                            run.id, i)]
+    if len(runs) < doc["position"]:
+        return [Problem("checkpoint_mismatch", f"the database does not extend {what}: it ends "
+                        f"at position {len(runs)}; runs were removed", "runs", None,
+                        len(runs) + 1)]
+    last = runs[-1] if runs else None
+    if last is not None and (last.row_hash != doc["head_hash"] or last.id != doc["run_id"]):
+        return [Problem("checkpoint_mismatch", f"the database does not extend {what}: run "
+                        f"{last.id} (position {last.chain_pos}) does not have the checkpoint's "
+                        "head hash; the history up to it was rewritten", "runs", last.id,
+                        last.chain_pos)]
+    return []
+
+
+# -- reading checkpoints ------------------------------------------------------------------
+
+
+def read_checkpoints(source: str) -> list[tuple[str, dict[str, Any]]]:
+    """The checkpoints in a file (one JSON object, a JSON list, or JSON lines) or in a mirror
+    database (a URL with ``://``), each with a label saying where it came from."""
+    if "://" in source:
+        return _read_mirror_db(source)
+    path = Path(source)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = getattr(exc, "strerror", None) or exc
+        raise CheckpointError(f"invalid --checkpoint {source!r}: cannot read it ({why}); "
+                              "allowed: a checkpoint file or a mirror database URL",
+                              field="checkpoint") from None
+    try:
+        data = json.loads(text)
+        docs = data if isinstance(data, list) else [data]
+    except json.JSONDecodeError:
+        docs = []
+        for n, line in enumerate(text.splitlines(), start=1):
+            if line.strip():
+                try:
+                    docs.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise CheckpointError(f"invalid checkpoint {source}:{n}: not JSON "
+                                          f"({exc.msg})", field="checkpoint") from None
+    if not docs:
+        raise CheckpointError(f"invalid --checkpoint {source!r}: it holds no checkpoint",
+                              field="checkpoint")
+    if len(docs) == 1:
+        return [(source, docs[0])]
+    return [(f"{source}#{i}", d) for i, d in enumerate(docs, start=1)]
+
+
+def _mirror_table(metadata):
+    from sqlalchemy import Column, Integer, MetaData, String, Table, Text
+
+    return Table(_MIRROR_TABLE, metadata if metadata is not None else MetaData(),
+                 Column("id", Integer, primary_key=True, autoincrement=True),
+                 Column("store_id", String(32)), Column("position", Integer, nullable=False),
+                 Column("created_at", String(40), nullable=False),
+                 Column("document", Text, nullable=False))
+
+
+def _read_mirror_db(url: str) -> list[tuple[str, dict[str, Any]]]:
+    from enginecfg.store.engine import display_url, make_engine
+
+    engine = make_engine(url)
+    try:
+        table = _mirror_table(None)
+        with engine.connect() as conn:
+            rows = conn.execute(select(table.c.id, table.c.document)
+                                .order_by(table.c.id)).all()
+    finally:
+        engine.dispose()
+    if not rows:
+        raise CheckpointError(f"invalid --checkpoint {display_url(url)}: its {_MIRROR_TABLE} "
+                              "table holds no checkpoint", field="checkpoint")
+    out = []
+    for rid, document in rows:
+        try:
+            out.append((f"{display_url(url)}#{rid}", json.loads(document)))
+        except json.JSONDecodeError as exc:
+            raise CheckpointError(f"invalid checkpoint {display_url(url)}#{rid}: not JSON "
+                                  f"({exc.msg})", field="checkpoint") from None
+    return out
+
+
+# -- verify -------------------------------------------------------------------------------
+
+
+def verify_with_checkpoints(store, sources: Iterable[str], keys: Sequence[AuditKey]
+                            ) -> VerifyResult:
+    """The chain's own walk plus, for every checkpoint in ``sources``, proof that the
+    database extends it.  Every signature is checked first: one that does not verify (or
+    whose key was not given) is refused with :class:`CheckpointError` before any verdict."""
+    docs = [pair for s in sources for pair in read_checkpoints(s)]
+    for where, doc in docs:
+        check_signature(doc, keys, where)
+    base = store.verify()
+    problems = list(base.problems)
+    for where, doc in sorted(docs, key=lambda p: p[1]["position"]):
+        problems.extend(check_against(store, doc, where))
+    return attrs.evolve(base, ok=not problems, problems=tuple(problems),
+                        checkpoints_checked=len(docs))
+
+
+# -- the mirror ---------------------------------------------------------------------------
+
+
+class Mirror:
+    """Writes a checkpoint to a second location every ``every`` runs.
+
+    ``target``: a file path (one JSON line appended per checkpoint, fsynced) or a database
+    URL (a row in its ``audit_checkpoints`` table, created when missing).  Built from the
+    environment by :meth:`from_env`; the recorder calls :meth:`after_write` after each run it
+    committed, and a failure there is the recorder's to log, never the run's.
+    """
+
+    def __init__(self, target: str, key: AuditKey, every: int = DEFAULT_MIRROR_EVERY):
+        if every < 1:
+            raise InvalidInputError.for_value(MIRROR_EVERY_ENV, every, "a positive integer")
+        self.target, self.key, self.every = target, key, every
+        self._engine = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "Mirror | None":
+        env = os.environ if env is None else env
+        target = env.get(MIRROR_ENV)
+        if not target:
+            return None
+        raw_every = env.get(MIRROR_EVERY_ENV, str(DEFAULT_MIRROR_EVERY))
+        try:
+            every = int(raw_every)
+        except ValueError:
+            raise InvalidInputError.for_value(MIRROR_EVERY_ENV, raw_every,
+                                              "a positive integer") from None
+        return cls(target, load_key(env=env), every)
+
+    def due(self, position: int) -> bool:
+        return position % self.every == 0
+
+    def after_write(self, store, position: int) -> dict[str, Any] | None:
+        """Write a checkpoint when ``position`` is a multiple of ``every``; returns it."""
+        if not self.due(position):
+            return None
+        doc = make_checkpoint(store, self.key, verify_first=False)
+        self.write(doc)
+        return doc
+
+    def write(self, doc: Mapping[str, Any]) -> None:
+        line = json.dumps(doc, sort_keys=True)
+        if "://" not in self.target:
+            fd = os.open(self.target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            with os.fdopen(fd, "a", encoding="utf-8") as fh:
+                fh.write(line + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            return
+        from sqlalchemy import MetaData, insert
+
+        from enginecfg.store.engine import make_engine
+
+        if self._engine is None:
+            self._engine = make_engine(self.target)
+            meta = MetaData()
+            self._table = _mirror_table(meta)
+            meta.create_all(self._engine)
+        with self._engine.begin() as conn:
+            conn.execute(insert(self._table).values(
+                store_id=doc["store_id"], position=doc["position"],
+                created_at=doc["created_at"], document=line))
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
+
+
+# -- what the CLI calls -------------------------------------------------------------------
+
+
+def cmd_checkpoint(store, key_file: str | None, output: str | None, out: IO[str]) -> dict:
+    """``audit checkpoint``: sign the head of ``store`` and write it to ``output`` (a file,
+    created; ``-``/None: ``out``).  Returns the checkpoint."""
+    doc = make_checkpoint(store, load_key(key_file))
+    text = json.dumps(doc, indent=1, sort_keys=True) + "\n"
+    if output in (None, "-"):
+        out.write(text)
+    else:
+        fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    return doc
+
+
+def cmd_keygen(private_path: str, public_path: str | None = None) -> AuditKey:
+    """``audit keygen``: a new Ed25519 key pair (the private file must not exist yet)."""
+    try:
+        return generate_key(private_path, public_path)
+    except FileExistsError:
+        raise InvalidInputError.for_value("key_file", private_path, "a path that does not "
+                                          "exist yet (an existing key is never overwritten)",
+                                          flag="--out") from None
