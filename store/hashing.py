@@ -69,9 +69,6 @@ LAYOUT_STEPS: list[Mapping[str, tuple[str, ...]]] = [
     # 1: the fields up to revision 0003_impact ("source" hashed only when set; the impact
     #    columns are not hashed: verify compares them with the hashed result)
     {"runs": RUN_FIELDS, **CHILD_FIELDS},
-    # 2: each change's explanation (revision 0003_explanations), so the words "why" shows
-    #    are covered by the chain like vLLM's reason beside them
-    {"changes": ("explanation",)},
 ]
 
 #: The column each child table is ordered by within a run.

@@ -203,11 +203,3 @@ def test_verify_cli_exit_codes_and_json(chain, capsys):
     assert doc["ok"] is False and doc["first_bad"]["run_id"] == ids[1]
     assert doc["first_bad"]["table"] == "changes" and doc["first_bad"]["key"] == 2
 
-
-def test_edited_explanation_is_named(chain):
-    # the explanation `why` shows is hashed (layout 2), like vLLM's reason beside it
-    store, ids = chain
-    _tamper(store, ("UPDATE changes SET explanation = 'a smaller block would do' WHERE run_id = :r AND seq = 1",
-                    {"r": ids[1]}))
-    bad = _first(store)
-    assert (bad.kind, bad.table, bad.run_id, bad.key) == ("edited_row", "changes", ids[1], 1)
