@@ -43,7 +43,7 @@ def test_upgrade_downgrade_upgrade_round_trip(db_url):
         eng.downgrade(engine, "0001")
         assert eng.current_revision(engine) == "0001"
         assert "validation_checks" not in _tables(engine)
-        assert "n_checks" not in {c["name"] for c in inspect(engine).get_columns("runs")}
+        assert "n_checks" not in _columns(engine, "runs")
         eng.downgrade(engine, "base")
         assert eng.current_revision(engine) is None
         assert not (AUDIT & _tables(engine))
@@ -141,14 +141,18 @@ def test_bare_postgresql_url_means_psycopg3(given, driver):
     assert eng.normalise_url(given).drivername == driver
 
 
+def _columns(engine, table: str) -> set[str]:
+    return {c["name"] for c in inspect(engine).get_columns(table)}
+
+
 def test_0003_explanations_round_trip_keeps_runs_verifiable(db_url):
     """The explanation column comes and goes with 0003; the hash chain does not depend on it."""
     with AuditStore(db_url).attach() as store:
         rid = emit_run()
     engine = store.engine
-    assert "explanation" in {c["name"] for c in inspect(engine).get_columns("changes")}
+    assert "explanation" in _columns(engine, "changes")
     eng.downgrade(engine, "0002")
-    assert "explanation" not in {c["name"] for c in inspect(engine).get_columns("changes")}
+    assert "explanation" not in _columns(engine, "changes")
     eng.upgrade(engine)
     store._ready = False
     assert all(c["explanation"] is None for c in store.get_run(rid)["changes"])
@@ -162,9 +166,9 @@ def test_0003_sources_round_trip_keeps_runs_verifiable(db_url):
     with AuditStore(db_url).attach() as store:
         rid = emit_run()
     engine = store.engine
-    assert "source" in {c["name"] for c in inspect(engine).get_columns("runs")}
+    assert "source" in _columns(engine, "runs")
     eng.downgrade(engine, "0003_explanations")
-    assert "source" not in {c["name"] for c in inspect(engine).get_columns("runs")}
+    assert "source" not in _columns(engine, "runs")
     eng.upgrade(engine)
     store._ready = False
     assert store.get_run(rid)["source"] is None
