@@ -331,8 +331,7 @@ def run(vllm: dict, K, time_calls, sets_for, copy_bw: float, dev, shapes: dict,
         def o_call(s, var=None):
             var = var or {}
             return causal_conv1d_update(s["store"], s["x2"], w, bias, "silu", state_indices=s["idx"],
-                                        out=s["o2"], block_d=var.get("block_d"), num_warps=var.get("num_warps"),
-                                        tile=var.get("tile"))
+                                        out=s["o2"], block_d=var.get("block_d"), num_warps=var.get("num_warps"))
 
         t_v = time_calls([lambda s=s: v_call(s) for s in sets], eager=False)["graph_s"]
         t_o = time_calls([lambda s=s: o_call(s) for s in sets], eager=False)["graph_s"]
@@ -488,10 +487,13 @@ SWEEP_ALL = {
              for b in (256,)},
 }
 
-#: the launch shapes still in question (round 3): the conv1d kernel's two forms
+#: the launch shapes still in question (round 5): the conv1d step with every state column
+#: loaded before any is stored, and the gated-delta steps with q, k, v and the gate inputs
+#: requested before the slot (``early``) or after the state load
 SWEEP = {
-    "conv": {256: [{"block_d": bd, "num_warps": w, "tile": t} for bd, w, t in (
-        (512, 4, False), (128, 1, True), (256, 2, True), (512, 4, True), (1024, 4, True))]},
-    "gdn": {256: [{"block_v": 16, "num_warps": 1, "hints": False}]},
-    "gdn_packed": {b: [{"block_v": bv, "num_warps": 1, "hints": False} for bv in (16, 32)] for b in (256, 8)},
+    "conv": {b: [{"block_d": bd, "num_warps": w} for bd, w in ((128, 1), (512, 4), (512, 2))] for b in (256, 8)},
+    "gdn": {256: [{"early": False}, {"hints": False}, {"hints": False, "early": False}]},
+    "gdn_packed": {b: [{"early": False}, {"hints": False}, {"hints": False, "early": False},
+                       {"block_v": 32}, {"block_v": 32, "hints": False}, {"block_v": 32, "hints": False, "early": False}]
+                   for b in (256, 8)},
 }

@@ -50,25 +50,49 @@ __all__ = ["gated_delta_step", "gated_delta_step_packed", "gdn_launch_config",
 
 
 @triton.jit
-def _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok, HINTS: tl.constexpr):
-    """Pointers to the rows ``offs_v`` of ``state[slot, h]``, their mask, and the rows.
+def _gdn_slot(idx_ptr, b, HAS_IDX: tl.constexpr):
+    """The state slot of sequence ``b`` (negative: a padded row)."""
+    if HAS_IDX:
+        return tl.load(idx_ptr + b).to(tl.int64)
+    return b.to(tl.int64)
 
-    Issued before the small q/k/v loads and their norms, so the long state load is in
-    flight while those are read: with one warp a program, nothing else hides its latency.
+
+@triton.jit
+def _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok, HINTS: tl.constexpr,
+              EVEN: tl.constexpr):
+    """Pointers to rows ``offs_v`` of ``state[slot, h]``, their mask, and the rows.
+
+    The kernels request q, k, v and the gate inputs before the slot is known (none of
+    them depends on it) and issue this long load as soon as it is, then do the norms and
+    gate arithmetic while it is in flight: one memory round trip after the slot, with one
+    warp a program and nothing else to hide it.
     """
     st_ptrs = (state_ptr + slot * s_sn + h * s_sh
                + offs_v[:, None] * s_sv + offs_k[None, :] * s_sk)
-    mask = v_ok[:, None] & k_ok[None, :]
-    if HINTS:
-        S = tl.load(st_ptrs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    if EVEN:
+        # the tile lies inside the head: no predicate on the widest load and store
+        mask = None
+        if HINTS:
+            S = tl.load(st_ptrs, eviction_policy="evict_first").to(tl.float32)
+        else:
+            S = tl.load(st_ptrs).to(tl.float32)
     else:
-        S = tl.load(st_ptrs, mask=mask, other=0.0).to(tl.float32)
+        mask = v_ok[:, None] & k_ok[None, :]
+        if HINTS:
+            S = tl.load(st_ptrs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        else:
+            S = tl.load(st_ptrs, mask=mask, other=0.0).to(tl.float32)
     return st_ptrs, mask, S
 
 
 @triton.jit
-def _gdn_update(st_ptrs, mask, S, q, k, v, decay, beta, HINTS: tl.constexpr):
-    """One step on loaded rows S; stores them back in the state's dtype; returns o."""
+def _gdn_update(st_ptrs, mask, S, o_ptrs, v_ok, q, k, v, decay, beta, scale, eps,
+                L2NORM: tl.constexpr, HINTS: tl.constexpr):
+    """One step on the loaded rows S: stores them back in the state's dtype, and o."""
+    if L2NORM:
+        q = q / tl.sqrt(tl.sum(q * q, 0) + eps)
+        k = k / tl.sqrt(tl.sum(k * k, 0) + eps)
+    q = q * scale
     S = S * decay
     u = (v - tl.sum(S * k[None, :], 1)) * beta
     S = S + u[:, None] * k[None, :]
@@ -76,7 +100,8 @@ def _gdn_update(st_ptrs, mask, S, q, k, v, decay, beta, HINTS: tl.constexpr):
         tl.store(st_ptrs, S.to(st_ptrs.dtype.element_ty), mask=mask, eviction_policy="evict_first")
     else:
         tl.store(st_ptrs, S.to(st_ptrs.dtype.element_ty), mask=mask)
-    return tl.sum(S * q[None, :], 1)
+    o = tl.sum(S * q[None, :], 1)
+    tl.store(o_ptrs, o.to(o_ptrs.dtype.element_ty), mask=v_ok)
 
 
 @triton.jit
@@ -91,7 +116,7 @@ def _gdn_kernel(
     s_ob, s_oh, s_od,
     dk, dv, v_per_k, scale, eps,
     BLOCK_V: tl.constexpr, K_PAD: tl.constexpr, L2NORM: tl.constexpr, HAS_IDX: tl.constexpr,
-    HINTS: tl.constexpr,
+    HINTS: tl.constexpr, EARLY: tl.constexpr, EVEN: tl.constexpr,
 ):
     vb = tl.program_id(0)
     h = tl.program_id(1)
@@ -101,27 +126,31 @@ def _gdn_kernel(
     v_ok = offs_v < dv
     k_ok = offs_k < dk
     o_ptrs = o_ptr + b * s_ob + h * s_oh + offs_v * s_od
-    if HAS_IDX:
-        slot = tl.load(idx_ptr + b).to(tl.int64)
-    else:
-        slot = b.to(tl.int64)
+    kh = h // v_per_k
+    if EARLY:
+        q, k, v, g, beta = _gdn_inputs(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, b, h, kh, offs_k, offs_v, k_ok, v_ok,
+                                       s_qb, s_qh, s_qd, s_kb, s_kh, s_kd, s_vb, s_vh, s_vd, s_gb, s_gh, s_bb, s_bh)
+    slot = _gdn_slot(idx_ptr, b, HAS_IDX)
     if slot < 0:
         tl.store(o_ptrs, tl.zeros([BLOCK_V], tl.float32).to(o_ptr.dtype.element_ty), mask=v_ok)
         return
-    st_ptrs, mask, S = _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok, HINTS)
-    kh = h // v_per_k
+    st_ptrs, mask, S = _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok, HINTS,
+                                 EVEN)
+    if not EARLY:
+        q, k, v, g, beta = _gdn_inputs(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, b, h, kh, offs_k, offs_v, k_ok, v_ok,
+                                       s_qb, s_qh, s_qd, s_kb, s_kh, s_kd, s_vb, s_vh, s_vd, s_gb, s_gh, s_bb, s_bh)
+    _gdn_update(st_ptrs, mask, S, o_ptrs, v_ok, q, k, v, tl.exp(g), beta, scale, eps, L2NORM, HINTS)
 
+
+@triton.jit
+def _gdn_inputs(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, b, h, kh, offs_k, offs_v, k_ok, v_ok,
+                s_qb, s_qh, s_qd, s_kb, s_kh, s_kd, s_vb, s_vh, s_vd, s_gb, s_gh, s_bb, s_bh):
     q = tl.load(q_ptr + b * s_qb + kh * s_qh + offs_k * s_qd, mask=k_ok, other=0.0).to(tl.float32)
     k = tl.load(k_ptr + b * s_kb + kh * s_kh + offs_k * s_kd, mask=k_ok, other=0.0).to(tl.float32)
-    if L2NORM:
-        q = q / tl.sqrt(tl.sum(q * q, 0) + eps)
-        k = k / tl.sqrt(tl.sum(k * k, 0) + eps)
-    q = q * scale
     v = tl.load(v_ptr + b * s_vb + h * s_vh + offs_v * s_vd, mask=v_ok, other=0.0).to(tl.float32)
-    decay = tl.exp(tl.load(g_ptr + b * s_gb + h * s_gh).to(tl.float32))
+    g = tl.load(g_ptr + b * s_gb + h * s_gh).to(tl.float32)
     beta = tl.load(beta_ptr + b * s_bb + h * s_bh).to(tl.float32)
-    o = _gdn_update(st_ptrs, mask, S, q, k, v, decay, beta, HINTS)
-    tl.store(o_ptrs, o.to(o_ptr.dtype.element_ty), mask=v_ok)
+    return q, k, v, g, beta
 
 
 @triton.jit
@@ -132,7 +161,7 @@ def _gdn_packed_kernel(
     s_ob, s_oh, s_od,
     nk, dk, dv, v_per_k, scale, eps,
     BLOCK_V: tl.constexpr, K_PAD: tl.constexpr, L2NORM: tl.constexpr, HAS_IDX: tl.constexpr,
-    HINTS: tl.constexpr,
+    HINTS: tl.constexpr, EARLY: tl.constexpr, EVEN: tl.constexpr,
 ):
     vb = tl.program_id(0)
     h = tl.program_id(1)
@@ -142,29 +171,35 @@ def _gdn_packed_kernel(
     v_ok = offs_v < dv
     k_ok = offs_k < dk
     o_ptrs = o_ptr + b * s_ob + h * s_oh + offs_v * s_od
-    if HAS_IDX:
-        slot = tl.load(idx_ptr + b).to(tl.int64)
-    else:
-        slot = b.to(tl.int64)
+    kh = h // v_per_k
+    row = qkv_ptr + b.to(tl.int64) * s_xb
+    if EARLY:
+        q, k, v, x, a_log, b_in = _gdn_packed_inputs(row, a_ptr, b_ptr, alog_ptr, dtb_ptr, b, h, kh, nk, dk, dv,
+                                                     offs_k, offs_v, k_ok, v_ok, s_ab, s_bb)
+    slot = _gdn_slot(idx_ptr, b, HAS_IDX)
     if slot < 0:
         tl.store(o_ptrs, tl.zeros([BLOCK_V], tl.float32).to(o_ptr.dtype.element_ty), mask=v_ok)
         return
-    st_ptrs, mask, S = _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok, HINTS)
-    kh = h // v_per_k
-    row = qkv_ptr + b.to(tl.int64) * s_xb
+    st_ptrs, mask, S = _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok, HINTS,
+                                 EVEN)
+    if not EARLY:
+        q, k, v, x, a_log, b_in = _gdn_packed_inputs(row, a_ptr, b_ptr, alog_ptr, dtb_ptr, b, h, kh, nk, dk, dv,
+                                                     offs_k, offs_v, k_ok, v_ok, s_ab, s_bb)
+    softplus = tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))
+    decay = tl.exp(-tl.exp(a_log) * softplus)
+    _gdn_update(st_ptrs, mask, S, o_ptrs, v_ok, q, k, v, decay, tl.sigmoid(b_in), scale, eps, L2NORM, HINTS)
+
+
+@triton.jit
+def _gdn_packed_inputs(row, a_ptr, b_ptr, alog_ptr, dtb_ptr, b, h, kh, nk, dk, dv, offs_k, offs_v, k_ok, v_ok,
+                       s_ab, s_bb):
     q = tl.load(row + kh * dk + offs_k, mask=k_ok, other=0.0).to(tl.float32)
     k = tl.load(row + (nk + kh) * dk + offs_k, mask=k_ok, other=0.0).to(tl.float32)
     v = tl.load(row + 2 * nk * dk + h * dv + offs_v, mask=v_ok, other=0.0).to(tl.float32)
-    if L2NORM:
-        q = q / tl.sqrt(tl.sum(q * q, 0) + eps)
-        k = k / tl.sqrt(tl.sum(k * k, 0) + eps)
-    q = q * scale
     x = tl.load(a_ptr + b * s_ab + h).to(tl.float32) + tl.load(dtb_ptr + h).to(tl.float32)
-    softplus = tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))
-    decay = tl.exp(-tl.exp(tl.load(alog_ptr + h).to(tl.float32)) * softplus)
-    beta = tl.sigmoid(tl.load(b_ptr + b * s_bb + h).to(tl.float32))
-    o = _gdn_update(st_ptrs, mask, S, q, k, v, decay, beta, HINTS)
-    tl.store(o_ptrs, o.to(o_ptr.dtype.element_ty), mask=v_ok)
+    a_log = tl.load(alog_ptr + h).to(tl.float32)
+    b_in = tl.load(b_ptr + b * s_bb + h).to(tl.float32)
+    return q, k, v, x, a_log, b_in
 
 
 def gdn_launch_config(dv: int, dk: int, state_dtype: torch.dtype,
@@ -182,11 +217,15 @@ def gdn_launch_config(dv: int, dk: int, state_dtype: torch.dtype,
     block_v = max(1, min(next_pow2(dv), per_program // k_pad))
     warps = 1
     hints = True
+    early = True
     if launch:
         block_v = int(launch.get("block_v", block_v))
         warps = int(launch.get("num_warps", warps))
         hints = bool(launch.get("hints", hints))
-    return {"block_v": block_v, "num_warps": warps, "k_pad": k_pad, "hints": hints}
+        early = bool(launch.get("early", early))
+    even = dk == k_pad and dv % block_v == 0
+    return {"block_v": block_v, "num_warps": warps, "k_pad": k_pad, "hints": hints, "early": early,
+            "even": even}
 
 
 def _check_state(state: torch.Tensor) -> tuple[int, int, int, int]:
@@ -241,7 +280,7 @@ def gated_delta_step(state: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
         *out.stride(),
         dk, dv, nv // nk, float(scale), float(eps),
         BLOCK_V=bv, K_PAD=cfg["k_pad"], L2NORM=bool(use_qk_l2norm), HAS_IDX=state_indices is not None,
-        HINTS=cfg["hints"],
+        HINTS=cfg["hints"], EARLY=cfg["early"], EVEN=cfg["even"] and dv % bv == 0,
         num_warps=num_warps or cfg["num_warps"],
     )
     return out
@@ -296,7 +335,7 @@ def gated_delta_step_packed(state: torch.Tensor, mixed_qkv: torch.Tensor, a: tor
         *state.stride(), mixed_qkv.stride(0), a.stride(0), b.stride(0), *out.stride(),
         nk, dk, dv, nv // nk, float(scale), float(eps),
         BLOCK_V=bv, K_PAD=cfg["k_pad"], L2NORM=bool(use_qk_l2norm), HAS_IDX=state_indices is not None,
-        HINTS=cfg["hints"],
+        HINTS=cfg["hints"], EARLY=cfg["early"], EVEN=cfg["even"],
         num_warps=cfg["num_warps"],
     )
     return out

@@ -192,6 +192,16 @@ def selective_state_update(state: torch.Tensor, x: torch.Tensor, dt: torch.Tenso
 
 
 @triton.jit
+def _conv_col(base, j: tl.constexpr, s_ck, d_ok):
+    return tl.load(base + j * s_ck, mask=d_ok, other=0.0, eviction_policy="evict_first")
+
+
+@triton.jit
+def _conv_w(w_row, j: tl.constexpr, s_wk, d_ok):
+    return tl.load(w_row + j * s_wk, mask=d_ok, other=0.0).to(tl.float32)
+
+
+@triton.jit
 def _conv_kernel(
     cs_ptr, x_ptr, w_ptr, bias_ptr, out_ptr, idx_ptr,
     s_cn, s_ck, s_cd,
@@ -202,60 +212,27 @@ def _conv_kernel(
     K: tl.constexpr, BLOCK_D: tl.constexpr,
     HAS_BIAS: tl.constexpr, SILU: tl.constexpr, HAS_IDX: tl.constexpr,
 ):
+    """One step for ``BLOCK_D`` channels of one sequence.
+
+    A program moves a few hundred bytes, so its time is memory latency, not bandwidth.
+    x, the weights and the bias do not depend on the slot and are requested before it
+    arrives; then every state column is loaded before any is stored (a store waits for
+    its value, and a load written after it would wait too), so the step costs one round
+    trip after the slot.  Each thread owns its channels in every column, so shifting the
+    columns in place is safe without a barrier.
+    """
     db = tl.program_id(0)
     b = tl.program_id(1)
     offs_d = db * BLOCK_D + tl.arange(0, BLOCK_D)
     d_ok = offs_d < dim
     o_ptrs = out_ptr + b * s_ob + offs_d * s_od
-    if HAS_IDX:
-        slot = tl.load(idx_ptr + b).to(tl.int64)
-    else:
-        slot = b.to(tl.int64)
-    if slot < 0:
-        tl.store(o_ptrs, tl.zeros([BLOCK_D], tl.float32).to(out_ptr.dtype.element_ty), mask=d_ok)
-        return
-
     x = tl.load(x_ptr + b * s_xb + offs_d * s_xd, mask=d_ok, other=0.0)
-    base = cs_ptr + slot * s_cn + offs_d * s_cd
     w_row = w_ptr + offs_d * s_wd
     if HAS_BIAS:
         acc = tl.load(bias_ptr + offs_d, mask=d_ok, other=0.0).to(tl.float32)
     else:
         acc = tl.zeros([BLOCK_D], tl.float32)
-    # one pass over the state columns, oldest first: column j feeds tap j and moves to
-    # column j - 1.  Each thread owns its channels, so the shift in place is safe: a
-    # column is always read before the same thread overwrites it.
-    for j in tl.static_range(K - 1):
-        col = tl.load(base + j * s_ck, mask=d_ok, other=0.0, eviction_policy="evict_first")
-        acc += col.to(tl.float32) * tl.load(w_row + j * s_wk, mask=d_ok, other=0.0).to(tl.float32)
-        if j > 0:
-            tl.store(base + (j - 1) * s_ck, col, mask=d_ok)
-    acc += x.to(tl.float32) * tl.load(w_row + (K - 1) * s_wk, mask=d_ok, other=0.0).to(tl.float32)
-    tl.store(base + (K - 2) * s_ck, x.to(cs_ptr.dtype.element_ty), mask=d_ok)
-    if SILU:
-        acc = acc * tl.sigmoid(acc)
-    tl.store(o_ptrs, acc.to(out_ptr.dtype.element_ty), mask=d_ok)
-
-
-@triton.jit
-def _conv_kernel_tile(
-    cs_ptr, x_ptr, w_ptr, bias_ptr, out_ptr, idx_ptr,
-    s_cn, s_ck, s_cd,
-    s_xb, s_xd,
-    s_wd, s_wk,
-    s_ob, s_od,
-    dim,
-    K: tl.constexpr, K_PAD: tl.constexpr, BLOCK_D: tl.constexpr,
-    HAS_BIAS: tl.constexpr, SILU: tl.constexpr, HAS_IDX: tl.constexpr,
-):
-    """The same step with every load issued before any store: the window and the shifted
-    window are two independent tile loads (the second mostly from cache), so the state's
-    columns are not read one memory round trip after another."""
-    db = tl.program_id(0)
-    b = tl.program_id(1)
-    offs_d = db * BLOCK_D + tl.arange(0, BLOCK_D)
-    d_ok = offs_d < dim
-    o_ptrs = out_ptr + b * s_ob + offs_d * s_od
+    acc += x.to(tl.float32) * _conv_w(w_row, K - 1, s_wk, d_ok)
     if HAS_IDX:
         slot = tl.load(idx_ptr + b).to(tl.int64)
     else:
@@ -263,23 +240,34 @@ def _conv_kernel_tile(
     if slot < 0:
         tl.store(o_ptrs, tl.zeros([BLOCK_D], tl.float32).to(out_ptr.dtype.element_ty), mask=d_ok)
         return
-    offs_k = tl.arange(0, K_PAD)
-    base = cs_ptr + slot * s_cn + offs_d[None, :] * s_cd
-    in_state = (offs_k[:, None] < K - 1) & d_ok[None, :]
-    win = tl.load(base + offs_k[:, None] * s_ck, mask=in_state, other=0.0)
-    nxt_in_state = (offs_k[:, None] + 1 < K - 1) & d_ok[None, :]
-    nxt = tl.load(base + (offs_k[:, None] + 1) * s_ck, mask=nxt_in_state, other=0.0)
-    x = tl.load(x_ptr + b * s_xb + offs_d * s_xd, mask=d_ok, other=0.0)
-    w = tl.load(w_ptr + offs_d[None, :] * s_wd + offs_k[:, None] * s_wk,
-                mask=(offs_k[:, None] < K) & d_ok[None, :], other=0.0).to(tl.float32)
-    if HAS_BIAS:
-        acc = tl.load(bias_ptr + offs_d, mask=d_ok, other=0.0).to(tl.float32)
+    base = cs_ptr + slot * s_cn + offs_d * s_cd
+    if K <= 5:
+        # widths up to 5 (every real model uses 3 or 4) hold all columns at once;
+        # column j feeds tap j and moves to column j - 1; x becomes column K - 2
+        c0 = _conv_col(base, 0, s_ck, d_ok)
+        if K >= 3:
+            c1 = _conv_col(base, 1, s_ck, d_ok)
+        if K >= 4:
+            c2 = _conv_col(base, 2, s_ck, d_ok)
+        if K >= 5:
+            c3 = _conv_col(base, 3, s_ck, d_ok)
+        acc += c0.to(tl.float32) * _conv_w(w_row, 0, s_wk, d_ok)
+        if K >= 3:
+            acc += c1.to(tl.float32) * _conv_w(w_row, 1, s_wk, d_ok)
+            tl.store(base, c1, mask=d_ok)
+        if K >= 4:
+            acc += c2.to(tl.float32) * _conv_w(w_row, 2, s_wk, d_ok)
+            tl.store(base + s_ck, c2, mask=d_ok)
+        if K >= 5:
+            acc += c3.to(tl.float32) * _conv_w(w_row, 3, s_wk, d_ok)
+            tl.store(base + 2 * s_ck, c3, mask=d_ok)
     else:
-        acc = tl.zeros([BLOCK_D], tl.float32)
-    winf = tl.where(offs_k[:, None] == K - 1, x.to(tl.float32)[None, :], win.to(tl.float32))
-    acc += tl.sum(winf * w, 0)
-    nxt = tl.where(offs_k[:, None] + 1 == K - 1, x.to(nxt.dtype)[None, :], nxt)
-    tl.store(base + offs_k[:, None] * s_ck, nxt.to(cs_ptr.dtype.element_ty), mask=in_state)
+        for j in tl.static_range(K - 1):
+            col = _conv_col(base, j, s_ck, d_ok)
+            acc += col.to(tl.float32) * _conv_w(w_row, j, s_wk, d_ok)
+            if j > 0:
+                tl.store(base + (j - 1) * s_ck, col, mask=d_ok)
+    tl.store(base + (K - 2) * s_ck, x.to(cs_ptr.dtype.element_ty), mask=d_ok)
     if SILU:
         acc = acc * tl.sigmoid(acc)
     tl.store(o_ptrs, acc.to(out_ptr.dtype.element_ty), mask=d_ok)
@@ -289,7 +277,7 @@ def causal_conv1d_update(conv_state: torch.Tensor, x: torch.Tensor, weight: torc
                          bias: torch.Tensor | None = None, activation: str | None = "silu",
                          state_indices: torch.Tensor | None = None, *,
                          out: torch.Tensor | None = None, block_d: int | None = None,
-                         num_warps: int | None = None, tile: bool | None = None) -> torch.Tensor:
+                         num_warps: int | None = None) -> torch.Tensor:
     """One decode step of Mamba's depthwise causal conv; shifts ``conv_state`` in place.
 
     conv_state ``[slots, K-1, conv_dim]`` (any strides; see the module docstring),
@@ -324,20 +312,7 @@ def causal_conv1d_update(conv_state: torch.Tensor, x: torch.Tensor, weight: torc
         block_d = 256
     if num_warps is None:
         num_warps = max(1, block_d // 128)
-    if tile is None:
-        tile = False
     grid = (triton.cdiv(dim, block_d), batch)
-    if tile:
-        _conv_kernel_tile[grid](
-            conv_state, x, weight, bias if bias is not None else weight, out,
-            state_indices if state_indices is not None else x,
-            *conv_state.stride(), *x.stride(), *weight.stride(), *out.stride(),
-            dim,
-            K=K, K_PAD=next_pow2(K), BLOCK_D=block_d,
-            HAS_BIAS=bias is not None, SILU=activation is not None, HAS_IDX=state_indices is not None,
-            num_warps=num_warps,
-        )
-        return out
     _conv_kernel[grid](
         conv_state, x, weight, bias if bias is not None else weight, out,
         state_indices if state_indices is not None else x,
