@@ -48,13 +48,111 @@ def _known_model_type(model_type: Any) -> bool:
     return isinstance(model_type, str) and model_type in CONFIG_MAPPING
 
 
+#: ``getattr(torch, name)`` for the dtype names config files use, as a snapshot stores it.
+#: With torch importable, transformers turns a config's ``dtype`` string into that torch
+#: object; the worker does the same from this table, so it never imports torch (tests check
+#: every entry against torch itself).  Any other string makes the worker import torch.
+TORCH_DTYPE_NAMES = {
+    "float32": "float32", "float": "float32", "float64": "float64", "double": "float64",
+    "float16": "float16", "half": "float16", "bfloat16": "bfloat16",
+    "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
+    "float8_e4m3fnuz": "float8_e4m3fnuz", "float8_e5m2fnuz": "float8_e5m2fnuz",
+    "int8": "int8", "uint8": "uint8", "int16": "int16", "short": "int16", "int32": "int32",
+    "int": "int32", "int64": "int64", "long": "int64", "bool": "bool",
+}
+_DTYPE_KEYS = ("dtype", "torch_dtype")
+
+
+def without_torch() -> None:
+    """Make transformers in this process see no torch (unless torch is imported already).
+
+    Building a config needs nothing of torch but the dtype names above, and importing it
+    costs more than transformers itself: it is what made a new config cost 3x ``import
+    transformers`` from the command line.
+    """
+    if "torch" not in sys.modules:
+        sys.modules["torch"] = None  # import machinery and find_spec both read this as absent
+
+
+def plain_models_package() -> None:
+    """Import ``transformers.models`` as a plain package, without its lazy index.
+
+    The index (``transformers/models/__init__.py``) reads the import structure of every
+    model folder, some 0.4 s: a third of a new config's cost from the command line.  The
+    worker needs one config class, which its own folder's ``__init__`` finds as it always
+    does; submodules resolve through the package's path, so every class is the same one
+    (tests compare the worker's snapshots with transformers imported the usual way).
+    """
+    if "transformers.models" in sys.modules:
+        return
+    import importlib.machinery
+    import importlib.util
+
+    spec = importlib.util.find_spec("transformers.models")
+    if spec is None or not spec.submodule_search_locations:
+        return
+    package = importlib.util.module_from_spec(
+        importlib.machinery.ModuleSpec("transformers.models", None, is_package=True))
+    package.__path__ = list(spec.submodule_search_locations)
+    package.__file__ = spec.origin
+    sys.modules["transformers.models"] = package
+
+
+def _torch_hidden() -> bool:
+    return "torch" in sys.modules and sys.modules["torch"] is None
+
+
+def _allow_torch() -> None:
+    """Undo :func:`without_torch`, for a config whose dtype only torch can name."""
+    if _torch_hidden():
+        del sys.modules["torch"]
+        from transformers.utils import import_utils
+
+        import_utils.is_torch_available.cache_clear()
+
+
+def _dtype_strings(value: Any, depth: int = 0):
+    if depth > 8:
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in _DTYPE_KEYS and isinstance(item, str):
+                yield item
+            yield from _dtype_strings(item, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _dtype_strings(item, depth + 1)
+
+
+def _name_dtypes(cfg: Any, depth: int = 0) -> None:
+    """Do to each (nested) config's ``dtype`` string what transformers does with torch."""
+    if depth > 6 or not hasattr(cfg, "attribute_map"):
+        return
+    dtype = vars(cfg).get("dtype")
+    if isinstance(dtype, str) and dtype in TORCH_DTYPE_NAMES:
+        cfg.dtype = TORCH_DTYPE_NAMES[dtype]
+    for value in list(vars(cfg).values()):
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            if hasattr(item, "attribute_map") and item is not cfg:
+                _name_dtypes(item, depth + 1)
+
+
 def load_config(config_dict: dict[str, Any]):
     """The config object vLLM 0.19.0 reads: for the model types where vLLM registers its own
     config class, the config as that class builds it (see :mod:`.config_defaults`)."""
+    cfg = _load_config(config_dict)
+    if _torch_hidden():
+        _name_dtypes(cfg)
+    return cfg
+
+
+def _load_config(config_dict: dict[str, Any]):
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     from enginecfg.pipeline.models.config_defaults import apply
 
+    if _torch_hidden() and any(name not in TORCH_DTYPE_NAMES for name in _dtype_strings(config_dict)):
+        _allow_torch()
     config_dict, build, failed = apply(config_dict)
     if failed is not None:
         # vLLM's class asserts these (a bare AssertionError): bad input, named as a field error
@@ -139,6 +237,8 @@ def serve(stdin=None, stdout=None) -> int:
         # answers go to a private copy of fd 1; whatever a library prints goes to stderr
         stdout = os.fdopen(os.dup(1), "wb")
         os.dup2(2, 1)
+    without_torch()
+    plain_models_package()
     # pay for transformers now: the parent overlaps its own work with this import
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: F401
 
@@ -162,6 +262,8 @@ def main() -> int:
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     if "--serve" in sys.argv[1:]:
         return serve()
+    without_torch()
+    plain_models_package()
     request = json.load(sys.stdin)
     results = [snapshot_item(item) for item in request["items"]]
     json.dump({"results": results}, sys.stdout)

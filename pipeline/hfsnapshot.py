@@ -50,6 +50,10 @@ def _plain(value: Any, depth: int) -> Any:
         return {str(k): _plain(v, depth) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v, depth) for v in value]
+    if isinstance(value, (set, frozenset)):
+        # a set's repr follows the process's string hashing: sort it, so the same config
+        # gives the same snapshot in every process
+        return {"__repr__": "{" + ", ".join(sorted(map(repr, value))) + "}" if value else repr(value)}
     mod = type(value).__module__
     if mod == "torch" and type(value).__name__ == "dtype":
         return str(value).removeprefix("torch.")

@@ -140,3 +140,52 @@ def test_no_worker_outlives_its_parent(tmp_path, end):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _loaded_torch(pid: int) -> bool:
+    with open(f"/proc/{pid}/maps") as fh:
+        return any("libtorch" in line for line in fh)
+
+
+def _with_torch(items: list[dict]) -> list[dict]:
+    """The snapshots as transformers builds them with torch importable (this process)."""
+    import torch  # noqa: F401  - transformers converts dtype names to torch objects only then
+
+    from enginecfg.pipeline._hfworker import snapshot_item
+
+    return [json.loads(json.dumps(snapshot_item(item), default=str)) for item in items]
+
+
+def test_dtype_names_are_torchs_own():
+    import torch
+
+    from enginecfg.pipeline._hfworker import TORCH_DTYPE_NAMES
+
+    for name, canonical in TORCH_DTYPE_NAMES.items():
+        value = getattr(torch, name)
+        assert isinstance(value, torch.dtype), name
+        assert str(value).removeprefix("torch.") == canonical, name
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/<pid>/maps")
+def test_the_worker_builds_without_torch_what_transformers_builds_with_it():
+    configs = [json.loads((d / "config.json").read_text()) for d in sorted(CONFIGS.iterdir())
+               if (d / "config.json").is_file()]
+    gemma = json.loads((CONFIGS / "gemma-4-26b-a4b" / "config.json").read_text())
+    configs += [dict(QWEN, torch_dtype="half", enginecfg_test_tag="half"),
+                dict(gemma, text_config=dict(gemma["text_config"], dtype="double")),
+                dict(QWEN, dtype=3, enginecfg_test_tag="int")]
+    items = [{"config": dict(c, enginecfg_test_tag=f"{i}-{time.time_ns()}")} for i, c in enumerate(configs)]
+    hfcache.shutdown_worker()
+    got = hfcache.worker_request({"op": "snapshots", "items": items})["results"]
+    pid = hfcache.worker_pid()
+    assert not _loaded_torch(pid)
+    assert got == _with_torch(items)
+    assert got[-3]["attrs"]["dtype"] == "float16"
+    assert got[-2]["attrs"]["text_config"]["attrs"]["dtype"] == "float64"
+    # a name only torch can answer for: the worker imports torch and answers as transformers does
+    odd = [{"config": dict(QWEN, torch_dtype="not_a_dtype")}]
+    answer = hfcache.worker_request({"op": "snapshots", "items": odd})["results"]
+    assert answer == _with_torch(odd)
+    assert answer[0]["error"]["type"] == "AttributeError"
+    assert _loaded_torch(pid) and hfcache.worker_pid() == pid
