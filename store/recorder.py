@@ -52,6 +52,8 @@ from enginecfg.store.models import (
     Run,
     StageExecution,
     ValidationCheck,
+    StoredJSON,
+    encode_json,
     normalise_json,
 )
 
@@ -165,8 +167,34 @@ class _Statements:
 
     def params(self, table: str, rows: list[dict[str, Any]]) -> list[tuple]:
         _, procs = self.inserts[table]
-        return [tuple(row.get(name) if proc is None else proc(row.get(name)) for name, proc in procs)
-                for row in rows]
+        out = []
+        for row in rows:
+            # PostgreSQL's driver binds JSON through its own adapter: the values go that way
+            texts = (row.get(_TEXTS) or {}) if self.sqlite else {}
+            out.append(tuple(texts[name] if name in texts else row.get(name) if proc is None
+                             else proc(row.get(name)) for name, proc in procs))
+        return out
+
+
+#: where a row keeps the JSON columns' texts that :func:`encode_json` produced: bound as
+#: they are on SQLite (tests check they equal what the column type itself writes there)
+_TEXTS = "__json_texts__"
+
+
+def _with_json(row: dict[str, Any], **values: Any) -> dict[str, Any]:
+    """Put JSON column values into *row*, normalised, each encoded once (None stays None)."""
+    texts = row.setdefault(_TEXTS, {})
+    for name, value in values.items():
+        if value is None:
+            row[name] = None
+            continue
+        encoded = encode_json(value)
+        if isinstance(encoded, StoredJSON):
+            row[name] = encoded.value
+            texts[name] = str.__str__(encoded)
+        else:
+            row[name] = encoded
+    return row
 
 
 def impact_columns(document: Any) -> dict[str, Any]:
@@ -424,9 +452,9 @@ class AuditStore:
             for order, st in sorted(buf.stages.items())
         ]
         changes = [
-            {"run_id": run_id, "seq": c.seq, "stage": c.stage, "field": c.field,
-             "old": normalise_json(c.old), "new": normalise_json(c.new), "reason": c.reason,
-             "level": c.level, "via": c.via, "explanation": c.explanation}
+            _with_json({"run_id": run_id, "seq": c.seq, "stage": c.stage, "field": c.field,
+                        "reason": c.reason, "level": c.level, "via": c.via,
+                        "explanation": c.explanation}, old=c.old, new=c.new)
             for c in sorted(buf.changes, key=lambda c: c.seq)
         ]
         messages = [
@@ -446,18 +474,15 @@ class AuditStore:
             "id": run_id, "started_at": float(s.started_at), "finished_at": float(finished_at),
             "status": status, "enginecfg_version": self._version, "host": self._host,
             "pid": os.getpid(), "model": str(s.model), "architecture": architecture,
-            "engine_args": normalise_json(s.engine_args),
-            "planned_stages": normalise_json(list(s.stages)),
-            "input_config": normalise_json(s.input_config),
             "input_fingerprint": s.input_fingerprint,
-            "result": normalise_json(document) if document is not None else None,
             "result_fingerprint": fingerprint, "error": normalise_json(error) if error else None,
             "failed_stage": failed_stage, "n_stages": len(stages), "n_changes": len(changes),
             "n_messages": len(messages), "n_checks": len(checks),
-            "source": normalise_json(s.source) if s.source is not None else None,
             **impact_columns(document),
             "hash_layout": current_layout(),
         }
+        _with_json(run_row, engine_args=s.engine_args, planned_stages=list(s.stages),
+                   input_config=s.input_config, result=document, source=s.source)
         children = {"stage_executions": stages, "changes": changes, "messages": messages,
                     "validation_checks": checks}
         for table, rows in children.items():
