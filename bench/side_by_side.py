@@ -331,7 +331,8 @@ def run(vllm: dict, K, time_calls, sets_for, copy_bw: float, dev, shapes: dict,
         def o_call(s, var=None):
             var = var or {}
             return causal_conv1d_update(s["store"], s["x2"], w, bias, "silu", state_indices=s["idx"],
-                                        out=s["o2"], block_d=var.get("block_d"), num_warps=var.get("num_warps"))
+                                        out=s["o2"], block_d=var.get("block_d"), num_warps=var.get("num_warps"),
+                                        launch=var)
 
         t_v = time_calls([lambda s=s: v_call(s) for s in sets], eager=False)["graph_s"]
         t_o = time_calls([lambda s=s: o_call(s) for s in sets], eager=False)["graph_s"]
@@ -487,11 +488,14 @@ SWEEP_ALL = {
              for b in (256,)},
 }
 
-#: the launch shapes still in question (round 5): the conv1d step with every state column
-#: loaded before any is stored, and the gated-delta steps with q, k, v and the gate inputs
-#: requested before the slot (``early``) or after the state load
+#: the launch shapes still in question (round 6): the conv1d step with every state column
+#: loaded before any is stored, with or without the evict-first hint and with the batch as
+#: the grid's first axis; the gated-delta steps with q, k, v and the gate inputs requested
+#: before the slot (``early``) or after the state load
 SWEEP = {
-    "conv": {b: [{"block_d": bd, "num_warps": w} for bd, w in ((128, 1), (512, 4), (512, 2))] for b in (256, 8)},
+    "conv": {b: [{"hints": False}, {"batch_first": True}, {"hints": False, "batch_first": True},
+                 {"block_d": 128, "num_warps": 1, "hints": False}]
+             for b in (256, 8)},
     "gdn": {256: [{"early": False}, {"hints": False}, {"hints": False, "early": False}]},
     "gdn_packed": {b: [{"early": False}, {"hints": False}, {"hints": False, "early": False},
                        {"block_v": 32}, {"block_v": 32, "hints": False}, {"block_v": 32, "hints": False, "early": False}]

@@ -60,7 +60,7 @@ def _gdn_slot(idx_ptr, b, HAS_IDX: tl.constexpr):
 @triton.jit
 def _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok, HINTS: tl.constexpr,
               EVEN: tl.constexpr):
-    """Pointers to rows ``offs_v`` of ``state[slot, h]``, their mask, and the rows.
+    """Pointers to rows ``offs_v`` of ``state[slot, h]``, and the rows.
 
     The kernels request q, k, v and the gate inputs before the slot is known (none of
     them depends on it) and issue this long load as soon as it is, then do the norms and
@@ -71,7 +71,6 @@ def _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, 
                + offs_v[:, None] * s_sv + offs_k[None, :] * s_sk)
     if EVEN:
         # the tile lies inside the head: no predicate on the widest load and store
-        mask = None
         if HINTS:
             S = tl.load(st_ptrs, eviction_policy="evict_first").to(tl.float32)
         else:
@@ -82,12 +81,12 @@ def _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, 
             S = tl.load(st_ptrs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
         else:
             S = tl.load(st_ptrs, mask=mask, other=0.0).to(tl.float32)
-    return st_ptrs, mask, S
+    return st_ptrs, S
 
 
 @triton.jit
-def _gdn_update(st_ptrs, mask, S, o_ptrs, v_ok, q, k, v, decay, beta, scale, eps,
-                L2NORM: tl.constexpr, HINTS: tl.constexpr):
+def _gdn_update(st_ptrs, S, o_ptrs, v_ok, k_ok, q, k, v, decay, beta, scale, eps,
+                L2NORM: tl.constexpr, HINTS: tl.constexpr, EVEN: tl.constexpr):
     """One step on the loaded rows S: stores them back in the state's dtype, and o."""
     if L2NORM:
         q = q / tl.sqrt(tl.sum(q * q, 0) + eps)
@@ -96,10 +95,18 @@ def _gdn_update(st_ptrs, mask, S, o_ptrs, v_ok, q, k, v, decay, beta, scale, eps
     S = S * decay
     u = (v - tl.sum(S * k[None, :], 1)) * beta
     S = S + u[:, None] * k[None, :]
-    if HINTS:
-        tl.store(st_ptrs, S.to(st_ptrs.dtype.element_ty), mask=mask, eviction_policy="evict_first")
+    new = S.to(st_ptrs.dtype.element_ty)
+    if EVEN:
+        if HINTS:
+            tl.store(st_ptrs, new, eviction_policy="evict_first")
+        else:
+            tl.store(st_ptrs, new)
     else:
-        tl.store(st_ptrs, S.to(st_ptrs.dtype.element_ty), mask=mask)
+        mask = v_ok[:, None] & k_ok[None, :]
+        if HINTS:
+            tl.store(st_ptrs, new, mask=mask, eviction_policy="evict_first")
+        else:
+            tl.store(st_ptrs, new, mask=mask)
     o = tl.sum(S * q[None, :], 1)
     tl.store(o_ptrs, o.to(o_ptrs.dtype.element_ty), mask=v_ok)
 
@@ -134,12 +141,12 @@ def _gdn_kernel(
     if slot < 0:
         tl.store(o_ptrs, tl.zeros([BLOCK_V], tl.float32).to(o_ptr.dtype.element_ty), mask=v_ok)
         return
-    st_ptrs, mask, S = _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok, HINTS,
+    st_ptrs, S = _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok, HINTS,
                                  EVEN)
     if not EARLY:
         q, k, v, g, beta = _gdn_inputs(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, b, h, kh, offs_k, offs_v, k_ok, v_ok,
                                        s_qb, s_qh, s_qd, s_kb, s_kh, s_kd, s_vb, s_vh, s_vd, s_gb, s_gh, s_bb, s_bh)
-    _gdn_update(st_ptrs, mask, S, o_ptrs, v_ok, q, k, v, tl.exp(g), beta, scale, eps, L2NORM, HINTS)
+    _gdn_update(st_ptrs, S, o_ptrs, v_ok, k_ok, q, k, v, tl.exp(g), beta, scale, eps, L2NORM, HINTS, EVEN)
 
 
 @triton.jit
@@ -180,14 +187,15 @@ def _gdn_packed_kernel(
     if slot < 0:
         tl.store(o_ptrs, tl.zeros([BLOCK_V], tl.float32).to(o_ptr.dtype.element_ty), mask=v_ok)
         return
-    st_ptrs, mask, S = _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok, HINTS,
+    st_ptrs, S = _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok, HINTS,
                                  EVEN)
     if not EARLY:
         q, k, v, x, a_log, b_in = _gdn_packed_inputs(row, a_ptr, b_ptr, alog_ptr, dtb_ptr, b, h, kh, nk, dk, dv,
                                                      offs_k, offs_v, k_ok, v_ok, s_ab, s_bb)
     softplus = tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))
     decay = tl.exp(-tl.exp(a_log) * softplus)
-    _gdn_update(st_ptrs, mask, S, o_ptrs, v_ok, q, k, v, decay, tl.sigmoid(b_in), scale, eps, L2NORM, HINTS)
+    _gdn_update(st_ptrs, S, o_ptrs, v_ok, k_ok, q, k, v, decay, tl.sigmoid(b_in), scale, eps, L2NORM, HINTS,
+                EVEN)
 
 
 @triton.jit
