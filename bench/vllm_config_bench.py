@@ -1,0 +1,103 @@
+"""enginecfg beside vLLM 0.19.0's own ``create_engine_config``, case by case, in one run.
+
+    python -P bench/vllm_config_bench.py --oracle ORACLE_DIR [--repeat 30]
+
+ORACLE_DIR holds the real vLLM 0.19.0 as ``../shared/oracle/README.md`` builds it
+(``run_oracle.py``, its ``venv19`` and the ``tf523-overlay``); nothing of it is imported
+here: it runs in its own process, and reports the median of ``--repeat`` in-process calls of
+``EngineArgs(model=DIR, **args).create_engine_config()`` per case (its first call, which
+pays the imports, is not counted).  enginecfg is timed the way the README tells an engine to
+call it, warm, a fresh pipeline each call: ``Pipeline(gpu_validation="off").run(
+EngineConfig.from_pretrained(DIR, **args))``, median of ``--repeat`` after one warm-up.
+Both sides read the same config folders (the fixture configs).  The ratio is vLLM's time
+over enginecfg's.  Figures go to bench/NOTES.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+CONFIGS = ROOT.parent / "shared" / "fixtures" / "configs"
+
+#: hybrid attention/Mamba, pure Mamba and pooling models, each under engine arguments
+#: that exercise the stages (the issue's eight cases)
+CASES = [
+    ("qwen3.5-27b", "qwen3.5-27b", {}),
+    ("qwen3.5-27b prefix caching", "qwen3.5-27b", {"enable_prefix_caching": True}),
+    ("nemotron-3-nano bf16", "nemotron-3-nano-30b-a3b-bf16", {}),
+    ("nemotron-h-56b", "nemotron-h-56b-base-8k", {}),
+    ("falcon-h1", "falcon-h1-default", {}),
+    ("jamba-1.5-mini", "jamba-1.5-mini", {}),
+    ("mamba-codestral-7b", "mamba-codestral-7b-v0.1", {}),
+    ("nemotron-vl-embed (pooling)", "nemotron-vl-embed-avg", {}),
+]
+
+
+def vllm_times(oracle: Path, python: str | None, repeat: int) -> dict[str, float]:
+    python = python or str(oracle / "venv19" / "bin" / "python")
+    with tempfile.TemporaryDirectory() as td:
+        cases = [{"name": name, "config_dir": str(CONFIGS / folder), "args": args}
+                 for name, folder, args in CASES]
+        (Path(td) / "cases.json").write_text(json.dumps(cases))
+        out = Path(td) / "results.json"
+        subprocess.run([python, str(oracle / "run_oracle.py"), str(Path(td) / "cases.json"), "-o", str(out),
+                        "--extra-path", str(oracle / "tf523-overlay"), "--repeat", str(repeat)],
+                       check=True, stdout=subprocess.DEVNULL)
+        results = json.loads(out.read_text())["results"]
+    return {r["name"]: r["timing_median_s"]["create_engine_config"] for r in results}
+
+
+def enginecfg_times(repeat: int) -> dict[str, float]:
+    sys.path.insert(0, str(ROOT))
+    from enginecfg import EngineConfig, Pipeline
+
+    out = {}
+    for name, folder, args in CASES:
+        path = CONFIGS / folder
+        Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(path, **args))
+        samples = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(path, **args))
+            samples.append(time.perf_counter() - t)
+        out[name] = statistics.median(samples)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--oracle", default=os.environ.get("ENGINECFG_ORACLE"),
+                    required="ENGINECFG_ORACLE" not in os.environ)
+    ap.add_argument("--python", help="the oracle venv's python (default ORACLE/venv19/bin/python)")
+    ap.add_argument("--repeat", type=int, default=30)
+    ns = ap.parse_args()
+    print(f"# {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC · {platform.machine()} · "
+          f"{os.cpu_count()} CPUs · load {os.getloadavg()[0]:.1f} · Python {platform.python_version()}")
+    ours = enginecfg_times(ns.repeat)
+    theirs = vllm_times(Path(ns.oracle).resolve(), ns.python, ns.repeat)
+    ratios = []
+    print(f"{'case':<30} {'vLLM ms':>9} {'enginecfg ms':>13} {'ratio':>7}")
+    for name, _, _ in CASES:
+        ratio = theirs[name] / ours[name]
+        ratios.append(ratio)
+        print(f"{name:<30} {theirs[name] * 1e3:9.2f} {ours[name] * 1e3:13.3f} {ratio:6.1f}x")
+    geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
+    print(f"geomean {geo:.1f}x, min {min(ratios):.1f}x  (vLLM's create_engine_config time / enginecfg's; "
+          f"load {os.getloadavg()[0]:.1f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
