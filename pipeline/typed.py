@@ -19,14 +19,16 @@ from typing import Any
 from enginecfg.pipeline.errors import InvalidInputError
 
 __all__ = ["INT", "NUMBER", "STR", "BOOL", "OBJECT", "LIST", "describe", "check", "attr", "key",
-           "field_of"]
+           "has", "field_of", "fail", "Section"]
 
 #: the JSON types, as the accessor names them
 INT, NUMBER, STR, BOOL, OBJECT, LIST = "int", "number", "str", "bool", "object", "list"
 
 _NAMES = {INT: "an integer", NUMBER: "a number", STR: "a string", BOOL: "true or false",
           OBJECT: "a JSON object", LIST: "a list"}
-_MISSING = object()
+#: a field that is not there at all (``check`` of it fails, ``fail`` says "absent")
+ABSENT = object()
+_MISSING = ABSENT
 
 
 def _is(value: Any, kind: str) -> bool:
@@ -51,37 +53,108 @@ def describe(kinds: tuple[str, ...], optional: bool) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
+def fail(field: str, given: Any, allowed: str, why: str | None = None) -> InvalidInputError:
+    """The error for ``field`` holding ``given`` (``ABSENT``: the field is missing) where
+    ``allowed`` is what may stand there; ``why`` says what reads it (kept in the message)."""
+    shown = "absent" if given is ABSENT else repr(given)
+    tail = f" ({why})" if why else ""
+    return InvalidInputError(f"invalid {field}: got {shown}; allowed: {allowed}{tail}", field=field)
+
+
 def check(field: str, value: Any, *kinds: str, optional: bool = True,
-          allowed: Callable[[Any], bool] | None = None, allowed_text: str | None = None) -> Any:
+          allowed: Callable[[Any], bool] | None = None, allowed_text: str | None = None,
+          expect: str | None = None, why: str | None = None) -> Any:
     """``value`` if it is one of ``kinds`` (None passes when ``optional``) and ``allowed``
-    accepts it; else :class:`InvalidInputError` naming ``field``."""
+    accepts it; else :class:`InvalidInputError` naming ``field``.
+
+    The message says what is allowed: the kinds (``allowed_text`` added after them), or
+    ``expect`` in place of both; ``why`` (what reads the field) is added in parentheses."""
     if value is None and optional:
         return None
-    if any(_is(value, k) for k in kinds) and (allowed is None or allowed(value)):
+    if value is not ABSENT and any(_is(value, k) for k in kinds) \
+            and (allowed is None or allowed(value)):
         return value
-    what = describe(kinds, optional)
-    if allowed_text:
+    what = expect or describe(kinds, optional)
+    if allowed_text and not expect:
         what = f"{what}: {allowed_text}"
-    raise InvalidInputError.for_value(field, value, what)
+    raise fail(field, value, what, why)
 
 
-def field_of(view: Any, name: str) -> str:
-    """The dotted name of attribute ``name`` of ``view`` (``hf_config.text_config.head_dim``)."""
+def field_of(view: Any, name: str, at: str | None = None) -> str:
+    """The dotted name of attribute ``name`` of ``view`` (``hf_config.text_config.head_dim``);
+    ``at`` names the view itself where the caller knows it better than the view does."""
+    if at is not None:
+        return f"{at}.{name}"
     path = getattr(view, "_path", "")
     return f"hf_config.{path + '.' if path else ''}{name}"
 
 
-def attr(view: Any, name: str, *kinds: str, default: Any = None, **kw: Any) -> Any:
-    """Attribute ``name`` of a config view, checked (absent: ``default``, unchecked)."""
-    value = getattr(view, name, _MISSING)  # a config view, or any object with attributes
-    if value is _MISSING:
+def _value(view: Any, name: str) -> Any:
+    """Attribute ``name`` of a config view (or any object with attributes), or ``ABSENT``.
+
+    The one place where enginecfg reads a model-config attribute by name."""
+    return getattr(view, name, _MISSING)
+
+
+def has(view: Any, name: str) -> bool:
+    """Does the config view have attribute ``name`` at all (a None value counts)?"""
+    return _value(view, name) is not _MISSING
+
+
+def attr(view: Any, name: str, *kinds: str, default: Any = None, required: bool = False,
+         at: str | None = None, **kw: Any) -> Any:
+    """Attribute ``name`` of a config view, checked.
+
+    Absent: ``default`` (unchecked), or with ``required`` an error saying it is absent.
+    With no ``kinds`` the value is returned unchecked: for a caller that compares it with
+    known values and treats every other value as vLLM does (an unknown name, say)."""
+    value = _value(view, name)
+    if value is _MISSING and not required:
         return default
-    return check(field_of(view, name), value, *kinds, **kw)
+    if not kinds and value is not _MISSING:
+        return value
+    return check(field_of(view, name, at), value, *kinds, **kw)
 
 
 def key(obj: Mapping[str, Any], field: str, name: str, *kinds: str, default: Any = None,
-        **kw: Any) -> Any:
-    """Key ``name`` of the JSON object ``obj`` (itself the field ``field``), checked."""
+        required: bool = False, **kw: Any) -> Any:
+    """Key ``name`` of the JSON object ``obj`` (itself the field ``field``), checked.
+
+    Absent: ``default`` (or with ``required`` an error); no ``kinds``: unchecked, as in
+    :func:`attr`."""
     if name not in obj:
-        return default
+        if not required:
+            return default
+        return check(f"{field}.{name}", ABSENT, *kinds, **kw)
+    if not kinds:
+        return obj[name]
     return check(f"{field}.{name}", obj[name], *kinds, **kw)
+
+
+class Section:
+    """One config view read for one purpose: its dotted name and why it is read.
+
+    Every read is :func:`attr` with ``at`` and ``why`` filled in, so that code reading many
+    fields of one section (the Mamba state recipes) names each the same way."""
+
+    __slots__ = ("view", "at", "why")
+
+    def __init__(self, view: Any, at: str, why: str | None = None):
+        self.view, self.at, self.why = view, at, why
+
+    def field(self, name: str) -> str:
+        return f"{self.at}.{name}"
+
+    def has(self, name: str) -> bool:
+        return has(self.view, name)
+
+    def attr(self, name: str, *kinds: str, **kw: Any) -> Any:
+        kw.setdefault("why", self.why)
+        return attr(self.view, name, *kinds, at=self.at, **kw)
+
+    def check(self, name: str, value: Any, *kinds: str, **kw: Any) -> Any:
+        kw.setdefault("why", self.why)
+        return check(self.field(name), value, *kinds, **kw)
+
+    def fail(self, name: str, given: Any, allowed: str) -> InvalidInputError:
+        return fail(self.field(name), given, allowed, self.why)
