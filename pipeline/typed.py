@@ -18,14 +18,17 @@ from typing import Any
 
 from enginecfg.pipeline.errors import InvalidInputError
 
-__all__ = ["INT", "NUMBER", "STR", "BOOL", "OBJECT", "LIST", "describe", "check", "attr", "key",
+__all__ = ["INT", "NUMBER", "STR", "BOOL", "OBJECT", "LIST", "ANY", "ABSENT", "describe", "check", "attr", "key",
            "has", "field_of", "fail", "Section"]
 
 #: the JSON types, as the accessor names them
 INT, NUMBER, STR, BOOL, OBJECT, LIST = "int", "number", "str", "bool", "object", "list"
+#: any value at all: for a read whose every value vLLM handles (it compares the value with
+#: known ones, or passes it on to a check of its own), said explicitly at the read
+ANY = "any"
 
 _NAMES = {INT: "an integer", NUMBER: "a number", STR: "a string", BOOL: "true or false",
-          OBJECT: "a JSON object", LIST: "a list"}
+          OBJECT: "a JSON object", LIST: "a list", ANY: "any value"}
 #: a field that is not there at all (``check`` of it fails, ``fail`` says "absent")
 ABSENT = object()
 _MISSING = ABSENT
@@ -45,6 +48,8 @@ def _is(value: Any, kind: str) -> bool:
         return isinstance(value, Mapping)
     if kind == LIST:
         return isinstance(value, (list, tuple))
+    if kind == ANY:
+        return True
     raise ValueError(f"unknown kind {kind!r}")
 
 
@@ -103,32 +108,27 @@ def has(view: Any, name: str) -> bool:
 
 def attr(view: Any, name: str, *kinds: str, default: Any = None, required: bool = False,
          at: str | None = None, **kw: Any) -> Any:
-    """Attribute ``name`` of a config view, checked.
+    """Attribute ``name`` of a config view, checked to be one of ``kinds``.
 
-    Absent: ``default`` (unchecked), or with ``required`` an error saying it is absent.
-    With no ``kinds`` the value is returned unchecked: for a caller that compares it with
-    known values and treats every other value as vLLM does (an unknown name, say)."""
+    Absent: ``default`` (unchecked), or with ``required`` an error saying it is absent."""
+    if not kinds:
+        raise TypeError("typed.attr needs the kinds it allows (typed.ANY for any value)")
     value = _value(view, name)
     if value is _MISSING and not required:
         return default
-    if not kinds and value is not _MISSING:
-        return value
     return check(field_of(view, name, at), value, *kinds, **kw)
 
 
 def key(obj: Mapping[str, Any], field: str, name: str, *kinds: str, default: Any = None,
         required: bool = False, **kw: Any) -> Any:
-    """Key ``name`` of the JSON object ``obj`` (itself the field ``field``), checked.
-
-    Absent: ``default`` (or with ``required`` an error); no ``kinds``: unchecked, as in
-    :func:`attr`."""
-    if name not in obj:
-        if not required:
-            return default
-        return check(f"{field}.{name}", ABSENT, *kinds, **kw)
+    """Key ``name`` of the JSON object ``obj`` (itself the field ``field``), checked to be one
+    of ``kinds``; absent: ``default`` (or with ``required`` an error), as in :func:`attr`."""
     if not kinds:
-        return obj[name]
-    return check(f"{field}.{name}", obj[name], *kinds, **kw)
+        raise TypeError("typed.key needs the kinds it allows (typed.ANY for any value)")
+    value = obj[name] if name in obj else _MISSING
+    if value is _MISSING and not required:
+        return default
+    return check(f"{field}.{name}", value, *kinds, **kw)
 
 
 class Section:

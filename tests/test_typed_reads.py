@@ -42,13 +42,6 @@ FIELD = {
     "text-vheads-bool": "linear_num_value_heads", "vision-int": "vision_config",
     "text-config-list": "text_config", "text-ssmdtype-int": "mamba_ssm_dtype",
 }
-#: vLLM reads Qwen3.5 configs with a config class of its own, which neither type-checks
-#: fields nor knows transformers 5.23's layer-type validator; enginecfg reads them with
-#: transformers 5.23 (the fixtures' version), whose config class refuses these values as
-#: bad input naming the field.
-TRANSFORMERS_STRICTER = {"text-heads-string", "text-vheads-bool", "text-layertypes-string"}
-
-
 def _run(case):
     path = str((HERE / case["config"]).resolve())
     return Pipeline(stages=builtin_stages(), gpu_validation="off").resolve(path, **case["engine_args"])
@@ -66,11 +59,6 @@ def test_the_issue_reproduction_is_vllms_refusal_not_a_traceback(warm_snapshots)
 @pytest.mark.parametrize("name", CASES)
 def test_a_malformed_field_gets_vllms_outcome_or_names_the_field(name, warm_snapshots):
     case, short = EXPECTED[name], name.split("/", 1)[1]
-    if short in TRANSFORMERS_STRICTER:
-        with pytest.raises(InvalidInputError) as info:
-            _run(case)
-        assert info.value.field.endswith(FIELD[short])
-        return
     if case["status"] == "resolved":
         assert _run(case).to_dict()["status"] == "resolved"
         return

@@ -169,9 +169,9 @@ class _Reader:
     (the config class and architecture, the state it sizes)."""
 
     def __init__(self, cfg: Any, path: str, arch: str, kind: str):
-        model_type = typed.attr(cfg, "model_type")
+        model_type = typed.attr(cfg, "model_type", typed.ANY)
         # The enginecfg view knows the transformers class it was taken from.
-        class_name = typed.attr(cfg, "class_name")
+        class_name = typed.attr(cfg, "class_name", typed.ANY)
         if not isinstance(class_name, str) or not class_name:
             class_name = None
         if isinstance(model_type, str) and model_type:
@@ -192,11 +192,12 @@ class _Reader:
         """The value, of any type (the caller checks it); absent is an error."""
         if not self.sec.has(field):
             raise self.fail(field, typed.ABSENT, _COUNT)
-        return self.sec.attr(field)
+        return self.sec.attr(field, typed.ANY)
 
     def check_int(self, field: str, value: Any) -> int:
         """``value`` as an int: integral floats are accepted (vLLM would compute with them)."""
-        value = self.sec.check(field, value, typed.INT, typed.NUMBER, optional=False,
+        # true / false count as 1 / 0: vLLM computes with them as Python does
+        value = self.sec.check(field, value, typed.INT, typed.NUMBER, typed.BOOL, optional=False,
                                allowed=lambda v: v >= 0 and float(v).is_integer(), expect=_COUNT)
         return int(value)
 
@@ -224,9 +225,10 @@ class _Reader:
             raise self.fail(mapping_field, None, f"a JSON object with {key!r}")
         name = f"{mapping_field}.{key}"
         if isinstance(container, Mapping):
-            value = typed.key(container, self.sec.field(mapping_field), key, default=typed.ABSENT)
+            value = typed.key(container, self.sec.field(mapping_field), key, typed.ANY,
+                              default=typed.ABSENT)
         else:
-            value = typed.attr(container, key, default=typed.ABSENT)
+            value = typed.attr(container, key, typed.ANY, default=typed.ABSENT)
         if value is typed.ABSENT:
             raise self.fail(name, typed.ABSENT, _COUNT)
         return self.check_int(name, value)
@@ -377,7 +379,7 @@ def state_config(info: ArchInfo, hf_config: Any, hf_text_config: Any) -> tuple[A
     if source == "hf_text_config":
         return hf_text_config, "hf_text_config"
     if source in ("text_config", "nano_vl"):
-        sub = typed.attr(hf_config, "text_config")
+        sub = typed.attr(hf_config, "text_config", typed.ANY)
         if sub is None:
             raise InvalidInputError(
                 f"invalid hf_config.text_config: the config of {info.name} has no text_config; "
