@@ -241,7 +241,7 @@ def load_hf_config(config: Any, engine_args: dict[str, Any]) -> EngineConfig:
             snap["default_architecture"] = default_architecture(snap.get("model_type"))
         except Exception:
             snap["default_architecture"] = None
-        model = str(getattr(config, "_name_or_path", "") or "<hf_config>")
+        model = str(typed.attr(config, "_name_or_path", typed.ANY) or "<hf_config>")  # a label
         return _eager(_build(model, None, snap, engine_args, args, deferred=deferred), False)
     raise InvalidInputError(f"invalid hf config: got {type(config).__name__}; allowed: a transformers "
                             f"PretrainedConfig or a dict", field="hf_config")

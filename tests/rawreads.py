@@ -4,7 +4,9 @@ A read of a config field without its type checked is how a malformed config.json
 ``TypeError`` deep inside enginecfg.  :func:`raw_reads` walks a module's syntax tree and
 reports every read of a field of a *config expression*:
 
-* ``getattr(C, ...)``, ``C.get(...)`` and ``C.has(...)``,
+* ``getattr(X, ...)`` of anything (``getattr`` is how a dynamic field read hides; the
+  reads of other objects are an explicit allow-list in the test),
+* ``C.get(...)`` and ``C.has(...)``,
 * an attribute read ``C.name`` (not the view's own methods, such as ``get_text_config``),
 * a subscript read ``C[...]``,
 
@@ -28,7 +30,7 @@ CONFIG_ATTRS = frozenset({
 })
 #: local names that hold a config view or a JSON object of the config, by convention
 CONFIG_NAMES = CONFIG_ATTRS | frozenset({
-    "hf", "text", "view", "quant", "inner", "rope", "entry", "sub_config",
+    "hf", "text", "view", "quant", "inner", "rope", "llm", "vision", "sub_config",
 })
 #: the view's own interface: calling these is not reading a config field
 VIEW_METHODS = frozenset({
@@ -42,7 +44,9 @@ def is_config(node: ast.AST) -> bool:
     if isinstance(node, ast.Name):
         return node.id in CONFIG_NAMES
     if isinstance(node, ast.Attribute):
-        return node.attr in CONFIG_ATTRS
+        # a chain ending in a section name, or ``self.text`` (an object holding a view)
+        return node.attr in CONFIG_ATTRS or (
+            isinstance(node.value, ast.Name) and node.value.id == "self" and node.attr in CONFIG_NAMES)
     return False
 
 
@@ -58,7 +62,7 @@ def raw_reads(source: str) -> list[tuple[int, str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             fn = node.func
-            if isinstance(fn, ast.Name) and fn.id == "getattr" and node.args and is_config(node.args[0]):
+            if isinstance(fn, ast.Name) and fn.id == "getattr" and node.args:
                 found.append((node.lineno, _text(node)))
             elif isinstance(fn, ast.Attribute) and is_config(fn.value):
                 calls_on.add(id(fn))

@@ -20,7 +20,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from enginecfg.pipeline.errors import InvalidInputError
+from enginecfg.pipeline import typed
+from enginecfg.pipeline.models.quant import QUANT_FIELD
 from enginecfg.pipeline.models import mamba_state
 from enginecfg.pipeline.models.dtypes import dtype_size
 from enginecfg.pipeline.models import kv_cache as kc
@@ -49,24 +50,21 @@ class WeightsEstimate:
 
 
 def _g(cfg, name, default=None):
-    """A config attribute (None and absent read as ``default``)."""
+    """A config attribute of any type (None and absent read as ``default``): the estimate
+    tests it for truth, compares it or reads it as text."""
     if cfg is None:
         return default
-    v = cfg.get(name) if hasattr(cfg, "get") else getattr(cfg, name, None)
+    v = typed.attr(cfg, name, typed.ANY)
     return default if v is None else v
 
 
 def _n(cfg, name, default=None):
     """A non-negative integer attribute; anything else is refused, naming the field."""
-    v = _g(cfg, name)
-    if v is None:
+    if cfg is None:
         return default
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        where = getattr(cfg, "_path", "") or ""
-        field = f"hf_config.{where + '.' if where else ''}{name}"
-        raise InvalidInputError(f"invalid {field}: got {v!r}; allowed: a non-negative integer "
-                                f"(the weights estimate reads it)", field=field)
-    return v
+    v = typed.attr(cfg, name, typed.INT, allowed=lambda v: v >= 0, expect="a non-negative integer",
+                   why="the weights estimate reads it")
+    return default if v is None else v
 
 
 def _ffn_matrices(t) -> int:
@@ -176,11 +174,13 @@ def _quant_bits(cfg) -> tuple[float | None, str]:
     mc = cfg.model_config
     quant = _g(mc.hf_config, "quantization_config")
     method = mc.quantization
+    # method and algorithm are read as text and compared, as the loader read them
     if not method and isinstance(quant, dict):
-        method = quant.get("quant_method")
+        method = typed.key(quant, QUANT_FIELD, "quant_method", typed.ANY)
     if not method:
         return None, ""
-    algo = str(quant.get("quant_algo", "")).upper() if isinstance(quant, dict) else ""
+    algo = str(typed.key(quant, QUANT_FIELD, "quant_algo", typed.ANY, default="")).upper() \
+        if isinstance(quant, dict) else ""
     if "FP4" in algo or method in ("modelopt_fp4", "nvfp4"):
         return 4.5, f"{method} {algo or 'fp4'}: 4.5 bits per linear weight (4-bit values, fp8 block scales)"
     if algo == "MIXED_PRECISION" or str(method).endswith("mixed"):
