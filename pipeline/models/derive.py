@@ -131,8 +131,28 @@ def opt_int(view: HFConfigView, name: str, default: Any = None) -> Any:
     return typed.attr(view, name, typed.INT, default=default)
 
 
-def _config_dtype(hf: HFConfigView, text: HFConfigView) -> str | None:
-    """The dtype the config itself decides (top level, text, vision or encoder config), or None."""
+class _NotADtype:
+    """A config ``dtype`` that is a JSON value other than text (true, 7, an object ...).
+
+    vLLM takes it as the config's dtype as it is: no platform supports it, so it falls back
+    to the preferred dtype with its warning, printing the value as Python does."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+def _shown(dtype: Any) -> str:
+    """A config dtype as vLLM's log lines print it (``torch.bfloat16``, or the odd value)."""
+    return f"torch.{dtype}" if isinstance(dtype, str) else str(dtype)
+
+
+def _config_dtype(hf: HFConfigView, text: HFConfigView) -> Any:
+    """The dtype the config itself decides (top level, text, vision or encoder config), or None.
+
+    A canonical dtype name, or :class:`_NotADtype` for a value that is not text."""
     candidates = [(hf, "dtype"), (text, "dtype")]
     for sub in ("vision_config", "encoder_config"):
         sv = typed.attr(hf, sub, typed.ANY)  # only a sub-config has a dtype to read
@@ -142,7 +162,9 @@ def _config_dtype(hf: HFConfigView, text: HFConfigView) -> str | None:
         value = typed.attr(view, name, typed.ANY)  # checked against the dtype names below
         if value is None:
             continue
-        canon = canonical_dtype(value) if isinstance(value, str) else None
+        if not isinstance(value, str):
+            return _NotADtype(value)
+        canon = canonical_dtype(value)
         if canon not in ("float32", "float16", "bfloat16"):
             raise InvalidInputError.for_value(field_name(view, "torch_dtype"), value,
                                               "float32, float16 or bfloat16")
@@ -177,7 +199,7 @@ def resolve_dtype(user: str, hf: HFConfigView, text: HFConfigView, model_type: s
         elif config_dtype in supported:
             dtype = config_dtype
         else:
-            messages.append(("WARNING", f"Your device {DEVICE} doesn't support torch.{config_dtype}. "
+            messages.append(("WARNING", f"Your device {DEVICE} doesn't support {_shown(config_dtype)}. "
                                         f"Falling back to torch.{preferred} for compatibility."))
             dtype = preferred
     else:
@@ -188,11 +210,11 @@ def resolve_dtype(user: str, hf: HFConfigView, text: HFConfigView, model_type: s
             f"Please use bfloat16 or float32 instead.", field="dtype")
     if dtype != config_dtype:
         if dtype == "float32":
-            messages.append(("INFO", f"Upcasting torch.{config_dtype} to torch.{dtype}."))
+            messages.append(("INFO", f"Upcasting {_shown(config_dtype)} to torch.{dtype}."))
         elif config_dtype == "float32":
             messages.append(("INFO", f"Downcasting torch.{config_dtype} to torch.{dtype}."))
         else:
-            messages.append(("WARNING", f"Casting torch.{config_dtype} to torch.{dtype}."))
+            messages.append(("WARNING", f"Casting {_shown(config_dtype)} to torch.{dtype}."))
     return dtype
 
 

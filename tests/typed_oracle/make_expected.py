@@ -1,4 +1,4 @@
-"""Ask the real vLLM 0.19.0 about every case of ``cases.py`` and write ``expected.json``.
+"""Ask the real vLLM 0.19.0 about every case of ``typed_cases.py`` and write ``expected.json``.
 
     python tests/typed_oracle/make_expected.py --oracle ORACLE_DIR
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from cases import BASE, build, cases  # noqa: E402
+from typed_cases import BASE, build, cases  # noqa: E402
 
 MODEL = ("architecture", "dtype", "max_model_len", "is_hybrid", "is_attention_free", "use_mla",
          "head_size", "num_kv_heads", "total_num_kv_heads", "num_attention_heads",
