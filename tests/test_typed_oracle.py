@@ -114,11 +114,10 @@ KNOWN = {
        for f in ("linear_conv_kernel_dim", "linear_key_head_dim", "linear_num_key_heads",
                  "linear_num_value_heads", "linear_value_head_dim") for v in ("int-1", "float")},
     "text_config.num_key_value_heads=int-1": "vLLM resolves with -1 KV heads; enginecfg refuses them",
-    "text_config.head_dim=true": "vLLM takes head_dim true as 1; enginecfg refuses it",
     "text_config.head_dim=int-1": "vLLM's VllmConfig assertion; enginecfg refuses the head size as bad input",
-    "text_config.head_dim=int0": "vLLM divides by the head size 0 (a crash); enginecfg reports it as "
-                                 "vLLM's refusal, not as bad input",
-    "text_config.model_type=null": "vLLM crashes on a null text model type; enginecfg resolves",
+    **{f"text_config.head_dim={v}": "vLLM divides by the head size 0 (a crash); enginecfg reports "
+                                    "it as vLLM's refusal (its ZeroDivisionError), not as bad input"
+       for v in ("int0", "false")},
 }
 
 

@@ -127,8 +127,10 @@ def check_model_ints(text: HFConfigView) -> None:
 
 
 def opt_int(view: HFConfigView, name: str, default: Any = None) -> Any:
-    """Attribute ``name``: an integer, or None when absent or null."""
-    return typed.attr(view, name, typed.INT, default=default)
+    """Attribute ``name``: an integer, or None when absent or null (true and false are 1
+    and 0, as in vLLM's arithmetic on them)."""
+    value = typed.attr(view, name, typed.INT, typed.BOOL, default=default, expect="an integer or null")
+    return int(value) if isinstance(value, bool) else value
 
 
 class _NotADtype:
@@ -262,6 +264,9 @@ def max_model_len(text: HFConfigView, user: int | None, messages: list, *, slidi
     rope = typed.attr(text, "rope_parameters", typed.OBJECT)
     longrope = False
     model_type = typed.attr(text, "model_type", typed.ANY) or ""
+    if rope is not None:
+        # vLLM looks for "gemma3" in the text model type: a null one is a crash there
+        model_type = typed.attr(text, "model_type", typed.STR, optional=False)
     if rope is not None and "gemma3" not in str(model_type):
         factor = 1.0
         for field, entry in _rope_entries(text, rope):
