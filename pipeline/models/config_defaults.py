@@ -27,8 +27,8 @@ vLLM's classes do for the model types where that matters:
 
 :func:`apply` returns the config dict to hand to the builder and how to build it.  The table
 is data; the few derived defaults are small functions next to it.  It is applied where the
-transformers snapshot is built, so the snapshot cache must not outlive a change to it: bump
-``hfsnapshot.SNAPSHOT_VERSION`` with every change here.
+transformers snapshot is built, so the snapshot cache must not outlive a change to it: its
+key (``hfcache.layout_version``) digests this module's source with the snapshot builder's.
 """
 
 from __future__ import annotations
