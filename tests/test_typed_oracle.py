@@ -10,6 +10,10 @@ expected.json`` is what the real vLLM made of each (``typed_oracle/make_expected
 * vLLM crashed on the value (TypeError, AttributeError, ...) or pydantic's type check refused
   it: enginecfg refuses it as bad input naming a field (never a crash);
 * vLLM resolved: enginecfg resolves to the same fields, pages and config-module messages.
+
+Beneath that, the config object itself: ``typed_oracle/class_digests.json`` holds, for every
+Qwen3.5 fixture and case, the snapshot of what vLLM's own class built (or what it raised);
+enginecfg's rebuilt classes (:mod:`enginecfg.pipeline._hfclasses`) must build the same.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from support import SEED_MESSAGE
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "typed_oracle"))
 from typed_cases import build, cases  # noqa: E402
+import class_digests  # noqa: E402
 
 from enginecfg import ConfigRejectedError, EngineCfgError, EngineConfig, InvalidInputError, Pipeline  # noqa: E402
 from enginecfg.pipeline.errors import StageError  # noqa: E402
@@ -130,3 +135,35 @@ def test_case_matches_vllm(name, folders):
 
 def test_known_differences_are_cases():
     assert set(KNOWN) <= set(RESULTS)
+
+
+DIGESTS = json.loads((Path(__file__).resolve().parent / "typed_oracle" / "class_digests.json").read_text())
+
+
+def test_the_rebuilt_classes_build_what_vllms_classes_build():
+    """Snapshot for snapshot (or the same exception) on 760 configs: the fixtures and cases."""
+    pytest.importorskip("transformers")
+    from enginecfg.pipeline._hfclasses import build as rebuilt
+
+    configs = class_digests.configs()
+    assert sorted(configs) == sorted(DIGESTS["results"])
+    assert DIGESTS["produced_by"]["vllm"] == "0.19.0"
+    differ = [name for name, data in configs.items()
+              if class_digests.outcome(rebuilt, data) != DIGESTS["results"][name]]
+    assert differ == []
+
+
+def test_the_class_comparison_can_fail():
+    """A rebuilt class that sets one default differently is caught."""
+    pytest.importorskip("transformers")
+    from enginecfg.pipeline import _hfclasses
+
+    def wrong(data):
+        cfg = _hfclasses.build(data)
+        cfg.text_config.head_dim = 128
+        return cfg
+
+    name = "fixture/qwen3.5-27b"
+    data = class_digests.configs()[name]
+    assert class_digests.outcome(wrong, data) != DIGESTS["results"][name]
+    assert class_digests.outcome(_hfclasses.build, data) == DIGESTS["results"][name]
