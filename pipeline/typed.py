@@ -7,7 +7,12 @@ attribute of an :class:`~enginecfg.pipeline.hfview.HFConfigView`) or :func:`key`
 JSON object inside the config, such as ``quantization_config``), which checks the value and
 raises :class:`~enginecfg.InvalidInputError` naming the dotted field (``hf_config.
 quantization_config.quant_algo``), the value and what is allowed.  Where vLLM itself accepts
-a value of another type, the caller asks for the wider type and does what vLLM does with it.
+a value of another type, the caller asks for the wider type and does what vLLM does with it
+(``ANY`` where vLLM takes every value: it compares it with known ones, tests it for truth or
+checks it with a message of its own).  :class:`Section` binds a view to its dotted name and
+to what reads it, for code that reads many fields of one section (the Mamba state recipes,
+the KV-cache layer patterns).  ``tests/test_raw_reads.py`` fails on a config read that goes
+around this module.
 """
 
 from __future__ import annotations
@@ -18,8 +23,8 @@ from typing import Any
 
 from enginecfg.pipeline.errors import InvalidInputError
 
-__all__ = ["INT", "NUMBER", "STR", "BOOL", "OBJECT", "LIST", "ANY", "ABSENT", "describe", "check", "attr", "key",
-           "has", "field_of", "fail", "Section"]
+__all__ = ["INT", "NUMBER", "STR", "BOOL", "OBJECT", "LIST", "ANY", "ABSENT", "describe", "check",
+           "attr", "key", "has", "field_of", "fail", "Section"]
 
 #: the JSON types, as the accessor names them
 INT, NUMBER, STR, BOOL, OBJECT, LIST = "int", "number", "str", "bool", "object", "list"

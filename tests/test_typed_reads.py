@@ -89,3 +89,35 @@ def test_the_accessor(value, kinds, ok):
         typed.check("hf_config.x.y", value, *kinds)
     assert info.value.field == "hf_config.x.y" and "hf_config.x.y" in str(info.value)
     assert repr(value) in str(info.value)
+
+
+def test_absent_required_fields_and_what_reads_them():
+    from types import SimpleNamespace as NS
+
+    view = NS(head_dim=None, layer_types="x")
+    with pytest.raises(InvalidInputError) as info:
+        typed.attr(view, "num_heads", typed.INT, required=True, why="the KV cache reads it")
+    assert str(info.value) == ("invalid hf_config.num_heads: got absent; allowed: an integer or null "
+                               "(the KV cache reads it)")
+    assert typed.attr(view, "num_heads", typed.INT, default=7) == 7
+    with pytest.raises(InvalidInputError) as info:
+        typed.attr(view, "head_dim", typed.INT, optional=False, expect="a positive integer")
+    assert str(info.value) == "invalid hf_config.head_dim: got None; allowed: a positive integer"
+    assert typed.attr(view, "layer_types", typed.ANY) == "x"
+    with pytest.raises(TypeError):
+        typed.attr(view, "layer_types")  # no kinds: a programming error, not a raw read
+    with pytest.raises(InvalidInputError) as info:
+        typed.key({"a": 1}, "hf_config.quantization_config", "quant_algo", typed.STR, required=True)
+    assert info.value.field == "hf_config.quantization_config.quant_algo"
+
+
+def test_a_section_names_its_fields_and_says_what_reads_them():
+    from types import SimpleNamespace as NS
+
+    sec = typed.Section(NS(conv_dim=True, heads="8"), "hf_config.text_config", "the state reads it")
+    assert sec.has("conv_dim") and not sec.has("x")
+    assert sec.attr("conv_dim", typed.INT, typed.BOOL) is True
+    with pytest.raises(InvalidInputError) as info:
+        sec.attr("heads", typed.INT)
+    assert info.value.field == "hf_config.text_config.heads"
+    assert str(info.value).endswith("(the state reads it)") and "'8'" in str(info.value)
