@@ -1,4 +1,5 @@
-"""Every field of the Qwen3.5 fixture, fuzzed with every JSON type (or deleted), against vLLM.
+"""Every field of the Qwen3.5 fixture, fuzzed with every JSON type (or deleted), against vLLM
+(and the pooling, KV-cache-scheme and rope-scaling fields on the fixtures that have them).
 
 vLLM 0.19.0 reads ``qwen3_5`` configs with a config class of its own, which checks no field
 types; transformers 5.23's class checks them.  Where they differ, vLLM's outcome is the
@@ -7,8 +8,9 @@ expected.json`` is what the real vLLM made of each (``typed_oracle/make_expected
 
 * vLLM refused with its own check (a ValueError, an assertion): enginecfg refuses with the
   same type and first sentence;
-* vLLM crashed on the value (TypeError, AttributeError, ...) or pydantic's type check refused
-  it: enginecfg refuses it as bad input naming a field (never a crash);
+* vLLM crashed on the value (TypeError, AttributeError, ...), or pydantic's or a config
+  class's type check refused it: enginecfg refuses it as bad input naming a field (never a
+  crash);
 * vLLM resolved: enginecfg resolves to the same fields, pages and config-module messages.
 
 Beneath that, the config object itself: ``typed_oracle/class_digests.json`` holds, for every
@@ -27,7 +29,7 @@ import pytest
 from support import SEED_MESSAGE
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "typed_oracle"))
-from typed_cases import build, cases  # noqa: E402
+from typed_cases import all_cases, build  # noqa: E402
 import class_digests  # noqa: E402
 
 from enginecfg import ConfigRejectedError, EngineCfgError, EngineConfig, InvalidInputError, Pipeline  # noqa: E402
@@ -35,9 +37,12 @@ from enginecfg.pipeline.errors import StageError  # noqa: E402
 
 EXPECTED = json.loads((Path(__file__).resolve().parent / "typed_oracle" / "expected.json").read_text())
 RESULTS = EXPECTED["results"]
-CASES = cases()
+CASES = [name for name, _ in all_cases()]
 #: exceptions that are vLLM crashing on a value it does not check, not vLLM refusing it
 CRASHES = {"TypeError", "AttributeError", "KeyError", "IndexError", "ZeroDivisionError"}
+#: a config class's own type check of one field (transformers' strict dataclasses): bad
+#: input naming the field, as a pydantic type error is
+TYPE_CHECKS = {"StrictDataclassFieldValidationError"}
 MODEL = ("architecture", "dtype", "max_model_len", "is_hybrid", "is_attention_free", "use_mla",
          "head_size", "num_kv_heads", "total_num_kv_heads", "supports_mamba_prefix_caching",
          "mamba_chunk_size", "quantization")
@@ -59,7 +64,7 @@ def folders(tmp_path_factory):
 
 
 def test_expected_covers_every_case():
-    assert sorted(RESULTS) == sorted(name for name, _, _ in CASES)
+    assert sorted(RESULTS) == sorted(CASES)
     assert EXPECTED["produced_by"]["vllm"] == "0.19.0"
 
 
@@ -73,7 +78,7 @@ def outcome(name: str, folder: Path) -> list[str]:
             return [f"a stage crashed: {exc}"]
         if want["status"] == "resolved":
             return [f"vLLM resolved; enginecfg: {type(exc).__name__}: {exc}"]
-        if want["type"] in CRASHES or want["invalid_fields"]:
+        if want["type"] in CRASHES or want["invalid_fields"] or want["type"] in TYPE_CHECKS:
             if not isinstance(exc, InvalidInputError) or not exc.field:
                 return [f"vLLM {want['type']}; enginecfg {type(exc).__name__} (not bad input naming a field)"]
             return []
@@ -94,7 +99,8 @@ def outcome(name: str, folder: Path) -> list[str]:
             out.append(f"cache_config.{k}: want {v!r} got {cfg['cache_config'].get(k)!r}")
     if cfg["scheduler_config"]["enable_chunked_prefill"] != want["enable_chunked_prefill"]:
         out.append("enable_chunked_prefill")
-    for k, v in want["pages"].items():
+    for k, v in want["pages"].items() if want["model_config"]["is_hybrid"] else ():
+        # the page facts of the hybrid alignment, as the fixtures keep them (hybrid models)
         if (doc.get("pages") or {}).get(k) != v:
             out.append(f"pages.{k}: want {v!r} got {(doc.get('pages') or {}).get(k)!r}")
     got = [[m["level"], m["message"]] for m in doc["messages"] if SEED_MESSAGE.match(m["message"])]
@@ -118,6 +124,9 @@ KNOWN = {
                                "enginecfg refuses the count as bad input"
        for f in ("linear_conv_kernel_dim", "linear_key_head_dim", "linear_num_key_heads",
                  "linear_num_value_heads", "linear_value_head_dim") for v in ("int-1", "float")},
+    "deepseek-v2-lite-like:rope_scaling.factor=str": "vLLM multiplies the length by the text "
+                                                     "(repeating it) and fails to read the result "
+                                                     "as a number; enginecfg refuses the factor",
     "text_config.num_key_value_heads=int-1": "vLLM resolves with -1 KV heads; enginecfg refuses them",
     "text_config.head_dim=int-1": "vLLM's VllmConfig assertion; enginecfg refuses the head size as bad input",
     **{f"text_config.head_dim={v}": "vLLM divides by the head size 0 (a crash); enginecfg reports "
@@ -127,8 +136,8 @@ KNOWN = {
 
 
 @pytest.mark.parametrize("name", [
-    pytest.param(c[0], marks=pytest.mark.xfail(reason=KNOWN[c[0]], strict=True)) if c[0] in KNOWN
-    else c[0] for c in CASES])
+    pytest.param(c, marks=pytest.mark.xfail(reason=KNOWN[c], strict=True)) if c in KNOWN
+    else c for c in CASES])
 def test_case_matches_vllm(name, folders):
     assert outcome(name, folders[name]) == []
 

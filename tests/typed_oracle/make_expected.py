@@ -21,7 +21,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from typed_cases import BASE, build, cases  # noqa: E402
+from typed_cases import BASE, all_cases, build  # noqa: E402
 
 MODEL = ("architecture", "dtype", "max_model_len", "is_hybrid", "is_attention_free", "use_mla",
          "head_size", "num_kv_heads", "total_num_kv_heads", "num_attention_heads",
@@ -73,11 +73,11 @@ def main() -> int:
     ns = ap.parse_args()
     oracle = Path(ns.oracle).resolve()
     python = ns.python or str(oracle / "venv19" / "bin" / "python")
-    todo = cases()[:ns.limit] if ns.limit else cases()
+    todo = all_cases()[:ns.limit] if ns.limit else all_cases()
     with tempfile.TemporaryDirectory() as td:
         root = Path(td)
         paths = build(root / "models")
-        listed = [{"name": name, "config_dir": str(paths[name]), "args": {}} for name, _, _ in todo]
+        listed = [{"name": name, "config_dir": str(paths[name]), "args": {}} for name, _ in todo]
         (root / "cases.json").write_text(json.dumps(listed))
         out = root / "results.json"
         # a neutral working directory: vLLM's model-inspection subprocess runs `python -m`
@@ -86,7 +86,7 @@ def main() -> int:
                         "--cache-dir", str(root / "oracle-cache")], check=True, cwd=root)
         raw = json.loads(out.read_text())
     results = {}
-    for (name, _, _), r in zip(todo, raw["results"]):
+    for (name, _), r in zip(todo, raw["results"]):
         assert r["name"] == name
         results[name] = _entry(r)
     if ns.limit:

@@ -1,5 +1,6 @@
 """Fuzzed nested fields of the Qwen3.5 fixture: every field of ``text_config``,
-``vision_config`` and the top level set to every JSON type, or deleted.
+``vision_config`` and the top level set to every JSON type, or deleted; and the fields the
+pooling hook, the ModelOpt KV-cache scheme and rope scaling read, on fixtures that have them.
 
 vLLM 0.19.0 reads a ``qwen3_5`` config with a config class of its own (not transformers'),
 so a malformed field there meets different checks than transformers 5.23's class makes.
@@ -55,9 +56,36 @@ def cases() -> list[tuple[str, tuple[str, ...], str]]:
     return out
 
 
-def edited(path: tuple[str, ...], value: str) -> dict[str, Any]:
+#: fields other stages and derivations read, on the fixtures that have them:
+#: (fixture, path, what is set first).  The pooling hook's ``pooling``, the ModelOpt KV-cache
+#: scheme and its inner fields, a yarn rope scaling's type, factor and original length.
+_YARN = {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 1024}
+EXTRA: list[tuple[str, tuple[str, ...], dict[str, Any]]] = [
+    ("nemotron-vl-embed-avg", ("pooling",), {}),
+    ("qwen3.6-27b-nvfp4", ("quantization_config", "kv_cache_scheme"), {}),
+    ("qwen3.6-27b-nvfp4", ("quantization_config", "kv_cache_scheme", "num_bits"), {}),
+    ("qwen3.6-27b-nvfp4", ("quantization_config", "kv_cache_scheme", "type"), {}),
+    ("qwen3.6-27b-nvfp4", ("quantization_config", "kv_cache_scheme", "dynamic"), {}),
+    ("deepseek-v2-lite-like", ("rope_scaling",), {}),
+    ("deepseek-v2-lite-like", ("rope_scaling", "factor"), {"rope_scaling": _YARN}),
+    ("deepseek-v2-lite-like", ("rope_scaling", "original_max_position_embeddings"),
+     {"rope_scaling": _YARN}),
+    ("deepseek-v2-lite-like", ("rope_scaling", "type"), {"rope_scaling": _YARN}),
+]
+
+
+def extra_cases() -> list[tuple[str, str, tuple[str, ...], dict[str, Any], str]]:
+    """``(case name, fixture, path, first edits, value name)`` of the cases on other fixtures."""
+    return [(f"{base}:{'.'.join(path)}={value}", base, path, first, value)
+            for base, path, first in EXTRA for value in [*VALUES, DELETE]]
+
+
+def edited(path: tuple[str, ...], value: str, base: str = BASE,
+           first: dict[str, Any] | None = None) -> dict[str, Any]:
     """The fixture config with the field at ``path`` set to ``VALUES[value]`` (or deleted)."""
-    cfg = base_config()
+    cfg = json.loads((CONFIGS / base / "config.json").read_text())
+    for name, section in (first or {}).items():
+        cfg[name] = copy.deepcopy(section)
     node = cfg
     for step in path[:-1]:
         node = node[step]
@@ -68,12 +96,20 @@ def edited(path: tuple[str, ...], value: str) -> dict[str, Any]:
     return cfg
 
 
+def all_cases() -> list[tuple[str, dict[str, Any]]]:
+    """``(case name, config)`` of every case: the Qwen3.5 grid, then the other fixtures."""
+    out = [(name, edited(path, value)) for name, path, value in cases()]
+    out += [(name, edited(path, value, base, first))
+            for name, base, path, first, value in extra_cases()]
+    return out
+
+
 def build(root: Path) -> dict[str, Path]:
     """Each case's model folder (a ``config.json``) under ``root``, by case name."""
     paths = {}
-    for i, (name, path, value) in enumerate(cases()):
+    for i, (name, data) in enumerate(all_cases()):
         folder = root / f"case-{i:04d}"
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "config.json").write_text(json.dumps(edited(path, value), indent=1))
+        (folder / "config.json").write_text(json.dumps(data, indent=1))
         paths[name] = folder
     return paths
