@@ -260,7 +260,7 @@ def _check_sections(raw: dict[str, Any]) -> None:
     for name in _SECTIONS:
         typed.key(raw, "hf_config", name, typed.OBJECT)
     for sub in ("text_config", "vision_config", "llm_config"):
-        inner = raw.get(sub)  # its own type was checked just above
+        inner = typed.key(raw, "hf_config", sub, typed.ANY)  # its type was checked just above
         if isinstance(inner, dict):
             for name in _SECTIONS:
                 typed.key(inner, f"hf_config.{sub}", name, typed.OBJECT)
