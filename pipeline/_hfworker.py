@@ -175,6 +175,10 @@ def _load_config(config_dict: dict[str, Any]):
                              f"{config_dict.get(failed)!r}")
     if build == "plain":
         return _generic(config_dict)
+    if build == "vllm_class":
+        from enginecfg.pipeline._hfclasses import build as build_vllm_class
+
+        return build_vllm_class(config_dict)
     model_type = config_dict.get("model_type")
     if _known_model_type(model_type):
         cls = CONFIG_MAPPING[model_type]

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable
 
 import attrs
 
+from enginecfg.pipeline import typed
 from enginecfg.pipeline.errors import FrozenConfigError, InvalidInputError
 from enginecfg.pipeline.hfview import HFConfigView
 
@@ -357,12 +358,14 @@ class EngineConfig:
         out: dict[str, Any] = {}
         if hf is None:
             return out
+        # reported as they stand, whatever their type (the pooling stage wrote them)
         for name in ("is_causal", "patch_size"):
-            if hf.has(name):
-                out[name] = _copy_json(hf.get(name))
-        llm = hf.get("llm_config")
+            if typed.has(hf, name):
+                out[name] = _copy_json(typed.attr(hf, name, typed.ANY))
+        llm = typed.attr(hf, "llm_config", typed.ANY)
         if isinstance(llm, HFConfigView):
-            out["llm_config"] = {"is_causal": llm.get("is_causal")} if llm.has("is_causal") else {}
+            out["llm_config"] = ({"is_causal": typed.attr(llm, "is_causal", typed.ANY)}
+                                 if typed.has(llm, "is_causal") else {})
         return out
 
     def to_config_dict(self) -> dict[str, Any]:

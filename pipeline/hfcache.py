@@ -75,10 +75,11 @@ def layout_version() -> str:
     """A digest of the code that builds snapshots: it changes exactly when that code does."""
     global _layout
     if _layout is None:
-        from enginecfg.pipeline import _hfworker, hfsnapshot
+        from enginecfg.pipeline import _hfclasses, _hfworker, hfsnapshot
+        from enginecfg.pipeline.models import config_defaults
 
         h = hashlib.sha256()
-        for mod in (hfsnapshot, _hfworker):
+        for mod in (hfsnapshot, _hfworker, _hfclasses, config_defaults):
             h.update(mod.__name__.encode() + b"\0")
             h.update(Path(mod.__file__).read_bytes())
         _layout = h.hexdigest()[:16]

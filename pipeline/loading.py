@@ -33,6 +33,7 @@ from enginecfg.pipeline import hfcache
 from enginecfg.pipeline.hfcache import snapshot_for, snapshot_for_bytes
 from enginecfg.pipeline.hfsnapshot import snapshot_of
 from enginecfg.pipeline.hfview import HFConfigView
+from enginecfg.pipeline.models.config_defaults import VLLM_CLASSES
 from enginecfg.pipeline.models.weights_dtype import dtype_from_headers
 from enginecfg.pipeline.sources import ModelSource, open_source
 
@@ -240,7 +241,7 @@ def load_hf_config(config: Any, engine_args: dict[str, Any]) -> EngineConfig:
             snap["default_architecture"] = default_architecture(snap.get("model_type"))
         except Exception:
             snap["default_architecture"] = None
-        model = str(getattr(config, "_name_or_path", "") or "<hf_config>")
+        model = str(typed.attr(config, "_name_or_path", typed.ANY) or "<hf_config>")  # a label
         return _eager(_build(model, None, snap, engine_args, args, deferred=deferred), False)
     raise InvalidInputError(f"invalid hf config: got {type(config).__name__}; allowed: a transformers "
                             f"PretrainedConfig or a dict", field="hf_config")
@@ -253,23 +254,40 @@ _SECTIONS = ("quantization_config", "text_config", "vision_config", "llm_config"
 
 def _check_sections(raw: dict[str, Any]) -> None:
     """transformers refused the config: a section that is no JSON object is named as bad
-    input (transformers crashes on some of them, e.g. a list quantization_config)."""
+    input (transformers crashes on some of them, e.g. a list quantization_config), in the
+    sub-configs too, and so is a ``layer_types`` that cannot be iterated over (the config
+    classes check each entry)."""
     for name in _SECTIONS:
-        if name in raw:
-            typed.check(f"hf_config.{name}", raw[name], typed.OBJECT)
+        typed.key(raw, "hf_config", name, typed.OBJECT)
+    for sub in ("text_config", "vision_config", "llm_config"):
+        inner = typed.key(raw, "hf_config", sub, typed.ANY)  # its type was checked just above
+        if isinstance(inner, dict):
+            for name in _SECTIONS:
+                typed.key(inner, f"hf_config.{sub}", name, typed.OBJECT)
+            typed.key(inner, f"hf_config.{sub}", "layer_types", typed.LIST, typed.STR, typed.OBJECT)
 
 
 _FIELD_ERROR = re.compile(r"Validation error for field '([^']+)'")
 
 
+#: what a config class raises when it crashes on a value (vLLM crashes the same way)
+_CRASHES = ("TypeError", "AttributeError", "KeyError", "IndexError", "ZeroDivisionError")
+
+
 def _raise_load_error(err: dict[str, Any]) -> None:
     """transformers refused the config: a field of the wrong type is bad input (naming the
-    field); any other refusal (a class-level validator, as vLLM saw too) is vLLM's answer."""
+    field), and so is a config class crashing on a value; any other refusal (a class-level
+    validator, as vLLM saw too) is vLLM's answer."""
     message = err["message"]
     m = _FIELD_ERROR.search(message)
     if m:
         raise InvalidInputError(f"invalid hf_config.{m[1]} in config.json: " + " ".join(message.split()),
                                 field=f"hf_config.{m[1]}", stage="loading")
+    if err.get("type") in _CRASHES:
+        raise InvalidInputError(
+            f"invalid hf_config in config.json: the config class cannot read it ({err['type']}: "
+            f"{' '.join(message.split())}); allowed: the field types the model's config.json "
+            f"documents", field="hf_config", stage="loading")
     raise ConfigRejectedError(message, field="config.json", stage="loading",
                               vllm_type=err.get("type", "ValueError"))
 
@@ -284,19 +302,23 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
             _check_sections(raw)
         _raise_load_error(snap["error"])
     messages: list[tuple[str, str]] = []
+    if raw is not None and isinstance(snap.get("model_type"), str) and snap["model_type"] in VLLM_CLASSES:
+        # vLLM's class leaves a text or vision config that is no JSON object unset, and vLLM
+        # then fails reading it: bad input, named
+        for section in ("text_config", "vision_config"):
+            typed.key(raw, "hf_config", section, typed.OBJECT)
     hf = HFConfigView(derive.vllm_view(snap, raw))
     text = hf.get_text_config()
-    if text is not hf and not text.has("num_attention_heads"):
+    if text is not hf and not typed.has(text, "num_attention_heads"):
         raise ConfigRejectedError(
             "The text_config extracted from the model config does not have `num_attention_heads` attribute. "
             "This indicates a mismatch between the model config and vLLM's expectations. Please ensure that "
             "the model config is compatible with vLLM.", field="hf_config.text_config.num_attention_heads")
-    top_type = hf.get("model_type")
+    derive.check_model_ints(text)
     for view in (hf, text):
-        if not isinstance(view.get("model_type"), (str, type(None))):
-            raise InvalidInputError.for_value(derive.field_name(view, "model_type"), view.get("model_type"),
-                                              "a string (a model type name)")
-    archs = hf.get("architectures")
+        typed.attr(view, "model_type", typed.STR, expect="a string (a model type name)")
+    top_type = typed.attr(hf, "model_type", typed.STR)
+    archs = typed.attr(hf, "architectures", typed.ANY)  # architectures.lookup checks it
     if archs is None:
         default = snap.get("default_architecture")
         if default is None:
@@ -319,12 +341,13 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
     dtype = derive.resolve_dtype(args.get("dtype", "auto"), hf, text, top_type, pooling, messages,
                                  weights_dtype=weights)
     disable_sw = args.get("disable_sliding_window", False)
-    sliding_window = text.get("sliding_window")
+    # compared with 0 here; the length derivation and ModelConfig's validator check it
+    sliding_window = typed.attr(text, "sliding_window", typed.ANY)
     if sliding_window == 0:  # vLLM: a window of 0 means none
         disable_sw = True
         text.sliding_window = sliding_window = None
     tokenizer_max = None
-    if source is not None and pooling and hf.get("position_embedding_type", "") == "absolute":
+    if source is not None and pooling and typed.attr(hf, "position_embedding_type", typed.ANY) == "absolute":
         tok = model_files.tokenizer_config(source)
         if tok:
             tokenizer_max = tok.get("model_max_length")
@@ -339,8 +362,9 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
     total_kv = derive.total_kv_heads(text, top_type)
     num_kv = 1 if use_mla else max(1, total_kv // tp)
     chunk = mamba_state.mamba_chunk_size(text)
-    derive.number(text, "mamba_chunk_size" if text.get("mamba_chunk_size") is not None else "chunk_size", chunk)
-    heads = text.get("num_attention_heads")
+    derive.number(text, "chunk_size" if typed.attr(text, "mamba_chunk_size", typed.INT) is None
+                  else "mamba_chunk_size", chunk)
+    heads = typed.attr(text, "num_attention_heads", typed.ANY)  # kept when an integer
     quant_method = derive.quantization(hf)
 
     mc = ModelConfig(

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
+from enginecfg.pipeline import typed
 from enginecfg.pipeline.errors import InvalidInputError
 from enginecfg.pipeline.hfview import HFConfigView
 
@@ -145,7 +146,7 @@ class StageContext:
     def get(self, section: str, field: str) -> Any:
         if section == "hf_config":
             target, leaf = self._hf_target(field)
-            return target.get(leaf)
+            return typed.attr(target, leaf, typed.ANY)  # as it stands: the stage checks it
         return getattr(self._section(section), field)
 
     def warn(self, message: str, *, level: str = "WARNING") -> None:
@@ -184,7 +185,7 @@ class StageContext:
         view = self._cfg.model_config.hf_config
         *parents, leaf = dotted.split(".")
         for p in parents:
-            view = getattr(view, p)
+            view = typed.attr(view, p, typed.ANY, required=True, expect="a sub-config")
             if not isinstance(view, HFConfigView):
                 raise InvalidInputError(f"hf_config.{dotted}: {p} is not a sub-config", field=f"hf_config.{dotted}")
         return view, leaf

@@ -7,7 +7,12 @@ attribute of an :class:`~enginecfg.pipeline.hfview.HFConfigView`) or :func:`key`
 JSON object inside the config, such as ``quantization_config``), which checks the value and
 raises :class:`~enginecfg.InvalidInputError` naming the dotted field (``hf_config.
 quantization_config.quant_algo``), the value and what is allowed.  Where vLLM itself accepts
-a value of another type, the caller asks for the wider type and does what vLLM does with it.
+a value of another type, the caller asks for the wider type and does what vLLM does with it
+(``ANY`` where vLLM takes every value: it compares it with known ones, tests it for truth or
+checks it with a message of its own).  :class:`Section` binds a view to its dotted name and
+to what reads it, for code that reads many fields of one section (the Mamba state recipes,
+the KV-cache layer patterns).  ``tests/test_raw_reads.py`` fails on a config read that goes
+around this module.
 """
 
 from __future__ import annotations
@@ -18,15 +23,20 @@ from typing import Any
 
 from enginecfg.pipeline.errors import InvalidInputError
 
-__all__ = ["INT", "NUMBER", "STR", "BOOL", "OBJECT", "LIST", "describe", "check", "attr", "key",
-           "field_of"]
+__all__ = ["INT", "NUMBER", "STR", "BOOL", "OBJECT", "LIST", "ANY", "ABSENT", "describe", "check",
+           "attr", "key", "has", "field_of", "fail", "Section"]
 
 #: the JSON types, as the accessor names them
 INT, NUMBER, STR, BOOL, OBJECT, LIST = "int", "number", "str", "bool", "object", "list"
+#: any value at all: for a read whose every value vLLM handles (it compares the value with
+#: known ones, or passes it on to a check of its own), said explicitly at the read
+ANY = "any"
 
 _NAMES = {INT: "an integer", NUMBER: "a number", STR: "a string", BOOL: "true or false",
-          OBJECT: "a JSON object", LIST: "a list"}
-_MISSING = object()
+          OBJECT: "a JSON object", LIST: "a list", ANY: "any value"}
+#: a field that is not there at all (``check`` of it fails, ``fail`` says "absent")
+ABSENT = object()
+_MISSING = ABSENT
 
 
 def _is(value: Any, kind: str) -> bool:
@@ -43,6 +53,8 @@ def _is(value: Any, kind: str) -> bool:
         return isinstance(value, Mapping)
     if kind == LIST:
         return isinstance(value, (list, tuple))
+    if kind == ANY:
+        return True
     raise ValueError(f"unknown kind {kind!r}")
 
 
@@ -51,37 +63,103 @@ def describe(kinds: tuple[str, ...], optional: bool) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
+def fail(field: str, given: Any, allowed: str, why: str | None = None) -> InvalidInputError:
+    """The error for ``field`` holding ``given`` (``ABSENT``: the field is missing) where
+    ``allowed`` is what may stand there; ``why`` says what reads it (kept in the message)."""
+    shown = "absent" if given is ABSENT else repr(given)
+    tail = f" ({why})" if why else ""
+    return InvalidInputError(f"invalid {field}: got {shown}; allowed: {allowed}{tail}", field=field)
+
+
 def check(field: str, value: Any, *kinds: str, optional: bool = True,
-          allowed: Callable[[Any], bool] | None = None, allowed_text: str | None = None) -> Any:
+          allowed: Callable[[Any], bool] | None = None, allowed_text: str | None = None,
+          expect: str | None = None, why: str | None = None) -> Any:
     """``value`` if it is one of ``kinds`` (None passes when ``optional``) and ``allowed``
-    accepts it; else :class:`InvalidInputError` naming ``field``."""
+    accepts it; else :class:`InvalidInputError` naming ``field``.
+
+    The message says what is allowed: the kinds (``allowed_text`` added after them), or
+    ``expect`` in place of both; ``why`` (what reads the field) is added in parentheses."""
     if value is None and optional:
         return None
-    if any(_is(value, k) for k in kinds) and (allowed is None or allowed(value)):
+    if value is not ABSENT and any(_is(value, k) for k in kinds) \
+            and (allowed is None or allowed(value)):
         return value
-    what = describe(kinds, optional)
-    if allowed_text:
+    what = expect or describe(kinds, optional)
+    if allowed_text and not expect:
         what = f"{what}: {allowed_text}"
-    raise InvalidInputError.for_value(field, value, what)
+    raise fail(field, value, what, why)
 
 
-def field_of(view: Any, name: str) -> str:
-    """The dotted name of attribute ``name`` of ``view`` (``hf_config.text_config.head_dim``)."""
+def field_of(view: Any, name: str, at: str | None = None) -> str:
+    """The dotted name of attribute ``name`` of ``view`` (``hf_config.text_config.head_dim``);
+    ``at`` names the view itself where the caller knows it better than the view does."""
+    if at is not None:
+        return f"{at}.{name}"
     path = getattr(view, "_path", "")
     return f"hf_config.{path + '.' if path else ''}{name}"
 
 
-def attr(view: Any, name: str, *kinds: str, default: Any = None, **kw: Any) -> Any:
-    """Attribute ``name`` of a config view, checked (absent: ``default``, unchecked)."""
-    value = getattr(view, name, _MISSING)  # a config view, or any object with attributes
-    if value is _MISSING:
+def _value(view: Any, name: str) -> Any:
+    """Attribute ``name`` of a config view (or any object with attributes), or ``ABSENT``.
+
+    The one place where enginecfg reads a model-config attribute by name."""
+    return getattr(view, name, _MISSING)
+
+
+def has(view: Any, name: str) -> bool:
+    """Does the config view have attribute ``name`` at all (a None value counts)?"""
+    return _value(view, name) is not _MISSING
+
+
+def attr(view: Any, name: str, *kinds: str, default: Any = None, required: bool = False,
+         at: str | None = None, **kw: Any) -> Any:
+    """Attribute ``name`` of a config view, checked to be one of ``kinds``.
+
+    Absent: ``default`` (unchecked), or with ``required`` an error saying it is absent."""
+    if not kinds:
+        raise TypeError("typed.attr needs the kinds it allows (typed.ANY for any value)")
+    value = _value(view, name)
+    if value is _MISSING and not required:
         return default
-    return check(field_of(view, name), value, *kinds, **kw)
+    return check(field_of(view, name, at), value, *kinds, **kw)
 
 
 def key(obj: Mapping[str, Any], field: str, name: str, *kinds: str, default: Any = None,
-        **kw: Any) -> Any:
-    """Key ``name`` of the JSON object ``obj`` (itself the field ``field``), checked."""
-    if name not in obj:
+        required: bool = False, **kw: Any) -> Any:
+    """Key ``name`` of the JSON object ``obj`` (itself the field ``field``), checked to be one
+    of ``kinds``; absent: ``default`` (or with ``required`` an error), as in :func:`attr`."""
+    if not kinds:
+        raise TypeError("typed.key needs the kinds it allows (typed.ANY for any value)")
+    value = obj[name] if name in obj else _MISSING
+    if value is _MISSING and not required:
         return default
-    return check(f"{field}.{name}", obj[name], *kinds, **kw)
+    return check(f"{field}.{name}", value, *kinds, **kw)
+
+
+class Section:
+    """One config view read for one purpose: its dotted name and why it is read.
+
+    Every read is :func:`attr` with ``at`` and ``why`` filled in, so that code reading many
+    fields of one section (the Mamba state recipes) names each the same way."""
+
+    __slots__ = ("view", "at", "why")
+
+    def __init__(self, view: Any, at: str, why: str | None = None):
+        self.view, self.at, self.why = view, at, why
+
+    def field(self, name: str) -> str:
+        return f"{self.at}.{name}"
+
+    def has(self, name: str) -> bool:
+        return has(self.view, name)
+
+    def attr(self, name: str, *kinds: str, **kw: Any) -> Any:
+        kw.setdefault("why", self.why)
+        return attr(self.view, name, *kinds, at=self.at, **kw)
+
+    def check(self, name: str, value: Any, *kinds: str, **kw: Any) -> Any:
+        kw.setdefault("why", self.why)
+        return check(self.field(name), value, *kinds, **kw)
+
+    def fail(self, name: str, given: Any, allowed: str) -> InvalidInputError:
+        return fail(self.field(name), given, allowed, self.why)

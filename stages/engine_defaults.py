@@ -8,6 +8,7 @@ prefix caching off, and a MEAN- or CLS-pooling (or bidirectional) model with bot
 
 from __future__ import annotations
 
+from enginecfg.pipeline import typed
 from enginecfg.pipeline.stage import Stage
 
 
@@ -15,14 +16,16 @@ def attn_type(cfg) -> str:
     mc = cfg.model_config
     hf = mc.hf_config
     if cfg.pooler_config is not None:
-        if cfg.pooler_config.seq_pooling_type == "CLS" or hf.get("is_causal", True) is False:
+        # both flags are compared with a literal, as vLLM compares them: any value
+        if cfg.pooler_config.seq_pooling_type == "CLS" \
+                or typed.attr(hf, "is_causal", typed.ANY, default=True) is False:
             return "encoder_only"
         return "decoder"
     if mc.is_hybrid:
         return "hybrid"
     if mc.is_attention_free:
         return "attention_free"
-    if hf.get("is_encoder_decoder", False) is True:
+    if typed.attr(hf, "is_encoder_decoder", typed.ANY, default=False) is True:
         return "encoder_decoder"
     return "decoder"
 

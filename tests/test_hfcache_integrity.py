@@ -96,15 +96,20 @@ def test_an_edited_entry_would_change_the_config_if_it_were_believed(cache):
     assert doc["config"] != expected["config"]
 
 
-def test_a_change_to_the_snapshot_builder_code_changes_every_key(tmp_path, monkeypatch):
-    """No hand-bumped constant: editing the builder's source is enough to miss old entries."""
-    from enginecfg.pipeline import hfsnapshot
+@pytest.mark.parametrize("module", ["enginecfg.pipeline.hfsnapshot", "enginecfg.pipeline._hfworker",
+                                    "enginecfg.pipeline._hfclasses",
+                                    "enginecfg.pipeline.models.config_defaults"])
+def test_a_change_to_the_snapshot_builder_code_changes_every_key(tmp_path, monkeypatch, module):
+    """No hand-bumped constant: editing the builder's source (the snapshot, the worker, vLLM's
+    rebuilt classes and their table) is enough to miss old entries."""
+    import importlib
 
+    mod = importlib.import_module(module)
     cfg = json.loads((QWEN / "config.json").read_text())
     before_version, before_key = hfcache.layout_version(), hfcache._key(hfcache._canonical(cfg))
-    copy = tmp_path / "hfsnapshot.py"
-    copy.write_text(open(hfsnapshot.__file__).read() + "\n# one more line\n")
-    monkeypatch.setattr(hfsnapshot, "__file__", str(copy))
+    copy = tmp_path / "module.py"
+    copy.write_text(open(mod.__file__).read() + "\n# one more line\n")
+    monkeypatch.setattr(mod, "__file__", str(copy))
     monkeypatch.setattr(hfcache, "_layout", None)
     assert hfcache.layout_version() != before_version
     assert hfcache._key(hfcache._canonical(cfg)) != before_key

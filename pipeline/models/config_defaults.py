@@ -13,7 +13,13 @@ vLLM's classes do for the model types where that matters:
   ``model_max_length`` has no length (2048 with a warning) for vLLM and 1M for transformers.
   enginecfg therefore builds it as vLLM does: the plain config with vLLM's defaults
   (``build = "plain"``).
-* ``qwen3_next``, ``qwen3_5`` / ``qwen3_5_moe`` (text config), ``olmo_hybrid``, ``lfm2_moe``:
+* ``qwen3_5`` / ``qwen3_5_moe``: vLLM's classes are plain ``PretrainedConfig`` subclasses that
+  check no field types, where transformers 5.23's classes are strict dataclasses that refuse a
+  value of the wrong type anywhere (``attention_bias: 7``, ``num_attention_heads: "24"``)
+  that vLLM reads past or computes with.  enginecfg builds them as vLLM's classes do
+  (``build = "vllm_class"``, :data:`VLLM_CLASSES`: the named fields and their defaults, the
+  layer-type rule), so vLLM's outcome, resolved or refused, is enginecfg's.
+* ``qwen3_next``, ``olmo_hybrid``, ``lfm2_moe``:
   vLLM's and transformers' classes give the same values for everything vLLM reads at config
   time, missing fields included (checked field by field against vLLM 0.19.0's classes); they
   are listed so that the table says so, and their defaults are filled in before transformers
@@ -21,8 +27,8 @@ vLLM's classes do for the model types where that matters:
 
 :func:`apply` returns the config dict to hand to the builder and how to build it.  The table
 is data; the few derived defaults are small functions next to it.  It is applied where the
-transformers snapshot is built, so the snapshot cache must not outlive a change to it: bump
-``hfsnapshot.SNAPSHOT_VERSION`` with every change here.
+transformers snapshot is built, so the snapshot cache must not outlive a change to it: its
+key (``hfcache.layout_version``) digests this module's source with the snapshot builder's.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable
 
-__all__ = ["VLLM_CLASS_DEFAULTS", "apply", "VLLM_CONFIG_CLASS_TYPES"]
+__all__ = ["VLLM_CLASS_DEFAULTS", "apply", "VLLM_CONFIG_CLASS_TYPES", "VLLM_CLASSES"]
 
 #: every model type vLLM 0.19.0 maps to its own class in ``_CONFIG_REGISTRY`` that this
 #: table covers
@@ -85,18 +91,76 @@ VLLM_CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
         "derive": _kimi_derive, "check": _kimi_check,
     },
     "qwen3_next": {"build": "transformers", "where": "", "defaults": {}, "derive": None},
-    "qwen3_5": {"build": "transformers", "where": "text_config", "defaults": {}, "derive": None},
-    "qwen3_5_moe": {"build": "transformers", "where": "text_config", "defaults": {}, "derive": None},
+    "qwen3_5": {"build": "vllm_class", "where": "", "defaults": {}, "derive": None},
+    "qwen3_5_moe": {"build": "vllm_class", "where": "", "defaults": {}, "derive": None},
     "olmo_hybrid": {"build": "transformers", "where": "", "defaults": {}, "derive": None},
     "lfm2_moe": {"build": "transformers", "where": "", "defaults": {}, "derive": None},
+}
+
+
+_QWEN3_5_TEXT = {
+    "vocab_size": 248320, "hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 32,
+    "num_attention_heads": 16, "num_key_value_heads": 4, "hidden_act": "silu",
+    "max_position_embeddings": 32768, "initializer_range": 0.02, "rms_norm_eps": 1e-6,
+    "use_cache": True, "attention_bias": False, "attention_dropout": 0.0, "head_dim": 256,
+    "rope_parameters": None,
+}
+_QWEN3_5_MOE_TEXT = {
+    **{k: v for k, v in _QWEN3_5_TEXT.items() if k != "intermediate_size"},
+    "hidden_size": 2048, "num_hidden_layers": 40, "num_key_value_heads": 2,
+}
+_LINEAR = {"linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+           "linear_num_key_heads": 16, "linear_num_value_heads": 32}
+_MOE = {"moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
+        "num_experts_per_tok": 8, "num_experts": 256, "output_router_logits": False,
+        "router_aux_loss_coef": 0.001}
+_LATE = {"pad_token_id": None, "bos_token_id": None, "eos_token_id": None, "tie_word_embeddings": False}
+_QWEN3_5_VISION = {
+    "depth": 27, "hidden_size": 1152, "hidden_act": "gelu_pytorch_tanh", "intermediate_size": 4304,
+    "num_heads": 16, "in_channels": 3, "patch_size": 16, "spatial_merge_size": 2,
+    "temporal_patch_size": 2, "out_hidden_size": 3584, "num_position_embeddings": 2304,
+    "initializer_range": 0.02,
+}
+_QWEN3_5_TOP = {"image_token_id": 248056, "video_token_id": 248057, "vision_start_token_id": 248053,
+                "vision_end_token_id": 248054}
+
+
+def _qwen3_5(name: str, moe: bool) -> dict[str, Any]:
+    prefix = "Qwen3_5Moe" if moe else "Qwen3_5"
+    return {
+        "class": f"{prefix}Config", "model_type": name, "top": _QWEN3_5_TOP,
+        "vision": {"class": f"{prefix}VisionConfig", "model_type": name, "fields": _QWEN3_5_VISION},
+        "text": {
+            "class": f"{prefix}TextConfig", "model_type": f"{name}_text",
+            # set in this order: the first group before the layer types are checked, the
+            # linear-attention (and MoE) fields after, the token ids and tying last
+            "early": _QWEN3_5_MOE_TEXT if moe else _QWEN3_5_TEXT,
+            "after_layer_types": {**_LINEAR, **(_MOE if moe else {})},
+            "late": _LATE,
+            "kwarg_defaults": {"partial_rotary_factor": 0.25},
+            "layer_types": {"interval_key": "full_attention_interval", "interval": 4,
+                            "every": "full_attention", "else": "linear_attention"},
+            "rope_ignore": ("mrope_section", "mrope_interleaved"),
+        },
+    }
+
+
+#: vLLM 0.19.0's own classes that enginecfg rebuilds (``build = "vllm_class"``), as data: the
+#: class names, the named fields with their defaults in the order the class sets them, and
+#: the rule that fills in ``layer_types`` (every ``interval``-th layer full attention).
+#: The builder is :func:`enginecfg.pipeline._hfclasses.build` (transformers-side).
+VLLM_CLASSES: dict[str, dict[str, Any]] = {
+    "qwen3_5": _qwen3_5("qwen3_5", moe=False),
+    "qwen3_5_moe": _qwen3_5("qwen3_5_moe", moe=True),
 }
 
 
 def apply(config: dict[str, Any]) -> tuple[dict[str, Any], str, str | None]:
     """``(config dict, build, failed check)`` for *config* as vLLM's class would see it.
 
-    ``build`` is ``"plain"`` (a plain ``PretrainedConfig`` holding every key) or
-    ``"transformers"`` (transformers' class for the model type).  ``failed check`` names the
+    ``build`` is ``"plain"`` (a plain ``PretrainedConfig`` holding every key),
+    ``"vllm_class"`` (vLLM's class, rebuilt from :data:`VLLM_CLASSES`) or ``"transformers"``
+    (transformers' class for the model type).  ``failed check`` names the
     field whose check in vLLM's class fails (vLLM raises an AssertionError), else None.
     The input is not modified.
     """

@@ -88,28 +88,85 @@ def field_name(view: HFConfigView, name: str) -> str:
 
 
 def number(view: HFConfigView, name: str, value: Any, *, allow_float: bool = False) -> Any:
-    """``value`` (read from attribute ``name``) checked as an integer (or any number)."""
-    return typed.check(field_name(view, name), value, typed.NUMBER if allow_float else typed.INT,
-                       optional=False)
+    """``value`` (read from attribute ``name``) checked as an integer (or any number).
+
+    true and false are 1 and 0, as in vLLM's arithmetic on them."""
+    value = typed.check(field_name(view, name), value, typed.NUMBER if allow_float else typed.INT,
+                        typed.BOOL, optional=False,
+                        expect="a number" if allow_float else "an integer")
+    return int(value) if isinstance(value, bool) else value
+
+
+#: text-config fields vLLM's ModelConfig copies into integer fields (pydantic, lax: an
+#: integral float or a numeric string converts; null, a fraction or other text is refused)
+PYDANTIC_INTS = {"hidden_size": "hidden_size", "num_attention_heads": "total_num_attention_heads",
+                 "vocab_size": "vocab_size", "num_hidden_layers": "total_num_hidden_layers"}
+
+
+def _lax_int(value: Any) -> bool:
+    if isinstance(value, (bool, int)):
+        return True
+    if isinstance(value, float):
+        return value.is_integer()
+    if isinstance(value, str):
+        try:
+            int(value.strip())
+        except ValueError:
+            return False
+        return True
+    return False
+
+
+def check_model_ints(text: HFConfigView) -> None:
+    """The text-config fields vLLM's ModelConfig validates as integers (when present)."""
+    for name, vllm_field in PYDANTIC_INTS.items():
+        if typed.has(text, name):
+            typed.attr(text, name, typed.INT, typed.NUMBER, typed.BOOL, typed.STR, optional=False,
+                       allowed=_lax_int,
+                       expect=f"an integer (vLLM's ModelConfig.{vllm_field} is an int field)")
 
 
 def opt_int(view: HFConfigView, name: str, default: Any = None) -> Any:
-    """Attribute ``name``: an integer, or None when absent or null."""
-    return typed.attr(view, name, typed.INT, default=default)
+    """Attribute ``name``: an integer, or None when absent or null (true and false are 1
+    and 0, as in vLLM's arithmetic on them)."""
+    value = typed.attr(view, name, typed.INT, typed.BOOL, default=default, expect="an integer or null")
+    return int(value) if isinstance(value, bool) else value
 
 
-def _config_dtype(hf: HFConfigView, text: HFConfigView) -> str | None:
-    """The dtype the config itself decides (top level, text, vision or encoder config), or None."""
+class _NotADtype:
+    """A config ``dtype`` that is a JSON value other than text (true, 7, an object ...).
+
+    vLLM takes it as the config's dtype as it is: no platform supports it, so it falls back
+    to the preferred dtype with its warning, printing the value as Python does."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+def _shown(dtype: Any) -> str:
+    """A config dtype as vLLM's log lines print it (``torch.bfloat16``, or the odd value)."""
+    return f"torch.{dtype}" if isinstance(dtype, str) else str(dtype)
+
+
+def _config_dtype(hf: HFConfigView, text: HFConfigView) -> Any:
+    """The dtype the config itself decides (top level, text, vision or encoder config), or None.
+
+    A canonical dtype name, or :class:`_NotADtype` for a value that is not text."""
     candidates = [(hf, "dtype"), (text, "dtype")]
     for sub in ("vision_config", "encoder_config"):
-        sv = hf.get(sub)
+        sv = typed.attr(hf, sub, typed.ANY)  # only a sub-config has a dtype to read
         if isinstance(sv, HFConfigView):
             candidates.append((sv, "dtype"))
     for view, name in candidates:
-        value = view.get(name)
+        value = typed.attr(view, name, typed.ANY)  # checked against the dtype names below
         if value is None:
             continue
-        canon = canonical_dtype(value) if isinstance(value, str) else None
+        if not isinstance(value, str):
+            return _NotADtype(value)
+        canon = canonical_dtype(value)
         if canon not in ("float32", "float16", "bfloat16"):
             raise InvalidInputError.for_value(field_name(view, "torch_dtype"), value,
                                               "float32, float16 or bfloat16")
@@ -144,7 +201,7 @@ def resolve_dtype(user: str, hf: HFConfigView, text: HFConfigView, model_type: s
         elif config_dtype in supported:
             dtype = config_dtype
         else:
-            messages.append(("WARNING", f"Your device {DEVICE} doesn't support torch.{config_dtype}. "
+            messages.append(("WARNING", f"Your device {DEVICE} doesn't support {_shown(config_dtype)}. "
                                         f"Falling back to torch.{preferred} for compatibility."))
             dtype = preferred
     else:
@@ -155,20 +212,23 @@ def resolve_dtype(user: str, hf: HFConfigView, text: HFConfigView, model_type: s
             f"Please use bfloat16 or float32 instead.", field="dtype")
     if dtype != config_dtype:
         if dtype == "float32":
-            messages.append(("INFO", f"Upcasting torch.{config_dtype} to torch.{dtype}."))
+            messages.append(("INFO", f"Upcasting {_shown(config_dtype)} to torch.{dtype}."))
         elif config_dtype == "float32":
             messages.append(("INFO", f"Downcasting torch.{config_dtype} to torch.{dtype}."))
         else:
-            messages.append(("WARNING", f"Casting torch.{config_dtype} to torch.{dtype}."))
+            messages.append(("WARNING", f"Casting {_shown(config_dtype)} to torch.{dtype}."))
     return dtype
 
 
-def _rope_entries(rope: Any) -> list[dict]:
-    if not isinstance(rope, dict):
-        return []
+def _rope_entries(text: HFConfigView, rope: dict) -> list[tuple[str, dict]]:
+    """``(dotted field, entry)`` of each rope entry: one, or one per layer type (nested).
+
+    vLLM indexes each entry (``entry["rope_type"]``): an entry that is no JSON object is a
+    crash there, bad input here."""
+    field = field_name(text, "rope_parameters")
     if rope and all(isinstance(v, dict) for v in rope.values()):
-        return list(rope.values())
-    return [rope]
+        return [(f"{field}.{k}", v) for k, v in rope.items()]
+    return [(field, typed.check(field, rope, typed.OBJECT))]
 
 
 def max_model_len(text: HFConfigView, user: int | None, messages: list, *, sliding_window: Any = None,
@@ -183,13 +243,13 @@ def max_model_len(text: HFConfigView, user: int | None, messages: list, *, slidi
     derived = math.inf
     key = None
     for name in _MAX_LEN_KEYS:
-        value = text.get(name)
+        value = typed.attr(text, name, typed.ANY)
         if value is None:
             continue
         value = number(text, name, value, allow_float=True)
         if value < derived:
             derived, key = value, name
-    model_max_length = text.get("model_max_length")
+    model_max_length = typed.attr(text, "model_max_length", typed.ANY)
     if model_max_length:
         model_max_length = number(text, "model_max_length", model_max_length, allow_float=True)
         derived, key = model_max_length, "model_max_length"
@@ -199,25 +259,33 @@ def max_model_len(text: HFConfigView, user: int | None, messages: list, *, slidi
             derived, key = window, "sliding_window"
     if tokenizer_max is not None:
         derived = min(derived, number(text, "tokenizer_config.model_max_length", tokenizer_max, allow_float=True))
-    rope = text.get("rope_parameters")
+    # vLLM iterates over the entries of rope_parameters: anything but a JSON object (or
+    # null) is a crash there, bad input here
+    rope = typed.attr(text, "rope_parameters", typed.OBJECT)
     longrope = False
-    model_type = text.get("model_type") or ""
+    model_type = typed.attr(text, "model_type", typed.ANY) or ""
+    if rope is not None:
+        # vLLM looks for "gemma3" in the text model type: a null one is a crash there
+        model_type = typed.attr(text, "model_type", typed.STR, optional=False)
     if rope is not None and "gemma3" not in str(model_type):
         factor = 1.0
-        for entry in _rope_entries(rope):
-            rope_type = entry.get("rope_type", entry.get("type"))
+        for field, entry in _rope_entries(text, rope):
+            # rope_type (or its old name "type") is compared with known names: any value
+            rope_type = typed.key(entry, field, "rope_type", typed.ANY,
+                                  default=typed.key(entry, field, "type", typed.ANY))
             if rope_type == "longrope":
                 longrope = True
             if rope_type in ("su", "longrope", "llama3"):
                 continue
             if "factor" in entry:
-                factor = entry["factor"]
+                factor = typed.key(entry, field, "factor", typed.NUMBER, typed.BOOL)
                 if factor is None:
                     messages.append(("WARNING", "rope_parameters factor is None; using 1.0"))
                     factor = 1.0
                 factor = number(text, "rope_parameters.factor", factor, allow_float=True)
             if rope_type == "yarn":
-                omp = entry.get("original_max_position_embeddings")
+                omp = typed.key(entry, field, "original_max_position_embeddings", typed.NUMBER,
+                                typed.BOOL)
                 if omp is not None:
                     derived = number(text, "rope_parameters.original_max_position_embeddings", omp,
                                       allow_float=True)
@@ -234,12 +302,13 @@ def max_model_len(text: HFConfigView, user: int | None, messages: list, *, slidi
         derived = number(text, "sentence_transformers.max_seq_length", encoder_max, allow_float=True)
         scaled = isinstance(derived, float)
     if user is None or user == -1:
-        if longrope and text.get("original_max_position_embeddings") is not None:
-            return int(number(text, "original_max_position_embeddings",
-                               text.get("original_max_position_embeddings"), allow_float=True))
+        omp = typed.attr(text, "original_max_position_embeddings", typed.NUMBER, typed.BOOL) \
+            if longrope else None
+        if omp is not None:
+            return int(number(text, "original_max_position_embeddings", omp, allow_float=True))
         return int(derived)
     if user > derived:
-        mml = text.get("model_max_length")
+        mml = typed.attr(text, "model_max_length", typed.ANY)  # compared, and printed as given
         if not (isinstance(mml, (int, float)) and not isinstance(mml, bool) and mml >= user):
             raise ConfigRejectedError(
                 f"User-specified max_model_len ({user}) is greater than the derived max_model_len "
@@ -269,7 +338,7 @@ def head_size(hf: HFConfigView, text: HFConfigView, top_model_type: str | None, 
         if size:
             return size
     if is_mla:
-        kv_lora = number(text, "kv_lora_rank", text.get("kv_lora_rank"))
+        kv_lora = number(text, "kv_lora_rank", typed.attr(text, "kv_lora_rank", typed.ANY))
         return kv_lora + (opt_int(text, "qk_rope_head_dim", 0) or 0)
     for name in ("head_dim", "hidden_size_per_head"):
         value = opt_int(text, name)
@@ -289,39 +358,46 @@ def head_size(hf: HFConfigView, text: HFConfigView, top_model_type: str | None, 
 def total_kv_heads(text: HFConfigView, top_model_type: str | None) -> int:
     if top_model_type in _ZERO_HEAD_MODEL_TYPES:
         return 0
-    if top_model_type == "falcon" and text.get("multi_query") and not text.get("new_decoder_architecture"):
+    # Falcon's two flags are tested for truth, as vLLM tests them: any value
+    if top_model_type == "falcon" and typed.attr(text, "multi_query", typed.ANY) \
+            and not typed.attr(text, "new_decoder_architecture", typed.ANY):
         return 1
     for name in ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num"):
-        if text.has(name):
-            value = text.get(name)
-            if value is None:
-                raise InvalidInputError.for_value(field_name(text, name), None, "an integer")
-            return number(text, name, value)
+        if typed.has(text, name):
+            return number(text, name, typed.attr(text, name, typed.ANY))
     return opt_int(text, "num_attention_heads", 0) or 0
 
 
 def checkpoint_kv_cache_dtype(hf: HFConfigView, user: str, messages: list) -> str:
     if user != "auto":
         return user
-    from enginecfg.pipeline.models.quant import quant_config, quant_method
+    from enginecfg.pipeline.models.quant import QUANT_FIELD, quant_config, quant_method
 
     method = quant_method(hf)
     if not (method or "").startswith("modelopt"):
         return user
     quant = quant_config(hf)
-    inner = quant.get("quantization") if isinstance(quant.get("quantization"), dict) else {}
-    algo = None
-    for value in (inner.get("kv_cache_scheme"), quant.get("kv_cache_scheme"),
-                  inner.get("kv_cache_quant_algo"), quant.get("kv_cache_quant_algo")):
+    field = QUANT_FIELD
+    inner = typed.key(quant, field, "quantization", typed.ANY)
+    inner = inner if isinstance(inner, dict) else {}  # a flat ModelOpt config has none
+    algo, algo_field = None, None
+    # the first set one of the four places, as the checkpoint's KV-cache scheme (any value:
+    # a scheme vLLM does not know is warned about below, not refused)
+    for where, obj, name in ((f"{field}.quantization", inner, "kv_cache_scheme"),
+                             (field, quant, "kv_cache_scheme"),
+                             (f"{field}.quantization", inner, "kv_cache_quant_algo"),
+                             (field, quant, "kv_cache_quant_algo")):
+        value = typed.key(obj, where, name, typed.ANY)
         if value:
-            algo = value
+            algo, algo_field = value, f"{where}.{name}"
             break
     if algo is None:
         return "auto"
     if isinstance(algo, str) and algo.lower() == "fp8":
         return "fp8_e4m3"
-    if isinstance(algo, dict) and algo.get("num_bits") == 8 and algo.get("type") == "float" \
-            and algo.get("dynamic") is False:
+    if isinstance(algo, dict) and typed.key(algo, algo_field, "num_bits", typed.ANY) == 8 \
+            and typed.key(algo, algo_field, "type", typed.ANY) == "float" \
+            and typed.key(algo, algo_field, "dynamic", typed.ANY) is False:
         return "fp8_e4m3"
     messages.append(("WARNING", f"kv cache quantization algorithm {algo!r} of the checkpoint is not "
                                 f"supported; using kv_cache_dtype 'auto'"))
@@ -333,11 +409,12 @@ def quantization(hf: HFConfigView) -> str | None:
 
     A quantization_config that is not an object, or a quant_method that is not a string, is
     refused here, naming the field (vLLM crashes on both while building the model config)."""
-    from enginecfg.pipeline.models.quant import quant_config, quant_method
+    from enginecfg.pipeline.models.quant import QUANT_FIELD, quant_config, quant_method
 
     method = quant_method(hf)
     if method == "modelopt":
-        algo = quant_config(hf).get("quant_algo")
+        # compared with the known algorithms; check_modelopt refuses the others as vLLM does
+        algo = typed.key(quant_config(hf), QUANT_FIELD, "quant_algo", typed.ANY)
         if isinstance(algo, str) and algo.upper() in MODELOPT_METHODS:
             return MODELOPT_METHODS[algo.upper()]
     return method
@@ -346,7 +423,10 @@ def gemma4_head_dims(text: HFConfigView, absent: Any = 0) -> tuple[Any, Any]:
     """Gemma 4's two attention head sizes: sliding layers' ``head_dim``, global layers'
     ``global_head_dim`` (as read through :func:`vllm_view`; *absent* when missing: the model
     config derivation reads 0, vLLM's backend hook None)."""
-    return text.get("head_dim", absent), text.get("global_head_dim", absent)
+    # any value: the callers check them (the derivation as integers, the backend hook
+    # compares them)
+    return (typed.attr(text, "head_dim", typed.ANY, default=absent),
+            typed.attr(text, "global_head_dim", typed.ANY, default=absent))
 
 
 def attention_head_sizes(model_config: Any) -> list[int]:
@@ -360,7 +440,8 @@ def attention_head_sizes(model_config: Any) -> list[int]:
 
 def is_mla(text: HFConfigView) -> bool:
     """Does the text config describe multi-head latent attention (DeepSeek-style)?"""
-    return text.get("model_type") in MLA_MODEL_TYPES and text.get("kv_lora_rank") is not None
+    return typed.attr(text, "model_type", typed.ANY) in MLA_MODEL_TYPES \
+        and typed.attr(text, "kv_lora_rank", typed.ANY) is not None
 
 
 def mla_dims(model_config: Any, tp: int) -> dict[str, int] | None:
@@ -369,8 +450,9 @@ def mla_dims(model_config: Any, tp: int) -> dict[str, int] | None:
     if not model_config.use_mla:
         return None
     text = model_config.hf_text_config
-    lora = text.get("kv_lora_rank") if text is not None else None
-    rope = (text.get("qk_rope_head_dim") if text is not None else 0) or 0
+    # read after the derivation checked both (head_size): any value, shape-checked below
+    lora = typed.attr(text, "kv_lora_rank", typed.ANY) if text is not None else None
+    rope = (typed.attr(text, "qk_rope_head_dim", typed.ANY) if text is not None else 0) or 0
     heads = model_config.num_attention_heads
     if not isinstance(lora, int) or lora <= 0 or not isinstance(rope, int) or not heads:
         return None

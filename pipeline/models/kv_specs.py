@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+from enginecfg.pipeline import typed
 from enginecfg.pipeline.models import mamba_state
 from enginecfg.pipeline.models.dtypes import attention_kv_dtype
 from enginecfg.pipeline.errors import InvalidInputError
@@ -68,40 +69,36 @@ class _Builder:
         self.prefix = "language_model." if mc.architecture in _MULTIMODAL else ""
         self._mamba: MambaSpec | None = None
 
-    def _raw(self, field: str) -> Any:
-        return self.text.get(field)
-
-    def _bad(self, field: str, value: Any, allowed: str) -> InvalidInputError:
+    @property
+    def _sec(self) -> typed.Section:
+        """The text config, read for this builder (errors say the layer pattern reads it)."""
         arch = self.cfg.model_config.architecture
-        return InvalidInputError(
-            f"invalid hf_config.{field}: got {value!r}; allowed: {allowed} (the {arch} layer "
-            f"pattern reads it to size the KV cache)", field=f"hf_config.{field}")
+        return typed.Section(self.text, "hf_config",
+                             f"the {arch} layer pattern reads it to size the KV cache")
 
     def opt(self, field: str, minimum: int = 1) -> int | None:
         """An optional integer field (None when absent or null)."""
-        value = self._raw(field)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise self._bad(field, value, f"an integer >= {minimum}")
-        return value
+        return self._sec.attr(field, typed.INT, allowed=lambda v: v >= minimum,
+                              expect=f"an integer >= {minimum}")
 
     def need(self, field: str, minimum: int = 1) -> int:
         """A required integer field."""
         value = self.opt(field, minimum)
         if value is None:
-            raise self._bad(field, None, f"an integer >= {minimum} (it is absent)")
+            raise self._sec.fail(field, None, f"an integer >= {minimum} (it is absent)")
         return value
+
+    def flag(self, field: str) -> Any:
+        """A field tested for truth (any value, as the model class tests it)."""
+        return self._sec.attr(field, typed.ANY)
 
     def pattern(self, field: str, *, optional: bool = False) -> Sequence[Any] | None:
         """A per-layer pattern: a list of names (or a string of one-letter codes)."""
-        value = self._raw(field)
-        if value is None and optional:
-            return None
-        if isinstance(value, str) or (isinstance(value, (list, tuple)) and all(
-                isinstance(v, (str, int)) and not isinstance(v, bool) for v in value)):
-            return value
-        raise self._bad(field, value, "a list of per-layer kinds")
+        return self._sec.attr(
+            field, typed.STR, typed.LIST, optional=optional, required=not optional,
+            allowed=lambda v: isinstance(v, str) or all(
+                isinstance(x, (str, int)) and not isinstance(x, bool) for x in v),
+            expect="a list of per-layer kinds")
 
     def attention(self, name: str, total_kv: int, head: int, sliding: int | None = None,
                   *, replicate: bool = True) -> None:
@@ -235,7 +232,6 @@ def _gemma4(b: _Builder) -> None:
     """Gemma 4: sliding layers (head_dim, num_key_value_heads) and global layers
     (global_head_dim; with attention_k_eq_v, num_global_key_value_heads); the last
     num_kv_shared_layers reuse an earlier layer's cache and declare none."""
-    t = b.text
     n = b.need("num_hidden_layers")
     shared = b.opt("num_kv_shared_layers", minimum=0) or 0
     for i, kind in enumerate(b.pattern("layer_types")):
@@ -244,7 +240,7 @@ def _gemma4(b: _Builder) -> None:
         full = kind == "full_attention"
         head = (b.opt("global_head_dim") or b.need("head_dim")) if full else b.need("head_dim")
         kv = b.need("num_key_value_heads")
-        if full and t.get("attention_k_eq_v"):
+        if full and b.flag("attention_k_eq_v"):
             kv = b.opt("num_global_key_value_heads") or kv
         b.attention(f"{b.prefix}model.layers.{i}.self_attn.attn", kv, head,
                     None if full else b.need("sliding_window"))
@@ -261,7 +257,7 @@ def _mla(b: _Builder) -> None:
 def _decoder(b: _Builder) -> None:
     """A plain decoder: every layer full attention (encoder-only pooling models: none)."""
     mc = b.cfg.model_config
-    if mc.hf_config.get("is_causal", True) is False:
+    if typed.attr(mc.hf_config, "is_causal", typed.ANY, default=True) is False:  # as engine-defaults
         return
     sliding = b.opt("sliding_window")
     for i in range(b.need("num_hidden_layers", minimum=0)):

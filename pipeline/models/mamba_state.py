@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 
 from enginecfg.pipeline.models.architectures import ArchInfo
 from enginecfg.pipeline.models.dtypes import dtype_size, kv_cache_torch_dtype, str_dtype
+from enginecfg.pipeline import typed
 from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
 
 __all__ = [
@@ -161,92 +162,79 @@ def linear_attention_state_shape(num_heads: int, tp: int, head_dim: int) -> tupl
 # Reading config fields the way vLLM does, with clear errors where vLLM would crash
 # --------------------------------------------------------------------------------------
 
-_ABSENT = object()
-
-
 class _Reader:
-    """Reads fields of one config object for one architecture's state recipe."""
+    """The fields one architecture's state recipe reads, through :class:`typed.Section`.
+
+    Every read names the dotted field, the value and what is allowed, and says what reads it
+    (the config class and architecture, the state it sizes)."""
 
     def __init__(self, cfg: Any, path: str, arch: str, kind: str):
-        self.cfg = cfg
-        self.path = path
-        self.arch = arch
-        self.kind = kind
-        model_type = getattr(cfg, "model_type", None)
+        model_type = typed.attr(cfg, "model_type", typed.ANY)
         # The enginecfg view knows the transformers class it was taken from.
-        class_name = getattr(cfg, "class_name", None)
+        class_name = typed.attr(cfg, "class_name", typed.ANY)
         if not isinstance(class_name, str) or not class_name:
             class_name = None
         if isinstance(model_type, str) and model_type:
-            self.label = f"{class_name} ({model_type})" if class_name else model_type
+            label = f"{class_name} ({model_type})" if class_name else model_type
         else:
-            self.label = class_name or type(cfg).__name__
+            label = class_name or type(cfg).__name__
+        self.sec = typed.Section(
+            cfg, path, f"read from the {label} config of {arch}: vLLM 0.19.0 sizes the {kind} "
+                       f"state with it and has no fallback; set it in config.json")
 
-    def _fail(self, field: str, given: Any, need: str) -> InvalidInputError:
-        where = f"{self.path}.{field}"
-        if given is _ABSENT:
-            said, shown = f"has no field {field!r}", "absent"
-        else:
-            said, shown = f"has {field}={given!r}", repr(given)
-        return InvalidInputError(
-            f"invalid {where}: the {self.label} config of {self.arch} {said}; given: {shown}; "
-            f"needed: {need} (vLLM 0.19.0 sizes the {self.kind} state with it and has no "
-            f"fallback; set it in config.json)",
-            field=where)
+    def fail(self, field: str, given: Any, need: str) -> InvalidInputError:
+        return self.sec.fail(field, given, need)
 
     def has(self, field: str) -> bool:
-        return getattr(self.cfg, field, _ABSENT) is not _ABSENT
+        return self.sec.has(field)
 
     def raw(self, field: str) -> Any:
-        value = getattr(self.cfg, field, _ABSENT)
-        if value is _ABSENT:
-            raise self._fail(field, _ABSENT, "a non-negative integer")
-        return value
+        """The value, of any type (the caller checks it); absent is an error."""
+        if not self.sec.has(field):
+            raise self.fail(field, typed.ABSENT, _COUNT)
+        return self.sec.attr(field, typed.ANY)
 
     def check_int(self, field: str, value: Any) -> int:
         """``value`` as an int: integral floats are accepted (vLLM would compute with them)."""
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self._fail(field, value, "a non-negative integer")
-        if isinstance(value, float):
-            if not value.is_integer():
-                raise self._fail(field, value, "a non-negative integer")
-            value = int(value)
-        if value < 0:
-            raise self._fail(field, value, "a non-negative integer")
-        return value
+        # true / false count as 1 / 0: vLLM computes with them as Python does
+        value = self.sec.check(field, value, typed.INT, typed.NUMBER, typed.BOOL, optional=False,
+                               allowed=lambda v: v >= 0 and float(v).is_integer(), expect=_COUNT)
+        return int(value)
 
     def int(self, field: str) -> int:
         return self.check_int(field, self.raw(field))
 
     def number(self, field: str) -> int | float:
-        value = getattr(self.cfg, field, _ABSENT)
-        if value is _ABSENT or isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or value < 0:
-            raise self._fail(field, value, "a non-negative number")
-        return value
+        return self.sec.attr(field, typed.NUMBER, required=True, optional=False,
+                             allowed=lambda v: v >= 0, expect="a non-negative number")
 
     def product(self, left: str, right: str) -> int:
         """``left * right`` of two config fields (e.g. expand * hidden_size) as an int."""
         value = self.number(left) * self.int(right)
         if isinstance(value, float):
             if not value.is_integer():
-                raise self._fail(left, self.number(left),
-                                 f"a value that makes {left} * {right} a whole number")
+                raise self.fail(left, self.number(left),
+                                f"a value that makes {left} * {right} a whole number")
             value = int(value)
         return value
 
     def item(self, mapping_field: str, key: str) -> int:
-        """``cfg.<mapping_field>[key]``: a dict (as transformers stores it) or a nested view."""
+        """``cfg.<mapping_field>[key]``: a JSON object (as transformers stores it) or a nested view."""
         container = self.raw(mapping_field)
         if container is None:
-            raise self._fail(mapping_field, None, f"a mapping with {key!r}")
+            raise self.fail(mapping_field, None, f"a JSON object with {key!r}")
+        name = f"{mapping_field}.{key}"
         if isinstance(container, Mapping):
-            value = container.get(key, _ABSENT)
+            value = typed.key(container, self.sec.field(mapping_field), key, typed.ANY,
+                              default=typed.ABSENT)
         else:
-            value = getattr(container, key, _ABSENT)
-        if value is _ABSENT:
-            raise self._fail(f"{mapping_field}[{key!r}]", _ABSENT, "a non-negative integer")
-        return self.check_int(f"{mapping_field}[{key!r}]", value)
+            value = typed.attr(container, key, typed.ANY, default=typed.ABSENT)
+        if value is typed.ABSENT:
+            raise self.fail(name, typed.ABSENT, _COUNT)
+        return self.check_int(name, value)
+
+
+_COUNT = "a non-negative integer"
 
 
 def _auto_head_dim(r: _Reader, field: str, width: int, heads_field: str) -> int:
@@ -255,7 +243,7 @@ def _auto_head_dim(r: _Reader, field: str, width: int, heads_field: str) -> int:
     if value == "auto":
         heads = r.int(heads_field)
         if heads == 0:
-            raise r._fail(heads_field, heads, "a positive integer (mamba_d_head is 'auto')")
+            raise r.fail(heads_field, heads, "a positive integer (mamba_d_head is 'auto')")
         return width // heads
     return r.check_int(field, value)
 
@@ -355,7 +343,7 @@ def _bailing(r: _Reader, tp: int, ns: int) -> tuple[Shape, ...]:
         head_dim = r.int("head_dim")
     else:
         if heads == 0:
-            raise r._fail("num_attention_heads", heads, "a positive integer (no head_dim given)")
+            raise r.fail("num_attention_heads", heads, "a positive integer (no head_dim given)")
         head_dim = r.int("hidden_size") // heads
     return linear_attention_state_shape(heads, tp, head_dim)
 
@@ -391,7 +379,7 @@ def state_config(info: ArchInfo, hf_config: Any, hf_text_config: Any) -> tuple[A
     if source == "hf_text_config":
         return hf_text_config, "hf_text_config"
     if source in ("text_config", "nano_vl"):
-        sub = getattr(hf_config, "text_config", None)
+        sub = typed.attr(hf_config, "text_config", typed.ANY)
         if sub is None:
             raise InvalidInputError(
                 f"invalid hf_config.text_config: the config of {info.name} has no text_config; "
@@ -491,7 +479,7 @@ def kernel_block_alignment(use_mla: bool, backend: str | None) -> int:
 def mamba_chunk_size(hf_text_config: Any) -> int:
     """``ModelConfig.get_mamba_chunk_size``: mamba_chunk_size, else chunk_size, else 2048."""
     for field in ("mamba_chunk_size", "chunk_size"):
-        value = getattr(hf_text_config, field, None)
+        value = typed.attr(hf_text_config, field, typed.INT)
         if value is not None:
             return value
     return 2048

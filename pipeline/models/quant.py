@@ -44,16 +44,18 @@ def check_modelopt(hf: Any) -> None:
     if quant_method(hf) != "modelopt":
         return
     quant = quant_config(hf)
-    algo = quant.get("quant_algo")
+    # any value, as vLLM reads them: it tests the algorithm for truth and upper-cases its
+    # text, checks the exclusions and the group size with messages of its own
+    algo = typed.key(quant, QUANT_FIELD, "quant_algo", typed.ANY)
     if not algo:
         raise ConfigRejectedError("Missing 'quant_algo' in quantization config",
                                   field=f"{QUANT_FIELD}.quant_algo")
     algo = str(algo).upper()
-    ignore = quant.get("ignore", [])
+    ignore = typed.key(quant, QUANT_FIELD, "ignore", typed.ANY, default=[])
     if not isinstance(ignore, list):
         raise ConfigRejectedError(f"exclude_modules must be a list, got {type(ignore)}",
                                   field=f"{QUANT_FIELD}.ignore")
-    group = quant.get("group_size")
+    group = typed.key(quant, QUANT_FIELD, "group_size", typed.ANY)
     if group is not None and not isinstance(group, int):
         try:
             int(group)
@@ -66,7 +68,7 @@ def check_modelopt(hf: Any) -> None:
             "Please check the `hf_quant_config.json` file for your model's quant configuration.",
             field=f"{QUANT_FIELD}.quant_algo")
     if algo == "MIXED_PRECISION":
-        layers = quant.get("quantized_layers", {})
+        layers = typed.key(quant, QUANT_FIELD, "quantized_layers", typed.ANY, default={})
         if not layers:
             raise ConfigRejectedError(
                 "MIXED_PRECISION quant_algo requires a non-empty 'quantized_layers' mapping in "

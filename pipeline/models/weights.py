@@ -20,7 +20,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from enginecfg.pipeline.errors import InvalidInputError
+from enginecfg.pipeline import typed
+from enginecfg.pipeline.models.quant import QUANT_FIELD
 from enginecfg.pipeline.models import mamba_state
 from enginecfg.pipeline.models.dtypes import dtype_size
 from enginecfg.pipeline.models import kv_cache as kc
@@ -49,82 +50,79 @@ class WeightsEstimate:
 
 
 def _g(cfg, name, default=None):
-    """A config attribute (None and absent read as ``default``)."""
+    """A config attribute of any type (None and absent read as ``default``): the estimate
+    tests it for truth, compares it or reads it as text."""
     if cfg is None:
         return default
-    v = cfg.get(name) if hasattr(cfg, "get") else getattr(cfg, name, None)
+    v = typed.attr(cfg, name, typed.ANY)
     return default if v is None else v
 
 
 def _n(cfg, name, default=None):
     """A non-negative integer attribute; anything else is refused, naming the field."""
-    v = _g(cfg, name)
-    if v is None:
+    if cfg is None:
         return default
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        where = getattr(cfg, "_path", "") or ""
-        field = f"hf_config.{where + '.' if where else ''}{name}"
-        raise InvalidInputError(f"invalid {field}: got {v!r}; allowed: a non-negative integer "
-                                f"(the weights estimate reads it)", field=field)
-    return v
+    v = typed.attr(cfg, name, typed.INT, allowed=lambda v: v >= 0, expect="a non-negative integer",
+                   why="the weights estimate reads it")
+    return default if v is None else v
 
 
-def _ffn_matrices(t) -> int:
-    act = str(_g(t, "mlp_hidden_act", _g(t, "hidden_act", "silu")))
+def _ffn_matrices(text) -> int:
+    act = str(_g(text, "mlp_hidden_act", _g(text, "hidden_act", "silu")))
     return 2 if act == "relu2" else 3
 
 
-def _moe(t, hidden: int, mats: int) -> int:
-    experts = _n(t, "num_experts", _n(t, "n_routed_experts", _n(t, "num_local_experts", 0)))
-    inter = _n(t, "moe_intermediate_size", _n(t, "intermediate_size", 0))
-    latent = _n(t, "moe_latent_size")
+def _moe(text, hidden: int, mats: int) -> int:
+    experts = _n(text, "num_experts", _n(text, "n_routed_experts", _n(text, "num_local_experts", 0)))
+    inter = _n(text, "moe_intermediate_size", _n(text, "intermediate_size", 0))
+    latent = _n(text, "moe_latent_size")
     width = latent or hidden
     params = experts * mats * width * inter + hidden * experts
     if latent:
         params += 2 * hidden * latent
-    shared_inter = _n(t, "shared_expert_intermediate_size",
-                      _n(t, "moe_shared_expert_intermediate_size", 0))
-    if not shared_inter and _n(t, "n_shared_experts"):
-        shared_inter = _n(t, "n_shared_experts") * inter
+    shared_inter = _n(text, "shared_expert_intermediate_size",
+                      _n(text, "moe_shared_expert_intermediate_size", 0))
+    if not shared_inter and _n(text, "n_shared_experts"):
+        shared_inter = _n(text, "n_shared_experts") * inter
     return params + mats * hidden * shared_inter
 
 
-def _ffn_kinds(cfg, t, n_layers: int) -> list[str]:
+def _ffn_kinds(cfg, text, n_layers: int) -> list[str]:
     """'dense', 'moe', 'both' or 'none' per decoder layer."""
     arch = cfg.model_config.architecture or ""
-    has_experts = bool(_n(t, "num_experts", _n(t, "n_routed_experts", _n(t, "num_local_experts", 0))))
+    has_experts = bool(_n(text, "num_experts", _n(text, "n_routed_experts", _n(text, "num_local_experts", 0))))
     if arch.startswith(("Mamba", "FalconMamba")):
         return ["none"] * n_layers
     if arch.startswith("NemotronH"):
-        pattern = _g(t, "hybrid_override_pattern") or _g(t, "layers_block_type") or []
+        pattern = _g(text, "hybrid_override_pattern") or _g(text, "layers_block_type") or []
         table = {"-": "dense", "mlp": "dense", "E": "moe", "moe": "moe"}
         return [table.get(k, "none") if isinstance(k, str) else "none" for k in pattern]
     if arch.startswith("Zamba2"):
         return ["none"] * n_layers
     if arch.startswith("Gemma4"):
-        return ["both" if _g(t, "enable_moe_block") else "dense"] * n_layers
+        return ["both" if _g(text, "enable_moe_block") else "dense"] * n_layers
     if arch.startswith("Jamba") and has_experts:
-        period, offset = _n(t, "expert_layer_period", 1), _n(t, "expert_layer_offset", 0)
+        period, offset = _n(text, "expert_layer_period", 1), _n(text, "expert_layer_offset", 0)
         return ["moe" if (i - offset) % period == 0 else "dense" for i in range(n_layers)]
     if has_experts:
-        first_dense = _n(t, "first_k_dense_replace", 0)
+        first_dense = _n(text, "first_k_dense_replace", 0)
         return ["dense" if i < first_dense else "moe" for i in range(n_layers)]
     return ["dense"] * n_layers
 
 
-def _mixer_params(cfg, t, hidden: int, specs) -> tuple[int, int]:
+def _mixer_params(cfg, text, hidden: int, specs) -> tuple[int, int]:
     """(attention-like params, recurrent-mixer params) over all layers."""
     mc = cfg.model_config
-    heads = _n(t, "num_attention_heads", 0)
-    gate = 2 if _g(t, "attn_output_gate") else 1
+    heads = _n(text, "num_attention_heads", 0)
+    gate = 2 if _g(text, "attn_output_gate") else 1
     tp = cfg.parallel_config.tensor_parallel_size
     attn = 0
     n_attn = 0
     for s in specs.values():
         if isinstance(s, kc.MLAAttentionSpec):
             n_attn += 1
-            nope, rope = _n(t, "qk_nope_head_dim", 128), _n(t, "qk_rope_head_dim", 64)
-            v, kv_rank, q_rank = _n(t, "v_head_dim", 128), _n(t, "kv_lora_rank", 512), _n(t, "q_lora_rank")
+            nope, rope = _n(text, "qk_nope_head_dim", 128), _n(text, "qk_rope_head_dim", 64)
+            v, kv_rank, q_rank = _n(text, "v_head_dim", 128), _n(text, "kv_lora_rank", 512), _n(text, "q_lora_rank")
             q = hidden * heads * (nope + rope) if not q_rank else hidden * q_rank + q_rank * heads * (nope + rope)
             attn += q + hidden * (kv_rank + rope) + kv_rank * heads * (nope + v) + heads * v * hidden
         elif isinstance(s, (kc.FullAttentionSpec, kc.SlidingWindowSpec)):
@@ -146,8 +144,8 @@ def _mixer_params(cfg, t, hidden: int, specs) -> tuple[int, int]:
         (k1, d_inner), (_, ds) = shapes[0], shapes[1]
         rank = math.ceil(hidden / 16)  # "auto"
         for name in ("mamba_dt_rank", "time_step_rank"):
-            if _g(t, name, "auto") != "auto":
-                rank = _n(t, name)
+            if _g(text, name, "auto") != "auto":
+                rank = _n(text, name)
                 break
         one = (hidden * 2 * d_inner + d_inner * (k1 + 1) + d_inner * (rank + 2 * ds)
                + rank * d_inner + d_inner * ds + d_inner * hidden)
@@ -176,11 +174,13 @@ def _quant_bits(cfg) -> tuple[float | None, str]:
     mc = cfg.model_config
     quant = _g(mc.hf_config, "quantization_config")
     method = mc.quantization
+    # method and algorithm are read as text and compared, as the loader read them
     if not method and isinstance(quant, dict):
-        method = quant.get("quant_method")
+        method = typed.key(quant, QUANT_FIELD, "quant_method", typed.ANY)
     if not method:
         return None, ""
-    algo = str(quant.get("quant_algo", "")).upper() if isinstance(quant, dict) else ""
+    algo = str(typed.key(quant, QUANT_FIELD, "quant_algo", typed.ANY, default="")).upper() \
+        if isinstance(quant, dict) else ""
     if "FP4" in algo or method in ("modelopt_fp4", "nvfp4"):
         return 4.5, f"{method} {algo or 'fp4'}: 4.5 bits per linear weight (4-bit values, fp8 block scales)"
     if algo == "MIXED_PRECISION" or str(method).endswith("mixed"):
@@ -193,23 +193,23 @@ def estimate_weights(cfg, specs: dict | None = None) -> WeightsEstimate:
     """Parameter count and bytes of the weights for the resolved config (``specs``: the
     layers' KV-cache specs when the caller has them already)."""
     mc = cfg.model_config
-    t = mc.hf_text_config
-    hidden = _n(t, "hidden_size", 0)
-    vocab = _n(t, "vocab_size", _n(mc.hf_config, "vocab_size", 0))
-    n_layers = _n(t, "num_hidden_layers", 0)
-    tied = _g(t, "tie_word_embeddings", _g(mc.hf_config, "tie_word_embeddings", False))
+    text = mc.hf_text_config
+    hidden = _n(text, "hidden_size", 0)
+    vocab = _n(text, "vocab_size", _n(mc.hf_config, "vocab_size", 0))
+    n_layers = _n(text, "num_hidden_layers", 0)
+    tied = _g(text, "tie_word_embeddings", _g(mc.hf_config, "tie_word_embeddings", False))
     embed = vocab * hidden * (1 if tied else 2)
     if specs is None:
         specs = kv_specs.layer_specs(cfg)
-    attn, mixer = _mixer_params(cfg, t, hidden, specs)
-    mats = _ffn_matrices(t)
-    dense = mats * hidden * _n(t, "intermediate_size", 0)
-    moe = _moe(t, hidden, mats)
+    attn, mixer = _mixer_params(cfg, text, hidden, specs)
+    mats = _ffn_matrices(text)
+    dense = mats * hidden * _n(text, "intermediate_size", 0)
+    moe = _moe(text, hidden, mats)
     ffn = 0
-    for kind in _ffn_kinds(cfg, t, n_layers):
+    for kind in _ffn_kinds(cfg, text, n_layers):
         ffn += {"dense": dense, "moe": moe, "both": dense + moe}.get(kind, 0)
     if (mc.architecture or "").startswith("Zamba2"):
-        ffn += _n(t, "num_mem_blocks", 1) * dense
+        ffn += _n(text, "num_mem_blocks", 1) * dense
     vision = _vision(cfg)
     linear = attn + mixer + ffn
     params = embed + linear + vision
