@@ -115,6 +115,7 @@ _CHILD = textwrap.dedent("""
     print(hfcache.worker_pid(), flush=True)
     if sys.argv[1] == "wait":
         time.sleep(600)
+    sys.stdin.readline()  # "exit": once the test has seen the worker alive
 """)
 
 
@@ -123,14 +124,17 @@ def test_no_worker_outlives_its_parent(tmp_path, end):
     script = tmp_path / "child.py"
     script.write_text(_CHILD.format(repo=str(REPO), config=str(CONFIGS / "qwen3.5-27b" / "config.json")))
     proc = subprocess.Popen([sys.executable, "-P", str(script), "exit" if end == "exit" else "wait"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=os.environ["ENGINECFG_TEST_TMP"])
     try:
         line = proc.stdout.readline()
         assert line.strip().isdigit(), proc.stderr.read()
         worker = int(line)
         assert not _gone(worker)
-        if end == "sigkill":
+        if end == "exit":
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+        elif end == "sigkill":
             proc.kill()
         elif end == "sigterm":
             proc.terminate()  # default action: no atexit handlers run
