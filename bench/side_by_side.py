@@ -488,16 +488,9 @@ SWEEP_ALL = {
              for b in (256,)},
 }
 
-#: the launch shapes still in question (round 6): the conv1d step with every state column
-#: loaded before any is stored, with or without the evict-first hint and with the batch as
-#: the grid's first axis; the gated-delta steps with q, k, v and the gate inputs requested
-#: before the slot (``early``) or after the state load
+#: launch variants still worth a look (round 8): the packed gated-delta step's tile at small
+#: batches, and the conv1d step on 1 and 4 channels a thread
 SWEEP = {
-    "conv": {b: [{"hints": False}, {"batch_first": True}, {"hints": False, "batch_first": True},
-                 {"block_d": 128, "num_warps": 1, "hints": False}]
-             for b in (256, 8)},
-    "gdn": {256: [{"early": False}, {"hints": False}, {"hints": False, "early": False}]},
-    "gdn_packed": {b: [{"early": False}, {"hints": False}, {"hints": False, "early": False},
-                       {"block_v": 32}, {"block_v": 32, "hints": False}, {"block_v": 32, "hints": False, "early": False}]
-                   for b in (256, 8)},
+    "conv": {b: [{"block_d": 128, "num_warps": 4}, {"block_d": 512, "num_warps": 4}] for b in (256, 8)},
+    "gdn_packed": {b: [{"block_v": 16}, {"block_v": 32}] for b in (8, 1)},
 }

@@ -43,6 +43,7 @@ from enginecfg.kernels._util import (
     require_dtype,
     require_same_device,
     require_shape,
+    sm_count,
 )
 
 __all__ = ["gated_delta_step", "gated_delta_step_packed", "gdn_launch_config",
@@ -211,21 +212,27 @@ def _gdn_packed_inputs(row, a_ptr, b_ptr, alog_ptr, dtb_ptr, b, h, kh, nk, dk, d
 
 
 def gdn_launch_config(dv: int, dk: int, state_dtype: torch.dtype,
-                      launch: dict[str, int] | None = None) -> dict[str, int]:
-    """Rows of state per program and warps, from H200 sweeps (bench/NOTES.md).
+                      launch: dict[str, int] | None = None, *, packed: bool = False,
+                      programs: int | None = None, sms: int = 132) -> dict[str, int]:
+    """Rows of state per program, warps, and the load order, from H200 sweeps (bench/NOTES.md).
 
-    One warp a program and small programs (16 rows of a 128-wide head), so that many
-    programs share a multiprocessor and keep enough loads in flight: at 256 sequences a
-    float32 state ran at 95-96% of copy bandwidth this way, 84% on 32 rows x 2 warps and
-    75% on 128 rows x 8 warps; bf16 at 91-92%.  ``launch``
-    (``{"block_v", "num_warps"}``) overrides them, for sweeps.
+    One warp a program and small programs, so that many programs share a multiprocessor
+    and keep enough loads in flight.  A float32 state: 16 rows of a 128-wide head, the
+    inputs read after the state load is issued (95-96% of copy bandwidth at 256
+    sequences).  A 16-bit state from packed inputs: 32 rows, no cache hints, and the inputs
+    requested before the slot is known (``early``); 95% against 88% for the float32 shape,
+    unless ``programs`` (sequences x value heads) gives too few programs to fill the GPU.
+    ``launch`` (``{"block_v", "num_warps", "hints", "early"}``) overrides them, for sweeps.
     """
     k_pad = next_pow2(dk)
-    per_program = 2048
-    block_v = max(1, min(next_pow2(dv), per_program // k_pad))
+    wide = state_dtype == torch.float32 or not packed
+    block_v = max(1, min(next_pow2(dv), (2048 if wide else 4096) // k_pad))
+    if not wide and programs is not None and programs * triton.cdiv(dv, block_v) < 2 * sms:
+        # too few programs to fill the GPU twice (one sequence): the smaller tile wins
+        block_v = max(1, min(next_pow2(dv), 2048 // k_pad))
     warps = 1
-    hints = True
-    early = True
+    hints = wide
+    early = not wide
     if launch:
         block_v = int(launch.get("block_v", block_v))
         warps = int(launch.get("num_warps", warps))
@@ -334,7 +341,8 @@ def gated_delta_step_packed(state: torch.Tensor, mixed_qkv: torch.Tensor, a: tor
     require_shape(out, "out", (batch, nv, dv))
     if batch == 0:
         return out
-    cfg = gdn_launch_config(dv, dk, state.dtype, launch)
+    cfg = gdn_launch_config(dv, dk, state.dtype, launch, packed=True, programs=batch * nv,
+                            sms=sm_count(state.device))
     bv = cfg["block_v"]
     grid = (triton.cdiv(dv, bv), nv, batch)
     _gdn_packed_kernel[grid](
