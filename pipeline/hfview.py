@@ -106,6 +106,13 @@ class HFConfigView:
     def has(self, name: str) -> bool:
         return self._lookup(name) is not _MISSING
 
+    def _field_or(self, name: str, missing: Any) -> Any:
+        """Field ``name``, or ``missing``: what :func:`typed.attr` reads (no exception)."""
+        if name.startswith("__"):
+            return missing
+        value = self._lookup(name)
+        return missing if value is _MISSING else value
+
     def get_text_config(self) -> "HFConfigView":
         target = self._snap.get("text_config", "self")
         if target == "self":

@@ -40,6 +40,8 @@ _MISSING = ABSENT
 
 
 def _is(value: Any, kind: str) -> bool:
+    if kind == ANY:
+        return True
     if kind == INT:
         return isinstance(value, int) and not isinstance(value, bool)
     if kind == NUMBER:
@@ -102,13 +104,38 @@ def field_of(view: Any, name: str, at: str | None = None) -> str:
 def _value(view: Any, name: str) -> Any:
     """Attribute ``name`` of a config view (or any object with attributes), or ``ABSENT``.
 
-    The one place where enginecfg reads a model-config attribute by name."""
+    The one place where enginecfg reads a model-config attribute by name.  A view that
+    offers ``_field_or`` answers for a missing field without raising (an ``AttributeError``
+    caught by ``getattr`` costs more than the read: runs read a hundred fields, many absent);
+    names the view's class defines itself are read as attributes, as ``getattr`` would."""
+    cls = type(view)
+    fast = getattr(cls, "_field_or", None)
+    if fast is not None and not hasattr(cls, name):
+        return fast(view, name, _MISSING)
     return getattr(view, name, _MISSING)
 
 
 def has(view: Any, name: str) -> bool:
     """Does the config view have attribute ``name`` at all (a None value counts)?"""
     return _value(view, name) is not _MISSING
+
+
+def _passes(value: Any, kinds: tuple[str, ...], kw: dict[str, Any]) -> bool:
+    """The common case of :func:`check`, without building the field's name: a value that
+    passes needs no message, and every run reads some hundred fields."""
+    if value is None:
+        return kw.get("optional", True)
+    if value is ABSENT:
+        return False
+    if kinds[0] is ANY or (kinds[0] is INT and type(value) is int):
+        # the two commonest reads, decided by one comparison
+        allowed = kw.get("allowed")
+        return allowed is None or allowed(value)
+    for kind in kinds:
+        if _is(value, kind):
+            allowed = kw.get("allowed")
+            return allowed is None or allowed(value)
+    return False
 
 
 def attr(view: Any, name: str, *kinds: str, default: Any = None, required: bool = False,
@@ -121,6 +148,8 @@ def attr(view: Any, name: str, *kinds: str, default: Any = None, required: bool 
     value = _value(view, name)
     if value is _MISSING and not required:
         return default
+    if _passes(value, kinds, kw):
+        return value
     return check(field_of(view, name, at), value, *kinds, **kw)
 
 
@@ -133,6 +162,8 @@ def key(obj: Mapping[str, Any], field: str, name: str, *kinds: str, default: Any
     value = obj[name] if name in obj else _MISSING
     if value is _MISSING and not required:
         return default
+    if _passes(value, kinds, kw):
+        return value
     return check(f"{field}.{name}", value, *kinds, **kw)
 
 
