@@ -30,7 +30,7 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from support import CONFIGS
+from support import CONFIGS, run_cli
 from enginecfg import EngineCfgError, EngineConfig, InvalidInputError, Pipeline
 from enginecfg.pipeline.config import ATTENTION_BACKENDS
 from enginecfg.pipeline.errors import StageError
@@ -469,8 +469,9 @@ def test_regression_deeply_nested_config_json_is_bad_input(tmp_path):
 # -- the CLI ---------------------------------------------------------------------------------
 
 def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-P", "-m", "enginecfg", *args], capture_output=True, text=True,
-                          cwd=os.environ["ENGINECFG_TEST_TMP"], timeout=timeout)
+    """``enginecfg ARGS`` through the CLI's main in this process (``support.run_cli``); what
+    only a real process shows is checked by ``test_cli_real_processes`` below."""
+    return run_cli(*args, timeout=timeout)
 
 
 def _one_line_exit_2(proc: subprocess.CompletedProcess, needle: str) -> None:
@@ -549,4 +550,60 @@ def test_cli_unreachable_database_exits_2_with_one_line(tmp_path, url):
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "audit" in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+# -- the same, in real processes -------------------------------------------------------------
+
+#: one case of each kind above, run as real ``enginecfg`` processes: what only a process shows
+#: (its exit status, nothing on stderr at interpreter exit, a read that blocks the process)
+_REAL_CASES = {
+    "malformed config.json": (2, "config.json"),
+    "fifo": (2, "cannot read"),
+    "nested type error": (2, "mamba_ssm_dtype"),
+    "unreachable database": (2, "audit"),
+}
+
+
+@pytest.fixture(scope="module")
+def real_cli(tmp_path_factory):
+    """Every case of ``_REAL_CASES`` started at once (the processes start in parallel) and
+    waited for: name -> CompletedProcess."""
+    root = tmp_path_factory.mktemp("real-cli")
+    dirs = {name: root / str(i) for i, name in enumerate(_REAL_CASES)}
+    for d in dirs.values():
+        d.mkdir()
+    (dirs["malformed config.json"] / "config.json").write_bytes(MALFORMED["truncated"])
+    os.mkfifo(dirs["fifo"] / "config.json")
+    nested = _set_path(copy.deepcopy(_NESTED_BASES["qwen3.6-27b-nvfp4"]), ("text_config", "mamba_ssm_dtype"), 7)
+    (dirs["nested type error"] / "config.json").write_text(json.dumps(nested))
+    argv = {
+        "malformed config.json": ["run", str(dirs["malformed config.json"]), "--no-audit"],
+        "fifo": ["run", str(dirs["fifo"]), "--no-audit"],
+        "nested type error": ["run", str(dirs["nested type error"]), "--no-audit", "--gpu-validation", "off"],
+        "unreachable database": ["run", str(CONFIGS / "qwen3.5-27b"), "--db", "sqlite:////proc/no/such/dir/audit.db"],
+    }
+    procs = {name: subprocess.Popen([sys.executable, "-P", "-m", "enginecfg", *args], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, cwd=os.environ["ENGINECFG_TEST_TMP"])
+             for name, args in argv.items()}
+    done = {}
+    for name, proc in procs.items():
+        try:
+            out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            err += "\n(killed: no answer after 120 s)"
+        done[name] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return done
+
+
+@pytest.mark.parametrize("name", list(_REAL_CASES))
+def test_cli_real_processes(real_cli, name):
+    code, needle = _REAL_CASES[name]
+    proc = real_cli[name]
+    assert proc.returncode == code, (proc.returncode, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("enginecfg: "), proc.stderr
+    assert needle in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
