@@ -565,11 +565,7 @@ _REAL_CASES = {
 }
 
 
-@pytest.fixture(scope="module")
-def real_cli(tmp_path_factory):
-    """Every case of ``_REAL_CASES`` started at once (the processes start in parallel) and
-    waited for: name -> CompletedProcess."""
-    root = tmp_path_factory.mktemp("real-cli")
+def _start_real_cli(root: Path) -> dict[str, subprocess.Popen]:
     dirs = {name: root / str(i) for i, name in enumerate(_REAL_CASES)}
     for d in dirs.values():
         d.mkdir()
@@ -583,11 +579,35 @@ def real_cli(tmp_path_factory):
         "nested type error": ["run", str(dirs["nested type error"]), "--no-audit", "--gpu-validation", "off"],
         "unreachable database": ["run", str(CONFIGS / "qwen3.5-27b"), "--db", "sqlite:////proc/no/such/dir/audit.db"],
     }
-    procs = {name: subprocess.Popen([sys.executable, "-P", "-m", "enginecfg", *args], stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True, cwd=os.environ["ENGINECFG_TEST_TMP"])
-             for name, args in argv.items()}
+    return {name: subprocess.Popen([sys.executable, "-P", "-m", "enginecfg", *args], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, cwd=os.environ["ENGINECFG_TEST_TMP"])
+            for name, args in argv.items()}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _real_cli_started(request, tmp_path_factory, _transformers_in_process):
+    """The processes of ``test_cli_real_processes``, started when this module starts (when
+    those tests are selected): they run beside the in-process tests instead of after them.
+    The one that resolves a config finds its snapshot in this session's cache, built here."""
+    if not any(getattr(item, "originalname", None) == "test_cli_real_processes" for item in request.session.items):
+        yield {}
+        return
+    from enginecfg.pipeline.hfcache import snapshot_for
+
+    snapshot_for(json.loads((CONFIGS / "qwen3.5-27b" / "config.json").read_text()))
+    procs = _start_real_cli(tmp_path_factory.mktemp("real-cli"))
+    yield procs
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+@pytest.fixture(scope="module")
+def real_cli(_real_cli_started):
+    """Every case of ``_REAL_CASES`` waited for: name -> CompletedProcess."""
     done = {}
-    for name, proc in procs.items():
+    for name, proc in _real_cli_started.items():
         try:
             out, err = proc.communicate(timeout=120)
         except subprocess.TimeoutExpired:
