@@ -589,7 +589,8 @@ def _real_cli_started(request, tmp_path_factory, _transformers_in_process):
     """The processes of ``test_cli_real_processes``, started when this module starts (when
     those tests are selected): they run beside the in-process tests instead of after them.
     The one that resolves a config finds its snapshot in this session's cache, built here."""
-    if not any(getattr(item, "originalname", None) == "test_cli_real_processes" for item in request.session.items):
+    if not any(getattr(item, "originalname", None) == "test_cli_real_processes"
+               for item in request.session.items):
         yield {}
         return
     from enginecfg.pipeline.hfcache import snapshot_for
