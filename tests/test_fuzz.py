@@ -61,11 +61,31 @@ def _transformers_in_process():
     """Build snapshots in this process: a worker per new fuzzed config would dominate."""
     old = os.environ.get("ENGINECFG_HF_INPROCESS")
     os.environ["ENGINECFG_HF_INPROCESS"] = "1"
+    _load_transformers()
     yield
     if old is None:
         os.environ.pop("ENGINECFG_HF_INPROCESS", None)
     else:
         os.environ["ENGINECFG_HF_INPROCESS"] = old
+
+
+def _load_transformers() -> None:
+    """Import transformers (and torch) and the config module of every base config's model
+    type, by building the base configs' snapshots, with the cyclic collector paused, then
+    freeze what exists: several hundred thousand long-lived objects that every full
+    collection would otherwise walk again (measured: ~14 full collections, 2-3 s, in one run
+    of this file and tests/test_faults.py).  The examples still build every fuzzed config's
+    snapshot with transformers; only the import happens here instead of in the first ones."""
+    import gc
+
+    from enginecfg.pipeline.hfcache import snapshots_for
+
+    gc.disable()
+    try:
+        snapshots_for([json.loads(json.dumps(cfg)) for cfg in BASES.values()])
+    finally:
+        gc.enable()
+    gc.freeze()
 
 
 class _Hang(Exception):
