@@ -9,6 +9,10 @@ store's ``_before_commit`` hook, inside the write transaction.
 Then the faults of the database itself: a read-only database file, a full disk (a tiny
 tmpfs; these tests run as root) and a PostgreSQL server restarted between runs.  Each test
 says in its docstring which protection it pins: removing that protection makes it fail.
+
+The faults are real (database files, mounts, killed processes); the commands around them run
+through the CLI's ``main`` in this process (``support.run_cli``), except the killed run and
+one run whose stdout is checked up to interpreter exit, which are real processes.
 """
 
 from __future__ import annotations
