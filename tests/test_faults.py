@@ -11,8 +11,9 @@ tmpfs; these tests run as root) and a PostgreSQL server restarted between runs. 
 says in its docstring which protection it pins: removing that protection makes it fail.
 
 The faults are real (database files, mounts, killed processes); the commands around them run
-through the CLI's ``main`` in this process (``support.run_cli``), except the killed run and
-one run whose stdout is checked up to interpreter exit, which are real processes.
+through the CLI's ``main`` in this process (``support.run_cli``), except the killed run, one
+run whose stdout is checked up to interpreter exit and the fresh process after a PostgreSQL
+restart, which are real processes.
 """
 
 from __future__ import annotations
@@ -302,7 +303,7 @@ def test_postgres_restart_between_runs_of_one_store():
         res = store.verify()
         assert res.ok and res.runs_checked == 2
         # and a fresh process after the restart records too
-        proc = _cli("run", QWEN, "--db", url)
+        proc = _real_cli("run", QWEN, "--db", url)
         assert proc.returncode == 0, proc.stderr
         assert store.verify().runs_checked == 3
     finally:
