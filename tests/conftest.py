@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import gc
 import json
 import os
 import tempfile
@@ -63,3 +65,15 @@ def warm_snapshots():
     dicts = [json.loads((d / "config.json").read_text()) for d in sorted(CONFIGS.iterdir())]
     snapshots_for(dicts)
     return True
+
+
+def pytest_sessionfinish(session):
+    # The end of a session walks the whole heap again and again (pytest's last check for
+    # finalizers that fail collects five times), and with torch and transformers imported
+    # that heap is hundreds of thousands of long-lived objects: seconds.  One full collection
+    # here still finds every cycle left behind (reported as before); what survives it is
+    # frozen until the interpreter exits, so the walks in between skip it.  (Unfrozen at
+    # exit: extension modules check at their teardown that their objects were freed.)
+    gc.collect()
+    gc.freeze()
+    atexit.register(gc.unfreeze)

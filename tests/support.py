@@ -94,3 +94,88 @@ def check_stage_against_fixture(stage_name: str, fields: dict[str, list[str]], c
                   if MESSAGE_STAGE.get(next((p for p in MESSAGE_STAGE if m["message"].startswith(p)), "")) == stage_name]
     got_lines = [m.message for m in result.messages if m.stage == stage_name]
     assert got_lines == want_lines
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: float = 120):
+    """``enginecfg ARGS`` run in this process through the CLI's ``main``: a
+    ``subprocess.CompletedProcess`` with the exit code and what it wrote on stdout / stderr.
+
+    Starting a process costs an interpreter and enginecfg's imports (and transformers' when a
+    config is new), a second or more per case; this costs milliseconds.  What only a real
+    process shows (its exit status at interpreter exit, a kill) stays with the tests that
+    start one.  Faithful where the tests look: both the Python streams and file descriptors
+    1 and 2 are captured (a library writing to the descriptor is seen); an exception that
+    escapes ``main`` is written to stderr as its traceback (exit 1), as the interpreter would;
+    ``SystemExit`` gives its code; a run that hangs fails after *timeout* seconds; *env* is set
+    for the call only; and what a process exit would release is released afterwards (the
+    audit stores the command opened, the logging set-up it changed), so one case never leaks
+    into the next.
+    """
+    import contextlib
+    import io
+    import logging
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+    import traceback
+
+    from enginecfg.cli import main
+    from enginecfg.store import recorder
+
+    stores: list = []
+    real_init = recorder.AuditStore.__init__
+
+    def tracked_init(self, *a, **kw):
+        real_init(self, *a, **kw)
+        stores.append(self)
+
+    def on_alarm(signum, frame):
+        raise TimeoutError(f"enginecfg {' '.join(args)}: no answer after {timeout}s")
+
+    log = logging.getLogger("enginecfg")
+    log_state = (list(log.handlers), log.propagate)
+    old_env = {k: os.environ.get(k) for k in (env or {})}
+    out, err = io.StringIO(), io.StringIO()
+    fd_out, fd_err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    old_alarm = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        os.environ.update(env or {})
+        recorder.AuditStore.__init__ = tracked_init
+        os.dup2(fd_out.fileno(), 1)
+        os.dup2(fd_err.fileno(), 2)
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            except BaseException:  # noqa: BLE001 - what the interpreter would print
+                traceback.print_exc()
+                code = 1
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old_alarm)
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
+        recorder.AuditStore.__init__ = real_init
+        for store in stores:
+            store.close()
+        log.handlers[:], log.propagate = log_state
+        for k, v in old_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    texts = []
+    for f in (fd_out, fd_err):
+        f.seek(0)
+        texts.append(f.read().decode(errors="replace"))
+        f.close()
+    return subprocess.CompletedProcess(["enginecfg", *args], code, out.getvalue() + texts[0],
+                                       err.getvalue() + texts[1])

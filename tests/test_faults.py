@@ -9,6 +9,11 @@ store's ``_before_commit`` hook, inside the write transaction.
 Then the faults of the database itself: a read-only database file, a full disk (a tiny
 tmpfs; these tests run as root) and a PostgreSQL server restarted between runs.  Each test
 says in its docstring which protection it pins: removing that protection makes it fail.
+
+The faults are real (database files, mounts, killed processes); the commands around them run
+through the CLI's ``main`` in this process (``support.run_cli``), except the killed run, one
+run whose stdout is checked up to interpreter exit and the fresh process after a PostgreSQL
+restart, which are real processes.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from support import CONFIGS, PG_URL, kill_at_marker
+from support import CONFIGS, PG_URL, kill_at_marker, run_cli
 from enginecfg import EngineConfig, Pipeline
 from enginecfg.store import AuditStore
 from enginecfg.store.engine import make_engine, normalise_url
@@ -38,9 +43,26 @@ _needs_pg = pytest.mark.skipif(not PG_URL, reason="ENGINECFG_TEST_PG_URL is not 
 
 
 def _cli(*args: str, env: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+    """``enginecfg ARGS`` through the CLI's main in this process (``support.run_cli``): the
+    faults stay real (the database files, mounts and killed processes); only the interpreter
+    start-up of each command is saved.  The killed run and ``_real_cli`` are real processes."""
+    return run_cli(*args, env=env, timeout=timeout)
+
+
+def _real_cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    """``enginecfg ARGS`` as a real process (for what only a process shows)."""
     return subprocess.run([sys.executable, "-P", "-m", "enginecfg", *args], capture_output=True, text=True,
-                          env=dict(os.environ, **(env or {})), cwd=os.environ["ENGINECFG_TEST_TMP"],
-                          timeout=timeout)
+                          cwd=os.environ["ENGINECFG_TEST_TMP"], timeout=timeout)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _snapshots_cached():
+    """Both configs' transformers snapshots in this session's cache before the first run, as
+    a user's second run finds them: no test here is about building one, and the killed
+    process must reach its hold point without importing transformers."""
+    from enginecfg.pipeline.hfcache import snapshots_for
+
+    snapshots_for([json.loads((Path(p) / "config.json").read_text()) for p in (QWEN, MAMBA)])
 
 
 def _runs(url: str) -> list[dict]:
@@ -231,10 +253,11 @@ def test_unwritable_database(small_disk, fault, best_effort):
 
 
 def test_unwritable_database_stdout_is_only_the_document(small_disk):
+    """A real process: nothing but the document reaches its stdout, up to interpreter exit."""
     mnt, url = small_disk
     undo = _read_only(mnt)
     try:
-        proc = _cli("run", QWEN, "--db", url, "--json", "--audit-best-effort")
+        proc = _real_cli("run", QWEN, "--db", url, "--json", "--audit-best-effort")
     finally:
         undo()
     assert proc.returncode == 0
@@ -280,7 +303,7 @@ def test_postgres_restart_between_runs_of_one_store():
         res = store.verify()
         assert res.ok and res.runs_checked == 2
         # and a fresh process after the restart records too
-        proc = _cli("run", QWEN, "--db", url)
+        proc = _real_cli("run", QWEN, "--db", url)
         assert proc.returncode == 0, proc.stderr
         assert store.verify().runs_checked == 3
     finally:

@@ -30,7 +30,7 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from support import CONFIGS
+from support import CONFIGS, run_cli
 from enginecfg import EngineCfgError, EngineConfig, InvalidInputError, Pipeline
 from enginecfg.pipeline.config import ATTENTION_BACKENDS
 from enginecfg.pipeline.errors import StageError
@@ -61,11 +61,31 @@ def _transformers_in_process():
     """Build snapshots in this process: a worker per new fuzzed config would dominate."""
     old = os.environ.get("ENGINECFG_HF_INPROCESS")
     os.environ["ENGINECFG_HF_INPROCESS"] = "1"
+    _load_transformers()
     yield
     if old is None:
         os.environ.pop("ENGINECFG_HF_INPROCESS", None)
     else:
         os.environ["ENGINECFG_HF_INPROCESS"] = old
+
+
+def _load_transformers() -> None:
+    """Import transformers (and torch) and the config module of every base config's model
+    type, by building the base configs' snapshots, with the cyclic collector paused, then
+    freeze what exists: several hundred thousand long-lived objects that every full
+    collection would otherwise walk again (measured: ~14 full collections, 2-3 s, in one run
+    of this file and tests/test_faults.py).  The examples still build every fuzzed config's
+    snapshot with transformers; only the import happens here instead of in the first ones."""
+    import gc
+
+    from enginecfg.pipeline.hfcache import snapshots_for
+
+    gc.disable()
+    try:
+        snapshots_for([json.loads(json.dumps(cfg)) for cfg in BASES.values()])
+    finally:
+        gc.enable()
+    gc.freeze()
 
 
 class _Hang(Exception):
@@ -470,8 +490,9 @@ def test_regression_deeply_nested_config_json_is_bad_input(tmp_path):
 # -- the CLI ---------------------------------------------------------------------------------
 
 def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-P", "-m", "enginecfg", *args], capture_output=True, text=True,
-                          cwd=os.environ["ENGINECFG_TEST_TMP"], timeout=timeout)
+    """``enginecfg ARGS`` through the CLI's main in this process (``support.run_cli``); what
+    only a real process shows is checked by ``test_cli_real_processes`` below."""
+    return run_cli(*args, timeout=timeout)
 
 
 def _one_line_exit_2(proc: subprocess.CompletedProcess, needle: str) -> None:
@@ -550,4 +571,81 @@ def test_cli_unreachable_database_exits_2_with_one_line(tmp_path, url):
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "audit" in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+# -- the same, in real processes -------------------------------------------------------------
+
+#: one case of each kind above, run as real ``enginecfg`` processes: what only a process shows
+#: (its exit status, nothing on stderr at interpreter exit, a read that blocks the process)
+_REAL_CASES = {
+    "malformed config.json": (2, "config.json"),
+    "fifo": (2, "cannot read"),
+    "nested type error": (2, "mamba_ssm_dtype"),
+    "unreachable database": (2, "audit"),
+}
+
+
+def _start_real_cli(root: Path) -> dict[str, subprocess.Popen]:
+    dirs = {name: root / str(i) for i, name in enumerate(_REAL_CASES)}
+    for d in dirs.values():
+        d.mkdir()
+    (dirs["malformed config.json"] / "config.json").write_bytes(MALFORMED["truncated"])
+    os.mkfifo(dirs["fifo"] / "config.json")
+    nested = _set_path(copy.deepcopy(_NESTED_BASES["qwen3.6-27b-nvfp4"]), ("text_config", "mamba_ssm_dtype"), 7)
+    (dirs["nested type error"] / "config.json").write_text(json.dumps(nested))
+    argv = {
+        "malformed config.json": ["run", str(dirs["malformed config.json"]), "--no-audit"],
+        "fifo": ["run", str(dirs["fifo"]), "--no-audit"],
+        "nested type error": ["run", str(dirs["nested type error"]), "--no-audit", "--gpu-validation", "off"],
+        "unreachable database": ["run", str(CONFIGS / "qwen3.5-27b"), "--db", "sqlite:////proc/no/such/dir/audit.db"],
+    }
+    return {name: subprocess.Popen([sys.executable, "-P", "-m", "enginecfg", *args], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, cwd=os.environ["ENGINECFG_TEST_TMP"])
+            for name, args in argv.items()}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _real_cli_started(request, tmp_path_factory, _transformers_in_process):
+    """The processes of ``test_cli_real_processes``, started when this module starts (when
+    those tests are selected): they run beside the in-process tests instead of after them.
+    The one that resolves a config finds its snapshot in this session's cache, built here."""
+    if not any(getattr(item, "originalname", None) == "test_cli_real_processes"
+               for item in request.session.items):
+        yield {}
+        return
+    from enginecfg.pipeline.hfcache import snapshot_for
+
+    snapshot_for(json.loads((CONFIGS / "qwen3.5-27b" / "config.json").read_text()))
+    procs = _start_real_cli(tmp_path_factory.mktemp("real-cli"))
+    yield procs
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+@pytest.fixture(scope="module")
+def real_cli(_real_cli_started):
+    """Every case of ``_REAL_CASES`` waited for: name -> CompletedProcess."""
+    done = {}
+    for name, proc in _real_cli_started.items():
+        try:
+            out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            err += "\n(killed: no answer after 120 s)"
+        done[name] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return done
+
+
+@pytest.mark.parametrize("name", list(_REAL_CASES))
+def test_cli_real_processes(real_cli, name):
+    code, needle = _REAL_CASES[name]
+    proc = real_cli[name]
+    assert proc.returncode == code, (proc.returncode, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("enginecfg: "), proc.stderr
+    assert needle in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
