@@ -169,7 +169,39 @@ def _load_config(config_dict: dict[str, Any]):
     if _known_model_type(model_type):
         cls = CONFIG_MAPPING[model_type]
         return cls.from_dict(dict(config_dict))
+    if "model_type" in config_dict and "auto_map" not in config_dict and _refused_type(model_type):
+        # (a config naming its own code keeps the generic build: vLLM would run that code
+        # with trust_remote_code, enginecfg never does, and the generic build is the closest)
+        _raise_as_transformers(model_type)
     return _generic(config_dict)
+
+
+def _refused_type(model_type: Any) -> bool:
+    """A model type neither transformers nor vLLM has a class for (a scalar: a list or an
+    object never reaches transformers' lookup in vLLM's loader)."""
+    from enginecfg.pipeline.models.config_defaults import VLLM_REGISTERED_TYPES
+
+    if not (model_type is None or isinstance(model_type, (str, int, float, bool))):
+        return False
+    return not (isinstance(model_type, str) and model_type in VLLM_REGISTERED_TYPES)
+
+
+def _raise_as_transformers(model_type: Any) -> None:
+    """Raise what transformers' ``AutoConfig`` raises for a config of this model type.
+
+    vLLM loads such a config through ``AutoConfig.from_pretrained``, which refuses a type
+    it does not know; the refusal is asked of transformers itself, from a folder holding
+    only that type, so its wording is transformers' own.
+    """
+    import tempfile
+
+    from transformers import AutoConfig
+
+    with tempfile.TemporaryDirectory() as folder:
+        with open(os.path.join(folder, "config.json"), "w") as fh:
+            json.dump({"model_type": model_type}, fh)
+        AutoConfig.from_pretrained(folder)
+    raise AssertionError(f"transformers accepted model type {model_type!r}")  # not reached
 
 
 def default_architecture(model_type: Any) -> str | None:

@@ -87,8 +87,22 @@ def test_bad_engine_args_in_python(args, field):
     assert info.value.field == field and field in str(info.value)
 
 
-def test_unknown_architecture_loads_as_generic_config(model_dir):
+def test_unknown_model_type_is_refused_as_vllm_refuses_it(model_dir):
+    """vLLM 0.19.0 reads a config of a model type neither it nor transformers has a class for
+    through transformers' AutoConfig, which refuses it (tests/typed_oracle: vLLM's answers)."""
     d = model_dir(json.dumps({"architectures": ["MyOwnForCausalLM"], "model_type": "my_own",
+                              "hidden_size": 1024, "num_attention_heads": 8,
+                              "max_position_embeddings": 4096}))
+    with pytest.raises(ConfigRejectedError) as info:
+        EngineConfig.from_pretrained(d)
+    assert "model type `my_own`" in str(info.value)
+
+
+def test_unknown_model_type_with_its_own_code_loads_as_generic_config(model_dir):
+    """A config that names its own code (``auto_map``) is what vLLM loads with
+    trust_remote_code; enginecfg never runs that code and reads the fields generically."""
+    d = model_dir(json.dumps({"architectures": ["MyOwnForCausalLM"], "model_type": "my_own",
+                              "auto_map": {"AutoConfig": "configuration_my_own.MyOwnConfig"},
                               "hidden_size": 1024, "num_attention_heads": 8, "num_key_value_heads": 2,
                               "max_position_embeddings": 4096, "torch_dtype": "float16", "custom_flag": 7}))
     cfg = EngineConfig.from_pretrained(d)

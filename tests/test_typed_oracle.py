@@ -116,10 +116,9 @@ KNOWN = {
                              "(Qwen3_5Model, an embedding model) for a missing or empty "
                              "architectures list; enginecfg refuses it or resolves it as generative"
        for v in ("null", "false", "int0", "list", "object", "delete")},
-    **{f"model_type={v}": "vLLM's AutoConfig refuses an unknown model type with its own "
-                          "ValueError; enginecfg builds a generic config and names the first "
-                          "field it misses"
-       for v in ("null", "true", "false", "int7", "int-1", "int0", "float", "str", "delete")},
+    "model_type=delete": "without a model type, transformers' AutoConfig looks for a model "
+                         "type's name inside the folder's path; enginecfg builds a generic config "
+                         "and names the first field it misses",
     **{f"text_config.{f}={v}": "vLLM computes a negative or fractional state shape and resolves; "
                                "enginecfg refuses the count as bad input"
        for f in ("linear_conv_kernel_dim", "linear_key_head_dim", "linear_num_key_heads",

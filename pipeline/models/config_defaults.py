@@ -36,7 +36,19 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable
 
-__all__ = ["VLLM_CLASS_DEFAULTS", "apply", "VLLM_CONFIG_CLASS_TYPES", "VLLM_CLASSES"]
+__all__ = ["VLLM_CLASS_DEFAULTS", "apply", "VLLM_CONFIG_CLASS_TYPES", "VLLM_CLASSES", "VLLM_REGISTERED_TYPES"]
+
+#: every model type vLLM 0.19.0 builds with a config class of its own (its
+#: ``_CONFIG_REGISTRY``), whether or not transformers knows the type; any other type that
+#: transformers does not know is refused by transformers' ``AutoConfig``, and so by vLLM
+VLLM_REGISTERED_TYPES = frozenset({
+    "afmoe", "bagel", "chatglm", "colmodernvbert", "colpali", "colqwen3", "ops_colqwen3",
+    "qwen3_vl_nemotron_embed", "deepseek_vl_v2", "deepseek_v32", "flex_olmo", "funaudiochat",
+    "hunyuan_vl", "isaac", "kimi_k2", "kimi_linear", "kimi_vl", "kimi_k25", "RefinedWeb",
+    "RefinedWebModel", "jais", "mlp_speculator", "medusa", "midashenglm", "eagle", "speculators",
+    "nemotron", "olmo_hybrid", "ovis", "ultravox", "step3_vl", "step3_text", "step3p5",
+    "qwen3_asr", "qwen3_next", "qwen3_5", "qwen3_5_moe", "lfm2_moe", "tarsier2",
+})
 
 #: every model type vLLM 0.19.0 maps to its own class in ``_CONFIG_REGISTRY`` that this
 #: table covers
