@@ -19,6 +19,7 @@ the body and no longer matches the stored hash.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,6 +40,8 @@ __all__ = [
     "canonical",
     "child_hash",
     "run_hash",
+    "PreparedRunHash",
+    "CHAIN_FIELDS",
 ]
 
 RUN_FIELDS = (
@@ -130,13 +133,37 @@ def child_hash(table: str, row: Mapping[str, Any], layout_number: int | None = N
     return _sha({"table": table, **{f: row.get(f) for f in lay.child_fields[table]}})
 
 
-def run_hash(run: Mapping[str, Any], children: Mapping[str, Sequence[str]]) -> str:
-    """The hash of a run: its fields (with prev_hash and chain_pos) and its children's hashes,
-    under the layout the run names in ``hash_layout`` (absent or None: layout 1).
+#: the run fields only known once the chain head is read (inside the write lock)
+CHAIN_FIELDS = ("chain_pos", "prev_hash", "recorded_at")
 
-    ``children`` maps each child table name to the row hashes of that table's rows of the
-    run, in the table's :data:`CHILD_ORDER`.
+
+class PreparedRunHash:
+    """:func:`run_hash` in two steps: every field but :data:`CHAIN_FIELDS` encoded ahead
+    (outside the write lock), then :meth:`finish` with the chain fields.
+
+    The canonical JSON of an object with text keys is its members, sorted by key, each
+    ``key:value`` with the value's own canonical JSON: so encoding the members apart and
+    joining them gives the very bytes :func:`run_hash` hashes (a test checks it), and the
+    writer holds its lock only for three small values and one sha256.
     """
+
+    __slots__ = ("members", "chain")
+
+    def __init__(self, run: Mapping[str, Any], children: Mapping[str, Sequence[str]]):
+        body = _run_body(run, children)
+        self.chain = tuple(k for k in body if k in CHAIN_FIELDS)
+        self.members = {k: canonical(v).decode("utf-8") for k, v in body.items() if k not in CHAIN_FIELDS}
+
+    def finish(self, **chain: Any) -> str:
+        """The run's hash, given the chain fields its layout hashes."""
+        members = dict(self.members)
+        for name in self.chain:
+            members[name] = canonical(chain[name]).decode("utf-8")
+        text = "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + members[k] for k in sorted(members)) + "}"
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _run_body(run: Mapping[str, Any], children: Mapping[str, Sequence[str]]) -> dict[str, Any]:
     lay = layout(run.get("hash_layout"))
     body = {f: run.get(f) for f in lay.run_fields}
     # fields added before layouts existed are hashed only when set (see OPTIONAL_RUN_FIELDS)
@@ -144,4 +171,14 @@ def run_hash(run: Mapping[str, Any], children: Mapping[str, Sequence[str]]) -> s
         if run.get(f) is not None:
             body[f] = run[f]
     body["children"] = {t: list(children.get(t, ())) for t in lay.child_fields}
-    return _sha(body)
+    return body
+
+
+def run_hash(run: Mapping[str, Any], children: Mapping[str, Sequence[str]]) -> str:
+    """The hash of a run: its fields (with prev_hash and chain_pos) and its children's hashes,
+    under the layout the run names in ``hash_layout`` (absent or None: layout 1).
+
+    ``children`` maps each child table name to the row hashes of that table's rows of the
+    run, in the table's :data:`CHILD_ORDER`.
+    """
+    return _sha(_run_body(run, children))

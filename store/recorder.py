@@ -44,7 +44,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from enginecfg.pipeline import events
 from enginecfg.store import engine as _eng
-from enginecfg.store.hashing import child_hash, current_layout, run_hash
+from enginecfg.store.hashing import PreparedRunHash, child_hash, current_layout
 from enginecfg.store.models import (
     Change,
     ChainHead,
@@ -502,10 +502,12 @@ class AuditStore:
         # the run's values encoded now, outside the lock; the chain fields are filled in there
         run_params = list(st.params("runs", [dict(run_row, chain_pos=None, prev_hash=None, recorded_at=None,
                                                   row_hash=None)])[0])
+        # the run's hash too, but for the three chain fields read inside the lock
+        prepared = PreparedRunHash(run_row, child_hashes)
         for attempt in range(_WRITE_ATTEMPTS):
             try:
                 with engine.connect() as conn, self._write_lock:  # connect outside the lock
-                    return self._write_once(conn, st, run_row, run_params, child_hashes, child_params)
+                    return self._write_once(conn, st, run_row, run_params, prepared, child_params)
             except Exception as exc:
                 if attempt + 1 < _WRITE_ATTEMPTS and _is_transient(exc):
                     time.sleep(0.05 * (attempt + 1))
@@ -513,7 +515,7 @@ class AuditStore:
                 raise
 
     def _write_once(self, conn: Connection, st: _Statements, run_row: dict[str, Any], run_params: list,
-                    child_hashes: dict[str, list[str]], child_params: dict[str, list[tuple]]) -> int:
+                    prepared: PreparedRunHash, child_params: dict[str, list[tuple]]) -> int:
         """One transaction on the driver connection: head, run, children, head, commit.
         Returns the run's chain position."""
         raw = conn.connection.driver_connection
@@ -528,7 +530,8 @@ class AuditStore:
             cur.execute(st.select_head)
             position, head_hash = cur.fetchone()
             row = dict(run_row, chain_pos=position + 1, prev_hash=head_hash, recorded_at=time.time())
-            row["row_hash"] = run_hash(row, child_hashes)
+            row["row_hash"] = prepared.finish(chain_pos=row["chain_pos"], prev_hash=head_hash,
+                                              recorded_at=row["recorded_at"])
             with (contextlib.nullcontext() if st.sqlite else raw.pipeline()):
                 for name, i, proc in st.chain_slots:
                     run_params[i] = row[name] if proc is None else proc(row[name])
