@@ -319,7 +319,9 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
         typed.attr(view, "model_type", typed.STR, expect="a string (a model type name)")
     top_type = typed.attr(hf, "model_type", typed.STR)
     archs = typed.attr(hf, "architectures", typed.ANY)  # architectures.lookup checks it
-    if archs is None:
+    defaulted = False
+    if not archs and isinstance(archs, (type(None), bool, int, float, str, list, tuple, dict)):
+        # vLLM reads ``architectures or []`` and, for none, the model type's default class
         default = snap.get("default_architecture")
         if default is None:
             raise InvalidInputError(
@@ -327,12 +329,16 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
                 "(config.json has no 'architectures' and its model_type is not known to transformers)",
                 field="hf_config.architectures")
         archs = [default]
+        defaulted = True
     arch, info = architectures.lookup(archs)
     # a sentence-transformers checkpoint (modules.json with a Pooling module) is a pooling
     # model whatever its architecture; a generative one is then converted to embedding
     st_pooling = model_files.sentence_transformers_pooling(source) if source is not None else None
-    pooling = info.is_pooling or st_pooling is not None
-    convert_type = "embed" if st_pooling is not None and not info.is_pooling else "none"
+    # the default class transformers names for a model type is its bare ``*Model``: vLLM's
+    # suffix table makes that a pooling model, converted to embedding
+    suffix_pooling = defaulted and not info.is_pooling and architectures.default_is_embedding(arch)
+    pooling = info.is_pooling or st_pooling is not None or suffix_pooling
+    convert_type = "embed" if (st_pooling is not None or suffix_pooling) and not info.is_pooling else "none"
     hybrid = architectures.is_hybrid(info, hf)
     tp = args.get("tensor_parallel_size", 1)
     is_mla = derive.is_mla(text)

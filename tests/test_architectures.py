@@ -225,3 +225,14 @@ def test_flags_match_fixtures(case):
     assert is_hybrid(info, _view(raw)) == model["is_hybrid"]
     assert info.is_attention_free == model["is_attention_free"]
     assert info.supports_mamba_prefix_caching == model["supports_mamba_prefix_caching"]
+
+
+def test_suffix_defaults_make_a_bare_model_class_an_embedding_model():
+    from enginecfg.pipeline.models.architectures import default_is_embedding
+
+    assert default_is_embedding("Qwen3_5Model")
+    assert default_is_embedding("FooEmbeddingModel") and default_is_embedding("FooRewardModel")
+    assert not default_is_embedding("FooForCausalLM")
+    assert not default_is_embedding("InternVLChatModel")  # "ChatModel" comes before "Model"
+    assert not default_is_embedding("FooForSequenceClassification")  # pooling, but classify
+    assert not default_is_embedding("Foo")

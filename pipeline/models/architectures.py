@@ -232,6 +232,35 @@ ARCH_SUFFIXES: tuple[str, ...] = (
 )
 
 
+#: vLLM's runner and convert defaults by name suffix, for a class it does not register:
+#: the first suffix a name ends with decides (generation, or pooling with a conversion)
+SUFFIX_DEFAULTS: tuple[tuple[str, str, str], ...] = (
+    ("ForCausalLM", "generate", "none"),
+    ("ForConditionalGeneration", "generate", "none"),
+    ("ChatModel", "generate", "none"),
+    ("LMHeadModel", "generate", "none"),
+    ("ForTextEncoding", "pooling", "embed"),
+    ("EmbeddingModel", "pooling", "embed"),
+    ("ForSequenceClassification", "pooling", "classify"),
+    ("ForTokenClassification", "pooling", "classify"),
+    ("ForAudioClassification", "pooling", "classify"),
+    ("ForImageClassification", "pooling", "classify"),
+    ("ForVideoClassification", "pooling", "classify"),
+    ("ClassificationModel", "pooling", "classify"),
+    ("ForRewardModeling", "pooling", "embed"),
+    ("RewardModel", "pooling", "embed"),
+    ("Model", "pooling", "embed"),
+)
+
+
+def default_is_embedding(name: str) -> bool:
+    """Does vLLM's suffix table make an unregistered class *name* a pooling model converted
+    to embedding (as it does the bare ``*Model`` transformers names as a type's default)?"""
+    match = next(((runner, convert) for suffix, runner, convert in SUFFIX_DEFAULTS if name.endswith(suffix)),
+                 None)
+    return match == ("pooling", "embed")
+
+
 def normalize(name: str) -> str | None:
     """The registered name an architecture name resolves to, or None.
 
