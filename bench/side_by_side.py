@@ -488,10 +488,9 @@ SWEEP_ALL = {
              for b in (256,)},
 }
 
-#: launch variants still worth a look (round 9): the gated-delta state's strides as
-#: compile-time constants (fewer registers for addresses), on 16 and 32 rows
+#: launch variants still worth a look (round 8): the packed gated-delta step's tile at small
+#: batches, and the conv1d step on 1 and 4 channels a thread
 SWEEP = {
-    "gdn": {256: [{"const": True}, {"const": True, "block_v": 32}, {"const": True, "hints": False}]},
-    "gdn_packed": {256: [{"const": True}, {"const": True, "block_v": 32}, {"const": True, "hints": False}],
-                   1: [{"const": True}]},
+    "conv": {b: [{"block_d": 128, "num_warps": 4}, {"block_d": 512, "num_warps": 4}] for b in (256, 8)},
+    "gdn_packed": {b: [{"block_v": 16}, {"block_v": 32}] for b in (8, 1)},
 }

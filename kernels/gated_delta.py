@@ -60,7 +60,7 @@ def _gdn_slot(idx_ptr, b, HAS_IDX: tl.constexpr):
 
 @triton.jit
 def _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok, HINTS: tl.constexpr,
-              EVEN: tl.constexpr, HEAD_STRIDE: tl.constexpr, ROW_STRIDE: tl.constexpr):
+              EVEN: tl.constexpr):
     """Pointers to rows ``offs_v`` of ``state[slot, h]``, and the rows.
 
     The kernels request q, k, v and the gate inputs before the slot is known (none of
@@ -68,13 +68,8 @@ def _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, 
     gate arithmetic while it is in flight: one memory round trip after the slot, with one
     warp a program and nothing else to hide it.
     """
-    if HEAD_STRIDE > 0:
-        # a contiguous head: its strides are constants, the addresses cost fewer registers
-        st_ptrs = (state_ptr + slot * s_sn + h * HEAD_STRIDE
-                   + offs_v[:, None] * ROW_STRIDE + offs_k[None, :])
-    else:
-        st_ptrs = (state_ptr + slot * s_sn + h * s_sh
-                   + offs_v[:, None] * s_sv + offs_k[None, :] * s_sk)
+    st_ptrs = (state_ptr + slot * s_sn + h * s_sh
+               + offs_v[:, None] * s_sv + offs_k[None, :] * s_sk)
     if EVEN:
         # the tile lies inside the head: no predicate on the widest load and store
         if HINTS:
@@ -130,7 +125,6 @@ def _gdn_kernel(
     dk, dv, v_per_k, scale, eps,
     BLOCK_V: tl.constexpr, K_PAD: tl.constexpr, L2NORM: tl.constexpr, HAS_IDX: tl.constexpr,
     HINTS: tl.constexpr, EARLY: tl.constexpr, EVEN: tl.constexpr,
-    HEAD_STRIDE: tl.constexpr, ROW_STRIDE: tl.constexpr,
 ):
     vb = tl.program_id(0)
     h = tl.program_id(1)
@@ -149,7 +143,7 @@ def _gdn_kernel(
         tl.store(o_ptrs, tl.zeros([BLOCK_V], tl.float32).to(o_ptr.dtype.element_ty), mask=v_ok)
         return
     st_ptrs, S = _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok, HINTS,
-                                 EVEN, HEAD_STRIDE, ROW_STRIDE)
+                                 EVEN)
     if not EARLY:
         q, k, v, g, beta = _gdn_inputs(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, b, h, kh, offs_k, offs_v, k_ok, v_ok,
                                        s_qb, s_qh, s_qd, s_kb, s_kh, s_kd, s_vb, s_vh, s_vd, s_gb, s_gh, s_bb, s_bh)
@@ -176,7 +170,6 @@ def _gdn_packed_kernel(
     nk, dk, dv, v_per_k, scale, eps,
     BLOCK_V: tl.constexpr, K_PAD: tl.constexpr, L2NORM: tl.constexpr, HAS_IDX: tl.constexpr,
     HINTS: tl.constexpr, EARLY: tl.constexpr, EVEN: tl.constexpr,
-    HEAD_STRIDE: tl.constexpr, ROW_STRIDE: tl.constexpr,
 ):
     vb = tl.program_id(0)
     h = tl.program_id(1)
@@ -196,7 +189,7 @@ def _gdn_packed_kernel(
         tl.store(o_ptrs, tl.zeros([BLOCK_V], tl.float32).to(o_ptr.dtype.element_ty), mask=v_ok)
         return
     st_ptrs, S = _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok, HINTS,
-                                 EVEN, HEAD_STRIDE, ROW_STRIDE)
+                                 EVEN)
     if not EARLY:
         q, k, v, x, a_log, b_in = _gdn_packed_inputs(row, a_ptr, b_ptr, alog_ptr, dtb_ptr, b, h, kh, nk, dk, dv,
                                                      offs_k, offs_v, k_ok, v_ok, s_ab, s_bb)
@@ -240,26 +233,14 @@ def gdn_launch_config(dv: int, dk: int, state_dtype: torch.dtype,
     warps = 1
     hints = wide
     early = not wide
-    const = False
     if launch:
         block_v = int(launch.get("block_v", block_v))
         warps = int(launch.get("num_warps", warps))
         hints = bool(launch.get("hints", hints))
         early = bool(launch.get("early", early))
-        const = bool(launch.get("const", const))
     even = dk == k_pad and dv % block_v == 0
     return {"block_v": block_v, "num_warps": warps, "k_pad": k_pad, "hints": hints, "early": early,
-            "even": even, "const": const}
-
-
-def _state_strides(state: torch.Tensor, cfg: dict) -> dict[str, int]:
-    """The state's head and row strides as compile-time constants (``const``), when each
-    head is one contiguous ``[dv, dk]`` block; 0 otherwise (read at run time)."""
-    _, _, dv, dk = state.shape
-    s_sh, s_sv, s_sk = state.stride()[1:]
-    if cfg.get("const") and s_sk == 1 and s_sv == dk and s_sh == dv * dk:
-        return {"HEAD_STRIDE": dv * dk, "ROW_STRIDE": dk}
-    return {"HEAD_STRIDE": 0, "ROW_STRIDE": 0}
+            "even": even}
 
 
 def _check_state(state: torch.Tensor) -> tuple[int, int, int, int]:
@@ -315,7 +296,6 @@ def gated_delta_step(state: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
         dk, dv, nv // nk, float(scale), float(eps),
         BLOCK_V=bv, K_PAD=cfg["k_pad"], L2NORM=bool(use_qk_l2norm), HAS_IDX=state_indices is not None,
         HINTS=cfg["hints"], EARLY=cfg["early"], EVEN=cfg["even"] and dv % bv == 0,
-        **_state_strides(state, cfg),
         num_warps=num_warps or cfg["num_warps"],
     )
     return out
@@ -371,7 +351,7 @@ def gated_delta_step_packed(state: torch.Tensor, mixed_qkv: torch.Tensor, a: tor
         *state.stride(), mixed_qkv.stride(0), a.stride(0), b.stride(0), *out.stride(),
         nk, dk, dv, nv // nk, float(scale), float(eps),
         BLOCK_V=bv, K_PAD=cfg["k_pad"], L2NORM=bool(use_qk_l2norm), HAS_IDX=state_indices is not None,
-        HINTS=cfg["hints"], EARLY=cfg["early"], EVEN=cfg["even"], **_state_strides(state, cfg),
+        HINTS=cfg["hints"], EARLY=cfg["early"], EVEN=cfg["even"],
         num_warps=cfg["num_warps"],
     )
     return out

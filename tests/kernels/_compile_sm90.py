@@ -31,12 +31,11 @@ def variants():
     gdn_types = {n: "*fp32" for n in ("state_ptr", "q_ptr", "k_ptr", "v_ptr", "g_ptr", "beta_ptr", "o_ptr",
                                       "qkv_ptr", "a_ptr", "b_ptr", "alog_ptr", "dtb_ptr")}
     gdn_types.update(idx_ptr="*i32", scale="fp32", eps="fp32")
-    for kernel, early, even, hints, const in itertools.product(
-            (gated_delta._gdn_kernel, gated_delta._gdn_packed_kernel), (True, False), (True, False), (True, False),
-            (0, 128 * 128)):
-        yield (f"{kernel.fn.__name__} early={early} even={even} hints={hints} head_stride={const}", kernel,
-               dict(BLOCK_V=16, K_PAD=128, L2NORM=True, HAS_IDX=True, HINTS=hints, EARLY=early, EVEN=even,
-                    HEAD_STRIDE=const, ROW_STRIDE=128 if const else 0), gdn_types)
+    for kernel, early, even, hints in itertools.product(
+            (gated_delta._gdn_kernel, gated_delta._gdn_packed_kernel), (True, False), (True, False), (True, False)):
+        yield (f"{kernel.fn.__name__} early={early} even={even} hints={hints}", kernel,
+               dict(BLOCK_V=16, K_PAD=128, L2NORM=True, HAS_IDX=True, HINTS=hints, EARLY=early, EVEN=even),
+               gdn_types)
     conv_types = {n: "*bf16" for n in ("cs_ptr", "x_ptr", "w_ptr", "bias_ptr", "out_ptr")}
     conv_types["idx_ptr"] = "*i32"
     for width, hints, batch_first in itertools.product((2, 4, 7), (True, False), (True, False)):
