@@ -331,8 +331,7 @@ def run(vllm: dict, K, time_calls, sets_for, copy_bw: float, dev, shapes: dict,
         def o_call(s, var=None):
             var = var or {}
             return causal_conv1d_update(s["store"], s["x2"], w, bias, "silu", state_indices=s["idx"],
-                                        out=s["o2"], block_d=var.get("block_d"), num_warps=var.get("num_warps"),
-                                        launch=var)
+                                        out=s["o2"], block_d=var.get("block_d"), num_warps=var.get("num_warps"))
 
         t_v = time_calls([lambda s=s: v_call(s) for s in sets], eager=False)["graph_s"]
         t_o = time_calls([lambda s=s: o_call(s) for s in sets], eager=False)["graph_s"]

@@ -192,10 +192,8 @@ def selective_state_update(state: torch.Tensor, x: torch.Tensor, dt: torch.Tenso
 
 
 @triton.jit
-def _conv_col(base, j: tl.constexpr, s_ck, d_ok, HINTS: tl.constexpr):
-    if HINTS:
-        return tl.load(base + j * s_ck, mask=d_ok, other=0.0, eviction_policy="evict_first")
-    return tl.load(base + j * s_ck, mask=d_ok, other=0.0)
+def _conv_col(base, j: tl.constexpr, s_ck, d_ok):
+    return tl.load(base + j * s_ck, mask=d_ok, other=0.0, eviction_policy="evict_first")
 
 
 @triton.jit
@@ -213,7 +211,6 @@ def _conv_kernel(
     dim,
     K: tl.constexpr, BLOCK_D: tl.constexpr,
     HAS_BIAS: tl.constexpr, SILU: tl.constexpr, HAS_IDX: tl.constexpr,
-    HINTS: tl.constexpr, BATCH_FIRST: tl.constexpr,
 ):
     """One step for ``BLOCK_D`` channels of one sequence.
 
@@ -224,12 +221,8 @@ def _conv_kernel(
     trip after the slot.  Each thread owns its channels in every column, so shifting the
     columns in place is safe without a barrier.
     """
-    if BATCH_FIRST:
-        b = tl.program_id(0)
-        db = tl.program_id(1)
-    else:
-        db = tl.program_id(0)
-        b = tl.program_id(1)
+    db = tl.program_id(0)
+    b = tl.program_id(1)
     offs_d = db * BLOCK_D + tl.arange(0, BLOCK_D)
     d_ok = offs_d < dim
     o_ptrs = out_ptr + b * s_ob + offs_d * s_od
@@ -251,13 +244,13 @@ def _conv_kernel(
     if K <= 5:
         # widths up to 5 (every real model uses 3 or 4) hold all columns at once;
         # column j feeds tap j and moves to column j - 1; x becomes column K - 2
-        c0 = _conv_col(base, 0, s_ck, d_ok, HINTS)
+        c0 = _conv_col(base, 0, s_ck, d_ok)
         if K >= 3:
-            c1 = _conv_col(base, 1, s_ck, d_ok, HINTS)
+            c1 = _conv_col(base, 1, s_ck, d_ok)
         if K >= 4:
-            c2 = _conv_col(base, 2, s_ck, d_ok, HINTS)
+            c2 = _conv_col(base, 2, s_ck, d_ok)
         if K >= 5:
-            c3 = _conv_col(base, 3, s_ck, d_ok, HINTS)
+            c3 = _conv_col(base, 3, s_ck, d_ok)
         acc += c0.to(tl.float32) * _conv_w(w_row, 0, s_wk, d_ok)
         if K >= 3:
             acc += c1.to(tl.float32) * _conv_w(w_row, 1, s_wk, d_ok)
@@ -270,7 +263,7 @@ def _conv_kernel(
             tl.store(base + 2 * s_ck, c3, mask=d_ok)
     else:
         for j in tl.static_range(K - 1):
-            col = _conv_col(base, j, s_ck, d_ok, HINTS)
+            col = _conv_col(base, j, s_ck, d_ok)
             acc += col.to(tl.float32) * _conv_w(w_row, j, s_wk, d_ok)
             if j > 0:
                 tl.store(base + (j - 1) * s_ck, col, mask=d_ok)
@@ -284,7 +277,7 @@ def causal_conv1d_update(conv_state: torch.Tensor, x: torch.Tensor, weight: torc
                          bias: torch.Tensor | None = None, activation: str | None = "silu",
                          state_indices: torch.Tensor | None = None, *,
                          out: torch.Tensor | None = None, block_d: int | None = None,
-                         num_warps: int | None = None, launch: dict | None = None) -> torch.Tensor:
+                         num_warps: int | None = None) -> torch.Tensor:
     """One decode step of Mamba's depthwise causal conv; shifts ``conv_state`` in place.
 
     conv_state ``[slots, K-1, conv_dim]`` (any strides; see the module docstring),
@@ -321,10 +314,7 @@ def causal_conv1d_update(conv_state: torch.Tensor, x: torch.Tensor, weight: torc
         # and 4 for a float32 one (2 warps: 15.1 us against 15.8 on 4)
         per_thread = 4 if conv_state.element_size() >= 4 else 2
         num_warps = max(1, block_d // (32 * per_thread))
-    launch = launch or {}
-    hints = bool(launch.get("hints", True))
-    batch_first = bool(launch.get("batch_first", False))
-    grid = (batch, triton.cdiv(dim, block_d)) if batch_first else (triton.cdiv(dim, block_d), batch)
+    grid = (triton.cdiv(dim, block_d), batch)
     _conv_kernel[grid](
         conv_state, x, weight, bias if bias is not None else weight, out,
         state_indices if state_indices is not None else x,
@@ -332,7 +322,6 @@ def causal_conv1d_update(conv_state: torch.Tensor, x: torch.Tensor, weight: torc
         dim,
         K=K, BLOCK_D=block_d,
         HAS_BIAS=bias is not None, SILU=activation is not None, HAS_IDX=state_indices is not None,
-        HINTS=hints, BATCH_FIRST=batch_first,
         num_warps=num_warps,
     )
     return out

@@ -232,11 +232,12 @@ class _Worker:
             proc.stdin.close()  # the worker's signal to exit
         except OSError:
             pass
-        try:
-            if grace_s <= 0:
-                raise subprocess.TimeoutExpired(proc.args, 0)
-            proc.wait(grace_s)
-        except subprocess.TimeoutExpired:
+        if grace_s > 0:
+            try:
+                proc.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+        if proc.poll() is None:
             proc.kill()
             proc.wait()
         for f in (proc.stdout,):

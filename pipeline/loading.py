@@ -320,7 +320,7 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
     top_type = typed.attr(hf, "model_type", typed.STR)
     archs = typed.attr(hf, "architectures", typed.ANY)  # architectures.lookup checks it
     defaulted = False
-    if not archs and isinstance(archs, (type(None), bool, int, float, str, list, tuple, dict)):
+    if not archs:
         # vLLM reads ``architectures or []`` and, for none, the model type's default class
         default = snap.get("default_architecture")
         if default is None:

@@ -105,35 +105,15 @@ def normalise_json(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str, allow_nan=True))
 
 
-class StoredJSON(str):
-    """A :class:`JSONValue` column's text, already encoded; its ``value`` is what comes back.
-
-    :func:`encode_json` makes one when the column's own encoding would give the very same
-    text, so a writer can bind it as is instead of encoding the value a second time.
-    """
-
-    value: Any
-
-
-def encode_json(value: Any) -> Any:
-    """:func:`normalise_json` of *value*, as a :class:`StoredJSON` when that is possible.
-
-    One ``dumps`` gives both the normalised value and, when the text holds no non-finite
-    number and no tag key (``$float``, ``$esc``), the exact text the column stores;
-    otherwise the plain normalised value (the column's processor encodes it).
-    """
+def encode_json(value: Any) -> tuple[Any, str | None]:
+    """``(normalise_json(value), text)`` from one ``dumps``: ``text`` is the exact text a
+    :class:`JSONValue` column stores on SQLite, or None when the column's processor must
+    rewrite the value (a non-finite number, a tag key ``$float`` / ``$esc``)."""
     text = json.dumps(value, default=str, allow_nan=True)
     normalised = json.loads(text)
     if "NaN" in text or "Infinity" in text or _FLOAT_TAG in text or _ESC_TAG in text:
-        return normalised
-    out = StoredJSON(text)
-    out.value = normalised
-    return out
-
-
-def stored_value(value: Any) -> Any:
-    """The value behind :func:`encode_json`'s result (hashes are taken of values)."""
-    return value.value if isinstance(value, StoredJSON) else value
+        return normalised, None
+    return normalised, text
 
 
 class Base(DeclarativeBase):

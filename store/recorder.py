@@ -52,7 +52,6 @@ from enginecfg.store.models import (
     Run,
     StageExecution,
     ValidationCheck,
-    StoredJSON,
     encode_json,
     normalise_json,
 )
@@ -188,12 +187,9 @@ def _with_json(row: dict[str, Any], **values: Any) -> dict[str, Any]:
         if value is None:
             row[name] = None
             continue
-        encoded = encode_json(value)
-        if isinstance(encoded, StoredJSON):
-            row[name] = encoded.value
-            texts[name] = str.__str__(encoded)
-        else:
-            row[name] = encoded
+        row[name], text = encode_json(value)
+        if text is not None:
+            texts[name] = text
     return row
 
 

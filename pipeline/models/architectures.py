@@ -211,27 +211,6 @@ GENERIC_ATTENTION = ArchInfo(name="TransformersForCausalLM",
                              module_class="transformers.TransformersForCausalLM",
                              family="attention")
 
-#: The runner/convert suffixes vLLM normalises unregistered names with, in its order
-#: (longer suffixes that end in "Model" come before the bare "Model").
-ARCH_SUFFIXES: tuple[str, ...] = (
-    "ForCausalLM",
-    "ForConditionalGeneration",
-    "ChatModel",
-    "LMHeadModel",
-    "ForTextEncoding",
-    "EmbeddingModel",
-    "ForSequenceClassification",
-    "ForTokenClassification",
-    "ForAudioClassification",
-    "ForImageClassification",
-    "ForVideoClassification",
-    "ClassificationModel",
-    "ForRewardModeling",
-    "RewardModel",
-    "Model",
-)
-
-
 #: vLLM's runner and convert defaults by name suffix, for a class it does not register:
 #: the first suffix a name ends with decides (generation, or pooling with a conversion)
 SUFFIX_DEFAULTS: tuple[tuple[str, str, str], ...] = (
@@ -251,6 +230,10 @@ SUFFIX_DEFAULTS: tuple[tuple[str, str, str], ...] = (
     ("RewardModel", "pooling", "embed"),
     ("Model", "pooling", "embed"),
 )
+
+#: The suffixes vLLM normalises unregistered names with, in its order (longer suffixes that
+#: end in "Model" come before the bare "Model").
+ARCH_SUFFIXES: tuple[str, ...] = tuple(suffix for suffix, _, _ in SUFFIX_DEFAULTS)
 
 
 def default_is_embedding(name: str) -> bool:

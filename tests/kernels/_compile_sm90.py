@@ -38,10 +38,9 @@ def variants():
                gdn_types)
     conv_types = {n: "*bf16" for n in ("cs_ptr", "x_ptr", "w_ptr", "bias_ptr", "out_ptr")}
     conv_types["idx_ptr"] = "*i32"
-    for width, hints, batch_first in itertools.product((2, 4, 7), (True, False), (True, False)):
-        yield (f"_conv_kernel K={width} hints={hints} batch_first={batch_first}", mamba_ssm._conv_kernel,
-               dict(K=width, BLOCK_D=256, HAS_BIAS=True, SILU=True, HAS_IDX=True, HINTS=hints,
-                    BATCH_FIRST=batch_first), conv_types)
+    for width in (2, 4, 7):
+        yield (f"_conv_kernel K={width}", mamba_ssm._conv_kernel,
+               dict(K=width, BLOCK_D=256, HAS_BIAS=True, SILU=True, HAS_IDX=True), conv_types)
 
 
 def main() -> int:
