@@ -106,6 +106,7 @@ def _on_setattr(inst: Any, attribute: attrs.Attribute, value: Any) -> Any:
         raise FrozenConfigError(f"the config is frozen: cannot set {field} to {value!r}", field=field)
     if attribute.validator is not None:
         attribute.validator(inst, attribute, value)
+    object.__setattr__(inst, "_writes", inst._writes + 1)
     return value
 
 
@@ -120,6 +121,12 @@ def section(name: str):
 
 def _engine_slot():
     return attrs.field(default=None, init=False, repr=False, eq=False, on_setattr=attrs.setters.NO_OP)
+
+
+def _writes_slot():
+    """How many assignments the section has taken: the pipeline re-reads a section's fields
+    after a stage only when this moved (see :meth:`EngineConfig.state_after`)."""
+    return attrs.field(default=0, init=False, repr=False, eq=False, on_setattr=attrs.setters.NO_OP)
 
 
 @section("model_config")
@@ -152,6 +159,7 @@ class ModelConfig:
     #: the resolved class's facts (:class:`enginecfg.pipeline.models.architectures.ArchInfo`)
     arch_info: Any = attrs.field(default=None, repr=False, eq=False)
     _engine: Any = _engine_slot()
+    _writes: int = _writes_slot()
 
 
 @section("cache_config")
@@ -169,6 +177,7 @@ class CacheConfig:
     mamba_ssm_cache_dtype: str = attrs.field(default="auto", validator=one_of(_MAMBA_ASSIGNABLE))
     mamba_cache_dtype: str = attrs.field(default="auto", validator=one_of(MAMBA_DTYPES))
     _engine: Any = _engine_slot()
+    _writes: int = _writes_slot()
 
 
 @section("attention_config")
@@ -177,6 +186,7 @@ class AttentionConfig:
 
     backend: str | None = attrs.field(default=None, validator=one_of(ATTENTION_BACKENDS, optional=True))
     _engine: Any = _engine_slot()
+    _writes: int = _writes_slot()
 
 
 @section("parallel_config")
@@ -184,6 +194,7 @@ class ParallelConfig:
     tensor_parallel_size: int = attrs.field(default=1, validator=positive_int())
     pipeline_parallel_size: int = attrs.field(default=1, validator=positive_int())
     _engine: Any = _engine_slot()
+    _writes: int = _writes_slot()
 
 
 @section("scheduler_config")
@@ -191,6 +202,7 @@ class SchedulerConfig:
     enable_chunked_prefill: bool | None = attrs.field(default=None, validator=boolean(optional=True))
     max_num_batched_tokens: int | None = attrs.field(default=None, validator=positive_int(optional=True))
     _engine: Any = _engine_slot()
+    _writes: int = _writes_slot()
 
 
 @section("pooler_config")
@@ -200,12 +212,14 @@ class PoolerConfig:
     #: a sentence-transformers Normalize module follows the pooling (None: the checkpoint says nothing)
     use_activation: bool | None = attrs.field(default=None, validator=boolean(optional=True))
     _engine: Any = _engine_slot()
+    _writes: int = _writes_slot()
 
 
 @section("compilation_config")
 class CompilationConfig:
     cudagraph_mode: str | None = attrs.field(default=None, validator=text(optional=True))
     _engine: Any = _engine_slot()
+    _writes: int = _writes_slot()
 
 
 #: section attribute name -> class, in the run document's order
@@ -259,6 +273,8 @@ class EngineConfig:
     #: ``(phase, error)`` in its order (:mod:`enginecfg.pipeline.arg_order`)
     pending_errors: list[tuple[str, Any]] = attrs.field(factory=list, repr=False)
     _frozen: bool = attrs.field(default=False, init=False, repr=False)
+    #: assignments to the config itself (a section replaced); see :meth:`write_stamp`
+    _replaced: int = attrs.field(default=0, init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
         for sec in self.sections():
@@ -268,6 +284,7 @@ class EngineConfig:
         if getattr(self, "_frozen", False):
             raise FrozenConfigError(f"the config is frozen: cannot replace {name}", field=name)
         object.__setattr__(self, name, value)
+        object.__setattr__(self, "_replaced", getattr(self, "_replaced", 0) + 1)
         if name in SECTIONS and value is not None:
             object.__setattr__(value, "_engine", self)
 
@@ -324,23 +341,50 @@ class EngineConfig:
     def model(self) -> str:
         return self.model_config.model
 
-    def state(self) -> dict[str, Any]:
-        """Flat ``{dotted field: value}`` of every tracked field (sections and hf writes)."""
-        out: dict[str, Any] = {}
+    def write_stamp(self) -> tuple[int, ...]:
+        """Moves with every assignment: a section replaced, or any field of one assigned."""
+        stamp = [self._replaced]
         for name in SECTIONS:
             sec = getattr(self, name)
-            if sec is None:
-                out[name] = None
-                continue
-            for field, key in _tracked_fields(type(sec)):
-                value = getattr(sec, field)
-                if value.__class__ in (list, dict):
-                    value = _copy_json(value)
-                out[key] = value
+            stamp.append(-1 if sec is None else sec._writes)
+        return tuple(stamp)
+
+    def state(self, since: "ConfigState | None" = None) -> "ConfigState":
+        """Flat ``{dotted field: value}`` of every tracked field (sections and hf writes).
+
+        With *since*, an earlier state of this config, and no assignment made after it was
+        taken (:meth:`write_stamp`), only what can change without an assignment is read
+        again: list and dict values (edited in place) and the writes into ``hf_config``.
+        The result is the same as a full read; the pipeline takes one after every stage.
+        """
+        stamp = self.write_stamp()
+        if since is not None and since.stamp == stamp and since.config is self:
+            out = ConfigState(since)
+            for key in since.hf_keys:
+                del out[key]
+            for sec, field, key in since.containers:
+                out[key] = _copy_json(getattr(sec, field))
+            out.config, out.stamp, out.containers = self, stamp, since.containers
+        else:
+            out = ConfigState()
+            out.config, out.stamp, out.containers = self, stamp, []
+            for name in SECTIONS:
+                sec = getattr(self, name)
+                if sec is None:
+                    out[name] = None
+                    continue
+                for field, key in _tracked_fields(type(sec)):
+                    value = getattr(sec, field)
+                    if value.__class__ in (list, dict):
+                        out.containers.append((sec, field, key))
+                        value = _copy_json(value)
+                    out[key] = value
         hf = self.model_config.hf_config
+        out.hf_keys = []
         if hf is not None:
             for path, value in hf.overlay_state().items():
                 out["hf_config." + path] = value
+                out.hf_keys.append("hf_config." + path)
         return out
 
     def section_dict(self, name: str) -> dict[str, Any] | None:
@@ -374,6 +418,14 @@ class EngineConfig:
                 "parallel_config", "pooler_config")}
         doc["hf_config"] = self.hf_config_dict()
         return doc
+
+
+class ConfigState(dict):
+    """:meth:`EngineConfig.state`: the flat field dict, with what a later state needs to
+    know about how it was taken (the config, its write stamp, which values are containers
+    and which keys are hf_config writes)."""
+
+    __slots__ = ("config", "stamp", "containers", "hf_keys")
 
 
 _TRACKED: dict[type, tuple[tuple[str, str], ...]] = {}

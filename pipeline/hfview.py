@@ -158,6 +158,15 @@ class HFConfigView:
         return HFConfigView(self._snap)
 
     # -- the pipeline's bookkeeping -------------------------------------------------------
+    def anchor(self) -> tuple[Any, "HFConfigView | None", str]:
+        """What this view reads, by identity: its snapshot, its root view and its path there.
+
+        Snapshots are shared between runs (one per distinct config content), so a memo of
+        something computed from a view may key on them (:mod:`enginecfg.pipeline.memo`); this
+        run's writes are not in it, they are in :meth:`overlay_state` of the root.
+        """
+        return self._snap, self._root, self._path
+
     def overlay_state(self) -> dict[str, Any]:
         """``{dotted path: value}`` of everything this run changed in the view.
 

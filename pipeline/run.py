@@ -18,7 +18,7 @@ import attrs
 
 from enginecfg.pipeline import events
 from enginecfg.pipeline.canonical import fingerprint
-from enginecfg.pipeline.config import EngineConfig
+from enginecfg.pipeline.config import ConfigState, EngineConfig
 from enginecfg.pipeline.arg_order import ENGINE, STEP_ORDER
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError, StageError
 from enginecfg.pipeline.ordering import order_stages
@@ -172,11 +172,18 @@ class _Run:
 
     def sweep(self, stage: Stage, before: dict[str, Any], ctx: StageContext) -> int:
         """Record every change the stage made that its context did not report."""
-        after = self.cfg.state()
+        known = before if isinstance(before, ConfigState) else None
+        after = self.cfg.state(since=known)
         self.last_state = after
         found = 0
         hf = self.cfg.model_config.hf_config
-        for key in after.keys() | before.keys():
+        if known is not None and known.stamp == after.stamp and known.config is self.cfg:
+            # no assignment since *before*: only containers and hf_config writes can differ
+            keys = [key for _, _, key in after.containers]
+            keys += dict.fromkeys(known.hf_keys + after.hf_keys)
+        else:
+            keys = after.keys() | before.keys()
+        for key in keys:
             new = after.get(key)
             if key in before:
                 old = before[key]

@@ -15,9 +15,10 @@ enginecfg does not know, or a config field the figures need but the stages do no
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Hashable
 
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError
+from enginecfg.pipeline.memo import ContentMemo, Unkeyable, content_key, copy_json
 from enginecfg.pipeline.models import capacity
 from enginecfg.pipeline.stage import Stage
 
@@ -64,6 +65,39 @@ def parse_options(options: Any) -> dict[str, Any]:
     return out
 
 
+#: the figures of configs seen before in this process: the arithmetic is pure, and an engine
+#: resolving the same model under the same arguments again pays it once
+FIGURES = ContentMemo(maxsize=256)
+
+
+def inputs_key(cfg, options: dict[str, Any]) -> tuple[Hashable, tuple[Any, ...]] | None:
+    """The memo key of everything :func:`capacity.impact` reads, with its identity anchors.
+
+    That is every tracked field of the config (the model facts, the cache, parallel and
+    scheduler settings, and this run's writes into the transformers config), the model
+    class's facts, the transformers snapshot(s) read (by identity: one per distinct config
+    content), and the options.  None when something in them has no content key, or the
+    text config is not part of the tracked view (then the figures are computed afresh).
+    """
+    mc = cfg.model_config
+    hf, text = mc.hf_config, mc.hf_text_config
+    if hf is None or text is None:
+        return None
+    snap, _, _ = hf.anchor()
+    text_snap, text_root, text_path = text.anchor()
+    if text is not hf and text_root is not hf:
+        return None
+    try:
+        state = content_key(dict(cfg.state()))
+        opts = content_key({k: options[k] for k in sorted(options)})
+        arch = mc.arch_info
+        hash(arch)  # frozen attrs: hashed (and compared) by its facts
+    except (Unkeyable, TypeError):
+        return None
+    anchors = (snap, text_snap)
+    return FIGURES.key(anchors, text_path, arch, state, opts), anchors
+
+
 class ImpactStage(Stage):
     name = "impact"
     facts = ("impact",)
@@ -73,6 +107,19 @@ class ImpactStage(Stage):
 
     def run(self, cfg, ctx) -> None:
         opts = getattr(self, "options", None) or dict(_DEFAULTS)
+        keyed = inputs_key(cfg, opts)
+        if keyed is not None:
+            known = FIGURES.get(*keyed)
+            if known is not None:
+                ctx.record("impact", copy_json(known))
+                return
+        figures = self._figures(cfg, opts)
+        if keyed is not None:
+            FIGURES.put(*keyed, copy_json(figures))
+        ctx.record("impact", figures)
+
+    @staticmethod
+    def _figures(cfg, opts: dict[str, Any]) -> dict[str, Any]:
         try:
             figures = capacity.impact(cfg, **opts)
         except EngineCfgError as exc:
@@ -82,4 +129,4 @@ class ImpactStage(Stage):
             # rejected because its cost could not be worked out
             figures = {"error": f"the KV-cache figures could not be computed: "
                                 f"{type(exc).__name__}: {exc}", "field": None}
-        ctx.record("impact", figures)
+        return figures
