@@ -385,6 +385,8 @@ class EngineConfig:
             for path, value in hf.overlay_state().items():
                 out["hf_config." + path] = value
                 out.hf_keys.append("hf_config." + path)
+        if since is not None and since.stamp == stamp and since.config is self:
+            out._inherit_key(since)
         return out
 
     def section_dict(self, name: str) -> dict[str, Any] | None:
@@ -425,7 +427,34 @@ class ConfigState(dict):
     know about how it was taken (the config, its write stamp, which values are containers
     and which keys are hf_config writes)."""
 
-    __slots__ = ("config", "stamp", "containers", "hf_keys")
+    __slots__ = ("config", "stamp", "containers", "hf_keys", "_key")
+
+    def content_key(self) -> Any:
+        """:func:`~enginecfg.pipeline.memo.content_key` of the fields (computed once)."""
+        try:
+            return self._key
+        except AttributeError:
+            from enginecfg.pipeline.memo import content_key
+
+            self._key = content_key(dict(self))
+            return self._key
+
+    def _inherit_key(self, since: "ConfigState") -> None:
+        """Take *since*'s key when nothing that can change without an assignment changed."""
+        try:
+            key = since._key
+        except AttributeError:
+            return
+        from enginecfg.pipeline.memo import Unkeyable, content_key
+
+        mutable = [k for _, _, k in self.containers] + self.hf_keys
+        if self.hf_keys != since.hf_keys:
+            return
+        try:
+            if all(content_key(self[k]) == content_key(since[k]) for k in mutable):
+                self._key = key
+        except Unkeyable:
+            return
 
 
 _TRACKED: dict[type, tuple[tuple[str, str], ...]] = {}

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any, Hashable
+from typing import Any, Callable, Hashable
 
-__all__ = ["Unkeyable", "content_key", "copy_json", "ContentMemo"]
+__all__ = ["Unkeyable", "content_key", "copy_json", "ContentMemo", "per_config"]
 
 _SCALARS = (str, int, bool, type(None))
 
@@ -68,11 +68,6 @@ class ContentMemo:
         self.hits = 0
         self.misses = 0
 
-    @staticmethod
-    def key(anchors: tuple[Any, ...], *parts: Hashable) -> Hashable:
-        """The entry key of *parts* read through the objects *anchors* (by identity)."""
-        return (tuple(map(id, anchors)), parts)
-
     def get(self, key: Hashable, anchors: tuple[Any, ...], default: Any = None) -> Any:
         with self._lock:
             entry = self._entries.get(key)
@@ -98,3 +93,22 @@ class ContentMemo:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def per_config(memo: ContentMemo, ctx: Any, compute: Callable[[], Any], *extra: Hashable) -> Any:
+    """``compute()`` for the config a stage is looking at, answered from *memo* when a config
+    with the same content (and the same *extra* key parts) was seen before.
+
+    *compute* must read nothing but the config (and what *extra* names) and return JSON-shaped
+    data; the caller gets its own copy either way.  An exception is not remembered.
+    """
+    try:
+        anchors, key = ctx.content_key()
+    except Unkeyable:
+        return compute()
+    key = (key, extra)
+    known = memo.get(key, anchors)
+    if known is None:
+        known = compute()
+        memo.put(key, anchors, known)
+    return copy_json(known)

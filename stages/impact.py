@@ -15,10 +15,10 @@ enginecfg does not know, or a config field the figures need but the stages do no
 
 from __future__ import annotations
 
-from typing import Any, Hashable
+from typing import Any
 
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError
-from enginecfg.pipeline.memo import ContentMemo, Unkeyable, content_key, copy_json
+from enginecfg.pipeline.memo import ContentMemo, Unkeyable, content_key, per_config
 from enginecfg.pipeline.models import capacity
 from enginecfg.pipeline.stage import Stage
 
@@ -70,34 +70,6 @@ def parse_options(options: Any) -> dict[str, Any]:
 FIGURES = ContentMemo(maxsize=256)
 
 
-def inputs_key(cfg, options: dict[str, Any]) -> tuple[Hashable, tuple[Any, ...]] | None:
-    """The memo key of everything :func:`capacity.impact` reads, with its identity anchors.
-
-    That is every tracked field of the config (the model facts, the cache, parallel and
-    scheduler settings, and this run's writes into the transformers config), the model
-    class's facts, the transformers snapshot(s) read (by identity: one per distinct config
-    content), and the options.  None when something in them has no content key, or the
-    text config is not part of the tracked view (then the figures are computed afresh).
-    """
-    mc = cfg.model_config
-    hf, text = mc.hf_config, mc.hf_text_config
-    if hf is None or text is None:
-        return None
-    snap, _, _ = hf.anchor()
-    text_snap, text_root, text_path = text.anchor()
-    if text is not hf and text_root is not hf:
-        return None
-    try:
-        state = content_key(dict(cfg.state()))
-        opts = content_key({k: options[k] for k in sorted(options)})
-        arch = mc.arch_info
-        hash(arch)  # frozen attrs: hashed (and compared) by its facts
-    except (Unkeyable, TypeError):
-        return None
-    anchors = (snap, text_snap)
-    return FIGURES.key(anchors, text_path, arch, state, opts), anchors
-
-
 class ImpactStage(Stage):
     name = "impact"
     facts = ("impact",)
@@ -107,16 +79,12 @@ class ImpactStage(Stage):
 
     def run(self, cfg, ctx) -> None:
         opts = getattr(self, "options", None) or dict(_DEFAULTS)
-        keyed = inputs_key(cfg, opts)
-        if keyed is not None:
-            known = FIGURES.get(*keyed)
-            if known is not None:
-                ctx.record("impact", copy_json(known))
-                return
-        figures = self._figures(cfg, opts)
-        if keyed is not None:
-            FIGURES.put(*keyed, copy_json(figures))
-        ctx.record("impact", figures)
+        try:
+            opts_key = content_key({k: opts[k] for k in sorted(opts)})
+        except Unkeyable:
+            ctx.record("impact", self._figures(cfg, opts))
+            return
+        ctx.record("impact", per_config(FIGURES, ctx, lambda: self._figures(cfg, opts), opts_key))
 
     @staticmethod
     def _figures(cfg, opts: dict[str, Any]) -> dict[str, Any]:

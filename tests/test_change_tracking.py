@@ -125,12 +125,12 @@ def test_a_memo_hit_needs_the_same_anchor_objects_and_the_memo_is_bounded():
     memo = ContentMemo(maxsize=2)
     snap = {"attrs": {}}
     twin = {"attrs": {}}  # equal, but another object
-    key = memo.key((snap,), "x")
+    key = (id(snap), "x")
     memo.put(key, (snap,), "value")
     assert memo.get(key, (snap,)) == "value"
     assert memo.get(key, (twin,)) is None
     for i in range(3):
-        memo.put(memo.key((snap,), i), (snap,), i)
+        memo.put((id(snap), i), (snap,), i)
     assert len(memo) == 2 and memo.get(key, (snap,)) is None
 
 
