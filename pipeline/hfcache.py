@@ -95,9 +95,21 @@ def cache_dir() -> Path:
     return Path(user_cache_dir("enginecfg")) / "hf-snapshots"
 
 
+#: what else holds snapshots in memory (the loaded-config memo), emptied with this cache
+_dependents: list[Callable[[], None]] = []
+
+
+def on_clear_memory(clear: Callable[[], None]) -> None:
+    """Call *clear* whenever :func:`clear_memory` runs."""
+    _dependents.append(clear)
+
+
 def clear_memory() -> None:
+    """Forget every snapshot held in memory (the disk cache stays)."""
     _memory.clear()
     _by_bytes.clear()
+    for clear in _dependents:
+        clear()
 
 
 def _key(canonical: bytes) -> str:

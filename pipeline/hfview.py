@@ -22,11 +22,15 @@ __all__ = ["HFConfigView", "deep_freeze"]
 _MISSING = object()
 
 
+#: leaves that need neither copying nor freezing (checked inline: a layer list has 100+ of them)
+_PLAIN = frozenset((str, int, float, bool, type(None)))
+
+
 def deep_freeze(value: Any) -> Any:
     if isinstance(value, dict):
         return MappingProxyType({k: deep_freeze(v) for k, v in value.items()})
     if isinstance(value, list):
-        return tuple(deep_freeze(v) for v in value)
+        return tuple([v if v.__class__ in _PLAIN else deep_freeze(v) for v in value])
     return value
 
 
@@ -34,10 +38,10 @@ def _copy(value: Any) -> Any:
     """A deep copy of JSON-shaped data (much cheaper than copy.deepcopy)."""
     cls = value.__class__
     if cls is dict:
-        return {k: _copy(v) for k, v in value.items()}
+        return {k: v if v.__class__ in _PLAIN else _copy(v) for k, v in value.items()}
     if cls is list:
-        return [_copy(v) for v in value]
-    if cls in (str, int, float, bool) or value is None:
+        return [v if v.__class__ in _PLAIN else _copy(v) for v in value]
+    if cls in _PLAIN:
         return value
     return copy.deepcopy(value)
 
@@ -152,6 +156,30 @@ class HFConfigView:
                 self._overlay[name] = deep_freeze(value)
         for child in self._children.values():
             child._freeze_overlays()
+
+    def clone(self) -> "HFConfigView":
+        """A new root view of the same snapshot holding copies of this view's writes (and its
+        sub-views'): what a config loaded again from the same files starts with."""
+        new = HFConfigView(self._snap)
+        self._clone_into(new)
+        return new
+
+    def _clone_into(self, new: "HFConfigView") -> None:
+        for name, value in self._overlay.items():
+            if isinstance(value, HFConfigView):
+                raise TypeError(f"{name} holds a view, not a value: it cannot be copied")
+            new._overlay[name] = _copy(value)
+        for name, child in self._children.items():
+            child._clone_into(new._child(name, child._snap))
+
+    def at(self, path: str) -> "HFConfigView":
+        """The sub-view at a dotted *path* below this one ("" for this view)."""
+        view = self
+        for part in path.split(".") if path else ():
+            view = view._lookup(part)
+            if not isinstance(view, HFConfigView):
+                raise KeyError(path)
+        return view
 
     def fresh(self) -> "HFConfigView":
         """A new view of the same snapshot with an empty overlay (one per run)."""

@@ -33,6 +33,7 @@ from enginecfg.pipeline import hfcache
 from enginecfg.pipeline.hfcache import snapshot_for, snapshot_for_bytes
 from enginecfg.pipeline.hfsnapshot import snapshot_of
 from enginecfg.pipeline.hfview import HFConfigView
+from enginecfg.pipeline.loadmemo import LOADS
 from enginecfg.pipeline.models.config_defaults import VLLM_CLASSES
 from enginecfg.pipeline.models.weights_dtype import dtype_from_headers
 from enginecfg.pipeline.sources import ModelSource, open_source
@@ -154,6 +155,11 @@ def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None
     args, deferred = split_engine_args(engine_args, _parse_one, ENGINE_ARGS)
     source = open_source(path, revision)
     raw = source.config_bytes()
+    memo_key = None if deferred or source.kind == "hub" else LOADS.key(path, revision, engine_args)
+    if memo_key is not None:
+        known = LOADS.get(memo_key, source, raw, engine_args)
+        if known is not None:
+            return known
     file = source.describe("config.json")
     parsed: list[dict[str, Any]] = []
 
@@ -164,8 +170,11 @@ def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None
     snap = snapshot_for_bytes(raw, parse)
     if "error" in snap and not parsed:
         parse()  # a refused config: name the field where a section has the wrong type
-    return _eager(_build(source.model, parsed[0] if parsed else None, snap, engine_args, args,
-                         source=source, deferred=deferred), defer_argument_errors)
+    cfg = _build(source.model, parsed[0] if parsed else None, snap, engine_args, args,
+                 source=source, deferred=deferred)
+    if memo_key is not None:
+        LOADS.put(memo_key, source, raw, cfg)
+    return _eager(cfg, defer_argument_errors)
 
 
 def _readable_configs(paths: list[Any]) -> list[tuple[bytes, dict[str, Any]]]:

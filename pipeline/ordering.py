@@ -36,7 +36,38 @@ def _find_cycle(names: list[str], edges: dict[str, set[str]]) -> list[str]:
     return cycle + [cycle[0]]
 
 
+#: orders already worked out, by the stages' names and hints (every Pipeline() orders the same
+#: built-ins and plugins again; a set of hints seen before costs one dict lookup)
+_ORDERS: dict[tuple, tuple[int, ...]] = {}
+
+
+def _signature(stages: Sequence[Stage]) -> tuple | None:
+    sig = []
+    for st in stages:
+        name, after, before = getattr(st, "name", None), st.after, st.before
+        if not isinstance(name, str) or not isinstance(after, (tuple, str)) or not isinstance(before, (tuple, str)):
+            return None  # a list (or anything else) as hints: order it afresh each time
+        sig.append((name, after, before))
+    return tuple(sig)
+
+
 def order_stages(stages: Sequence[Stage]) -> list[Stage]:
+    """*stages* in run order (see the module doc); the same hints give the same order."""
+    sig = _signature(stages)
+    try:
+        known = _ORDERS.get(sig) if sig is not None else None
+    except TypeError:  # a hint that is no string: ordered (and refused) afresh
+        sig = known = None
+    if known is not None:
+        return [stages[i] for i in known]
+    out = _order(stages)
+    if sig is not None and len(_ORDERS) < 64:
+        position = {id(st): i for i, st in enumerate(stages)}
+        _ORDERS[sig] = tuple(position[id(st)] for st in out)
+    return out
+
+
+def _order(stages: Sequence[Stage]) -> list[Stage]:
     by_name: dict[str, Stage] = {}
     for st in stages:
         name = getattr(st, "name", "")

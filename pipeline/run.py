@@ -133,6 +133,22 @@ def _document(run_id: str, status: str, cfg: EngineConfig | None, changes: Seque
     return doc
 
 
+_IMMUTABLE = (str, int, float, bool, type(None))
+
+
+def _copy_value(value: Any) -> Any:
+    """A deep copy of a recorded old or new value (JSON data without ``copy.deepcopy``'s
+    bookkeeping; anything else through it)."""
+    cls = value.__class__
+    if cls in _IMMUTABLE:
+        return value
+    if cls is list:
+        return [_copy_value(v) for v in value]
+    if cls is dict:
+        return {k: _copy_value(v) for k, v in value.items()}
+    return copy.deepcopy(value)
+
+
 class _Run:
     """Bookkeeping of one run; the StageContext reports to it."""
 
@@ -154,17 +170,19 @@ class _Run:
 
     def record_change(self, stage: Stage, field: str, old: Any, new: Any, reason: str, level: str,
                       via: str, explanation: str | None = None) -> None:
-        change = Change(len(self.changes) + 1, stage.name, field, copy.deepcopy(old), copy.deepcopy(new),
+        change = Change(len(self.changes) + 1, stage.name, field, _copy_value(old), _copy_value(new),
                         reason, level, via, explanation)
         self.changes.append(change)
-        events.config_changed.send(self.run_id, event=events.ConfigChanged(
-            run_id=self.run_id, seq=change.seq, stage=change.stage, field=field, old=_jsonable(old),
-            new=_jsonable(new), reason=reason, level=level, via=via, explanation=explanation))
+        if events.config_changed.receivers:
+            events.config_changed.send(self.run_id, event=events.ConfigChanged(
+                run_id=self.run_id, seq=change.seq, stage=change.stage, field=field, old=_jsonable(old),
+                new=_jsonable(new), reason=reason, level=level, via=via, explanation=explanation))
 
     def record_message(self, stage: Stage, level: str, message: str) -> None:
         self.messages.append(Message(stage.name, level, message))
-        events.warning_issued.send(self.run_id, event=events.WarningIssued(
-            run_id=self.run_id, seq=len(self.messages), stage=stage.name, level=level, message=message))
+        if events.warning_issued.receivers:
+            events.warning_issued.send(self.run_id, event=events.WarningIssued(
+                run_id=self.run_id, seq=len(self.messages), stage=stage.name, level=level, message=message))
 
     def record_check(self, stage: Stage, fields: dict[str, Any]) -> None:
         events.validation_checked.send(self.run_id, event=events.ValidationChecked(
@@ -325,12 +343,14 @@ class Pipeline:
                        (before, ctx))
         if not applies:
             n = run.sweep(stage, before, ctx)
-            events.stage_finished.send(run.run_id, event=events.StageFinished(
-                run_id=run.run_id, stage=stage.name, order=order, outcome="skipped",
-                duration_s=time.perf_counter() - t0, changes=n))
+            if events.stage_finished.receivers:
+                events.stage_finished.send(run.run_id, event=events.StageFinished(
+                    run_id=run.run_id, stage=stage.name, order=order, outcome="skipped",
+                    duration_s=time.perf_counter() - t0, changes=n))
             return
-        events.stage_started.send(run.run_id, event=events.StageStarted(
-            run_id=run.run_id, stage=stage.name, order=order, origin=stage.origin))
+        if events.stage_started.receivers:
+            events.stage_started.send(run.run_id, event=events.StageStarted(
+                run_id=run.run_id, stage=stage.name, order=order, origin=stage.origin))
         try:
             stage.run(cfg, ctx)
         except EngineCfgError as exc:
@@ -339,9 +359,10 @@ class Pipeline:
             self._fail(run, order, stage, self._wrap(stage, exc, "running"), t0, (before, ctx))
         run.sweep(stage, before, ctx)
         n = len(run.changes) - n_before
-        events.stage_finished.send(run.run_id, event=events.StageFinished(
-            run_id=run.run_id, stage=stage.name, order=order, outcome="changed" if n else "unchanged",
-            duration_s=time.perf_counter() - t0, changes=n))
+        if events.stage_finished.receivers:
+            events.stage_finished.send(run.run_id, event=events.StageFinished(
+                run_id=run.run_id, stage=stage.name, order=order, outcome="changed" if n else "unchanged",
+                duration_s=time.perf_counter() - t0, changes=n))
 
     @staticmethod
     def _wrap(stage: Stage, exc: Exception, doing: str) -> StageError:

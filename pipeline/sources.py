@@ -115,20 +115,20 @@ class FileRecord:
         return {"name": self.name, "sha256": self.sha256, "size": self.size, "how": self.how}
 
 
-def _read_regular(path: Path, shown: str) -> bytes:
+def _read_regular(path: Path | str, source: "ModelSource", name: str) -> bytes:
     """The bytes of a regular file; a FIFO or device is refused rather than read."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise InvalidInputError(f"invalid model: cannot read {shown}: not a regular file; allowed: "
-                                        f"a regular file", field="model")
+                raise InvalidInputError(f"invalid model: cannot read {source.describe(name)}: not a regular "
+                                        f"file; allowed: a regular file", field="model")
             with os.fdopen(fd, "rb", closefd=False) as fh:
                 return fh.read()
         finally:
             os.close(fd)
     except OSError as exc:
-        raise InvalidInputError(f"invalid model: cannot read {shown}: {exc.strerror or exc}",
+        raise InvalidInputError(f"invalid model: cannot read {source.describe(name)}: {exc.strerror or exc}",
                                 field="model") from None
 
 
@@ -146,6 +146,7 @@ class ModelSource:
         self.kind = kind
         self.given = given
         self.root = root
+        self._root_text = os.fspath(root) if root is not None else None
         self.repo_id = repo_id
         self.revision = revision
         self.commit = commit
@@ -172,15 +173,16 @@ class ModelSource:
         return str((self.root / name) if self.root is not None else name)
 
     # -- reading ---------------------------------------------------------------------------
-    def _local(self, name: str) -> Path | None:
+    def _local(self, name: str) -> Path | str | None:
         if self.kind == "file":
             return self._config_path if name == "config.json" else None
         if self.root is not None:
-            p = self.root / name
+            # plain strings: a warm run reads a dozen names, and pathlib's parsing is most of it
+            p = os.path.join(self._root_text, name)
             if name == "config.json":
                 # present but not a regular file (a FIFO, a folder): refused when read, not missed
                 return p if os.path.lexists(p) else None
-            return p if p.is_file() else None
+            return p if os.path.isfile(p) else None
         return self._fetch(name) if self._fetch is not None else None
 
     def read_bytes(self, name: str) -> bytes | None:
@@ -188,11 +190,20 @@ class ModelSource:
         if name in self._cache:
             return self._cache[name]
         path = self._local(name)
-        data = None if path is None else _read_regular(path, self.describe(name))
+        data = None if path is None else _read_regular(path, self, name)
         if data is not None:
             self.files[name] = FileRecord(name, hashlib.sha256(data).hexdigest(), len(data))
         self._cache[name] = data
         return data
+
+    def reads(self) -> dict[str, bytes | None]:
+        """Every file looked at so far: its bytes, or None where none was found."""
+        return dict(self._cache)
+
+    @property
+    def safetensors_read(self) -> bool:
+        """Whether the safetensors headers were read (see :meth:`safetensors_headers`)."""
+        return self._headers is not None
 
     def read_json(self, name: str) -> Any:
         """*name* parsed as JSON, or None if absent; bad JSON is bad input naming the file."""
@@ -276,7 +287,7 @@ class ModelSource:
         if self.kind == "hub":
             out.update(repo_id=self.repo_id, revision=self.revision, commit=self.commit, offline=self.offline)
         else:
-            out["path"] = str(Path(self.given).resolve())
+            out["path"] = os.path.realpath(self.given)  # what Path.resolve() gives, without pathlib
         out["files"] = [self.files[n].to_dict() for n in sorted(self.files)]
         return out
 

@@ -20,6 +20,7 @@ against the stage that made them.
 from __future__ import annotations
 
 import copy
+import functools
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
@@ -90,6 +91,14 @@ class Stage:
         return f"<Stage {self.name} ({self.origin})>"
 
 
+_IMMUTABLE = (str, int, float, bool, type(None))
+
+
+@functools.lru_cache(maxsize=None)
+def _field_names(cls: type) -> frozenset[str]:
+    return frozenset(attrs.fields_dict(cls))
+
+
 class StageContext:
     """What a running stage may do: change a field with a reason, log, read the caller's input.
 
@@ -131,12 +140,12 @@ class StageContext:
             setattr(target, leaf, value)
         else:
             sec = self._section(section)
-            if field.startswith("_") or field not in attrs.fields_dict(type(sec)):
+            if field.startswith("_") or field not in _field_names(type(sec)):
                 raise InvalidInputError(f"{path} is not a config field", field=path)
             setattr(sec, field, value)
         changed = not (old == value and type(old) is type(value))
         if changed:
-            self.set_fields[path] = copy.deepcopy(value)
+            self.set_fields[path] = value if value.__class__ in _IMMUTABLE else copy.deepcopy(value)
             self._run.record_change(self._stage, path, old, value, reason, level, via="context",
                                    explanation=explanation)
         if log:

@@ -1,0 +1,149 @@
+"""Loading the same model folder again: every file re-read and compared, nothing re-derived.
+
+An engine (or a CI job, or ``plan``) that resolves one model again and again pays for the
+model facts each time: the architecture lookup, the dtype, the lengths, the text config, the
+sentence-transformers settings.  They are a pure function of what the loader read: the bytes
+of ``config.json`` and of every other file it looked at (or found absent), the engine
+arguments, the path as given and the ``VLLM_MLA_DISABLE`` switch.  :class:`LoadMemo` keeps one
+loaded config per (path, arguments) as a template, with the bytes of every file read for it.
+
+A later load re-reads every one of those files through a new :class:`ModelSource` (so the
+run's provenance records them, hashed, as before) and takes the template only when each
+file's bytes are the same and each absent file is still absent; otherwise it loads afresh.
+A file the first load did not read cannot change the answer unless one it read changed.
+The caller always gets a copy of the template (:func:`clone_config`): fresh sections, a fresh
+view of the shared transformers snapshot carrying copies of the load's own writes.
+
+Where the dtype came from the weights, the folder's safetensors files are listed and their
+headers read again too, and must be the same files with the same headers.  Not kept: Hugging
+Face repos (reads go through the hub) and loads with a deferred engine-argument error.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from typing import Any, Hashable
+
+import attrs
+
+from enginecfg.pipeline import hfcache
+from enginecfg.pipeline.config import SECTIONS, EngineConfig
+from enginecfg.pipeline.memo import Unkeyable, content_key, copy_json
+from enginecfg.pipeline.sources import ModelSource
+
+__all__ = ["LoadMemo", "LOADS", "clone_config"]
+
+
+@attrs.frozen
+class _Template:
+    config_bytes: bytes
+    #: every file the load looked at: name -> bytes, or None where it found none
+    reads: tuple[tuple[str, bytes | None], ...]
+    #: the safetensors headers read (file name, sha256 of the header), or None if not looked at
+    headers: tuple[tuple[str, str], ...] | None
+    cfg: EngineConfig
+
+
+def _headers_read(source: ModelSource) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((name, rec.sha256) for name, rec in source.files.items() if rec.how == "header"))
+
+
+def _field_names(cls: type, _cache: dict = {}) -> tuple[str, ...]:
+    names = _cache.get(cls)
+    if names is None:
+        names = _cache[cls] = tuple(a.name for a in attrs.fields(cls) if a.name != "_engine")
+    return names
+
+
+def _clone_section(sec: Any) -> Any:
+    new = object.__new__(type(sec))
+    for name in _field_names(type(sec)):
+        value = getattr(sec, name)
+        object.__setattr__(new, name, copy_json(value) if value.__class__ in (list, dict) else value)
+    return new
+
+
+def clone_config(template: EngineConfig, source: ModelSource | None, engine_args: dict[str, Any]) -> EngineConfig:
+    """A copy of a loaded (not yet run) config that shares nothing mutable with it."""
+    sections = {name: _clone_section(sec) for name in SECTIONS
+                if (sec := getattr(template, name)) is not None}
+    mc = sections["model_config"]
+    hf, text = template.model_config.hf_config, template.model_config.hf_text_config
+    if hf is not None:
+        new_hf = hf.clone()
+        object.__setattr__(mc, "hf_config", new_hf)
+        if text is not None:
+            _, _, path = text.anchor()
+            object.__setattr__(mc, "hf_text_config", new_hf if text is hf else new_hf.at(path))
+    return EngineConfig(**sections, engine_args=dict(engine_args),
+                        load_messages=list(template.load_messages),
+                        source=source.provenance() if source is not None else None)
+
+
+class LoadMemo:
+    """Loaded configs by (path, working folder, engine arguments, MLA switch); bounded."""
+
+    def __init__(self, maxsize: int = 64) -> None:
+        self.maxsize = maxsize
+        self._entries: OrderedDict[Hashable, _Template] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+
+    @staticmethod
+    def key(path: Any, revision: str | None, engine_args: dict[str, Any]) -> Hashable | None:
+        try:
+            args = content_key(engine_args)
+        except Unkeyable:
+            return None
+        return (os.fspath(path), type(path), revision, os.getcwd(), args,
+                os.environ.get("VLLM_MLA_DISABLE"))
+
+    def get(self, key: Hashable, source: ModelSource, config_bytes: bytes,
+            engine_args: dict[str, Any]) -> EngineConfig | None:
+        """A copy of the template for *key* if every file it was loaded from reads the same."""
+        with self._lock:
+            entry = self._entries.get(key)
+        if entry is None or entry.config_bytes != config_bytes:
+            return None
+        for name, data in entry.reads:
+            if source.read_bytes(name) != data:
+                return None
+        if entry.headers is not None:
+            source.safetensors_headers()  # the folder listed and each header read again
+            if _headers_read(source) != entry.headers:
+                return None
+        with self._lock:
+            self.hits += 1
+        return clone_config(entry.cfg, source, engine_args)
+
+    def put(self, key: Hashable, source: ModelSource, config_bytes: bytes, cfg: EngineConfig) -> None:
+        """Keep *cfg* (just loaded from *source*, not run yet) as the template for *key*."""
+        if source.kind == "hub" or cfg.pending_errors:
+            return
+        try:
+            template = clone_config(cfg, None, cfg.engine_args)
+        except (TypeError, KeyError):  # a load-time write this copy cannot make: not kept
+            return
+        reads = tuple((name, data) for name, data in source.reads().items() if name != "config.json")
+        with self._lock:
+            headers = _headers_read(source) if source.safetensors_read else None
+            self._entries[key] = _Template(config_bytes, reads, headers, template)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.maxsize:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.hits = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+#: the process's memo of loaded configs (``load_pretrained``); its templates hold snapshots,
+#: so it is emptied with the snapshot memory cache
+LOADS = LoadMemo()
+hfcache.on_clear_memory(LOADS.clear)
