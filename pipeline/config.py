@@ -343,49 +343,64 @@ class EngineConfig:
 
     def write_stamp(self) -> tuple[int, ...]:
         """Moves with every assignment: a section replaced, or any field of one assigned."""
-        stamp = [self._replaced]
-        for name in SECTIONS:
-            sec = getattr(self, name)
-            stamp.append(-1 if sec is None else sec._writes)
-        return tuple(stamp)
+        # spelt out in SECTIONS' order (a loop costs more than the rest of a short state read);
+        # a section left None has no count
+        return (self._replaced, getattr(self.model_config, "_writes", -1),
+                getattr(self.cache_config, "_writes", -1), getattr(self.attention_config, "_writes", -1),
+                getattr(self.scheduler_config, "_writes", -1), getattr(self.parallel_config, "_writes", -1),
+                getattr(self.pooler_config, "_writes", -1), getattr(self.compilation_config, "_writes", -1))
 
     def state(self, since: "ConfigState | None" = None) -> "ConfigState":
         """Flat ``{dotted field: value}`` of every tracked field (sections and hf writes).
 
-        With *since*, an earlier state of this config, and no assignment made after it was
-        taken (:meth:`write_stamp`), only what can change without an assignment is read
-        again: list and dict values (edited in place) and the writes into ``hf_config``.
-        The result is the same as a full read; the pipeline takes one after every stage.
+        With *since*, an earlier state of this config, a section that took no assignment
+        after it was taken (:meth:`write_stamp`) is not read again, but for its list and
+        dict values (edited in place); the writes into ``hf_config`` are always read again.
+        The result is the same as a full read; the pipeline takes one after every stage,
+        and compares only what was read again (:attr:`ConfigState.reread`).
         """
         stamp = self.write_stamp()
-        if since is not None and since.stamp == stamp and since.config is self:
+        short = since is not None and since.config is self and since.stamp[0] == stamp[0]
+        if short:
             out = ConfigState(since)
             for key in since.hf_keys:
                 del out[key]
-            for sec, field, key in since.containers:
+            if stamp == since.stamp:
+                moved = ()
+                out.containers = since.containers  # read only, never appended to below
+            else:
+                moved = {name for i, name in enumerate(SECTIONS, 1) if stamp[i] != since.stamp[i]}
+                out.containers = [c for c in since.containers if c[3] not in moved]
+            out.reread = [key for _, _, key, _ in out.containers]
+            for sec, field, key, _ in out.containers:
                 out[key] = _copy_json(getattr(sec, field))
-            out.config, out.stamp, out.containers = self, stamp, since.containers
         else:
             out = ConfigState()
-            out.config, out.stamp, out.containers = self, stamp, []
-            for name in SECTIONS:
-                sec = getattr(self, name)
-                if sec is None:
-                    out[name] = None
-                    continue
-                for field, key in _tracked_fields(type(sec)):
-                    value = getattr(sec, field)
-                    if value.__class__ in (list, dict):
-                        out.containers.append((sec, field, key))
-                        value = _copy_json(value)
-                    out[key] = value
+            moved = SECTIONS
+            out.containers, out.reread = [], None
+        out.config, out.stamp = self, stamp
+        for name in moved:
+            sec = getattr(self, name)
+            if sec is None:
+                out[name] = None
+                if short:
+                    out.reread.append(name)
+                continue
+            for field, key in _tracked_fields(type(sec)):
+                value = getattr(sec, field)
+                if value.__class__ in (list, dict):
+                    out.containers.append((sec, field, key, name))
+                    value = _copy_json(value)
+                out[key] = value
+                if short:
+                    out.reread.append(key)
         hf = self.model_config.hf_config
         out.hf_keys = []
         if hf is not None:
             for path, value in hf.overlay_state().items():
                 out["hf_config." + path] = value
                 out.hf_keys.append("hf_config." + path)
-        if since is not None and since.stamp == stamp and since.config is self:
+        if short:
             out._inherit_key(since)
         return out
 
@@ -425,9 +440,10 @@ class EngineConfig:
 class ConfigState(dict):
     """:meth:`EngineConfig.state`: the flat field dict, with what a later state needs to
     know about how it was taken (the config, its write stamp, which values are containers
-    and which keys are hf_config writes)."""
+    and which keys are hf_config writes) and ``reread``: the keys read again since the
+    state it was taken after (None: all of them)."""
 
-    __slots__ = ("config", "stamp", "containers", "hf_keys", "_key")
+    __slots__ = ("config", "stamp", "containers", "hf_keys", "reread", "_key")
 
     def content_key(self) -> Any:
         """:func:`~enginecfg.pipeline.memo.content_key` of the fields (computed once)."""
@@ -436,7 +452,14 @@ class ConfigState(dict):
         except AttributeError:
             from enginecfg.pipeline.memo import content_key
 
-            self._key = content_key(dict(self))
+            # the flat fields are mostly strings, integers, booleans and None: their types
+            # side by side tell 1, True and 1.0 apart; anything else gets its full content key
+            values = list(self.values())
+            for i, value in enumerate(values):
+                cls = value.__class__
+                if not (cls is str or cls is int or cls is bool or value is None):
+                    values[i] = content_key(value)
+            self._key = (tuple(self), tuple(map(type, self.values())), tuple(values))
             return self._key
 
     def _inherit_key(self, since: "ConfigState") -> None:
@@ -447,11 +470,10 @@ class ConfigState(dict):
             return
         from enginecfg.pipeline.memo import Unkeyable, content_key
 
-        mutable = [k for _, _, k in self.containers] + self.hf_keys
         if self.hf_keys != since.hf_keys:
             return
         try:
-            if all(content_key(self[k]) == content_key(since[k]) for k in mutable):
+            if all(content_key(self[k]) == content_key(since[k]) for k in self.reread + self.hf_keys):
                 self._key = key
         except Unkeyable:
             return

@@ -41,22 +41,14 @@ def _find_cycle(names: list[str], edges: dict[str, set[str]]) -> list[str]:
 _ORDERS: dict[tuple, tuple[int, ...]] = {}
 
 
-def _signature(stages: Sequence[Stage]) -> tuple | None:
-    sig = []
-    for st in stages:
-        name, after, before = getattr(st, "name", None), st.after, st.before
-        if not isinstance(name, str) or not isinstance(after, (tuple, str)) or not isinstance(before, (tuple, str)):
-            return None  # a list (or anything else) as hints: order it afresh each time
-        sig.append((name, after, before))
-    return tuple(sig)
-
-
 def order_stages(stages: Sequence[Stage]) -> list[Stage]:
     """*stages* in run order (see the module doc); the same hints give the same order."""
-    sig = _signature(stages)
+    # only hint sets that were ordered without error are kept; a hint given as a list (not
+    # hashable) is ordered afresh each time
+    sig = tuple([(getattr(st, "name", None), st.after, st.before) for st in stages])
     try:
-        known = _ORDERS.get(sig) if sig is not None else None
-    except TypeError:  # a hint that is no string: ordered (and refused) afresh
+        known = _ORDERS.get(sig)
+    except TypeError:
         sig = known = None
     if known is not None:
         return [stages[i] for i in known]

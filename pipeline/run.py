@@ -195,10 +195,10 @@ class _Run:
         self.last_state = after
         found = 0
         hf = self.cfg.model_config.hf_config
-        if known is not None and known.stamp == after.stamp and known.config is self.cfg:
-            # no assignment since *before*: only containers and hf_config writes can differ
-            keys = [key for _, _, key in after.containers]
-            keys += dict.fromkeys(known.hf_keys + after.hf_keys)
+        if after.reread is not None:
+            # only what was read again can differ: fields of sections assigned to since
+            # *before*, containers (edited in place) and hf_config writes
+            keys = after.reread + list(dict.fromkeys(known.hf_keys + after.hf_keys))
         else:
             keys = after.keys() | before.keys()
         for key in keys:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import itertools
 
+import attrs
 import pytest
 
 from support import CONFIGS, FIXTURES, resolved_cases
 from enginecfg import EngineConfig, Pipeline, Stage
-from enginecfg.pipeline.config import CacheConfig
+from enginecfg.pipeline.config import SECTIONS, CacheConfig, PoolerConfig
 from enginecfg.pipeline.memo import ContentMemo, Unkeyable, content_key, copy_json
 from enginecfg.stages import impact as impact_stage
 
@@ -85,6 +86,22 @@ def test_the_stamp_moves_with_a_write_through_another_config_sharing_the_section
     before = b.state()
     a.cache_config.block_size = 96
     assert b.state(since=before)["cache_config.block_size"] == 96
+
+
+def test_the_write_stamp_moves_for_every_section_in_its_place():
+    cfg = EngineConfig.from_pretrained(QWEN)
+    cfg.pooler_config = PoolerConfig()
+    for i, name in enumerate(SECTIONS, 1):
+        sec = getattr(cfg, name)
+        field = next(a.name for a in attrs.fields(type(sec)) if not a.name.startswith("_"))
+        before = cfg.write_stamp()
+        setattr(sec, field, getattr(sec, field))
+        after = cfg.write_stamp()
+        assert [j for j, (a, b) in enumerate(zip(before, after)) if a != b] == [i], name
+    replaced = cfg.write_stamp()
+    cfg.pooler_config = None
+    stamp = cfg.write_stamp()
+    assert stamp[0] == replaced[0] + 1 and stamp[list(SECTIONS).index("pooler_config") + 1] == -1
 
 
 class _Edit(Stage):
