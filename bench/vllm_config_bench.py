@@ -6,7 +6,7 @@ ORACLE_DIR holds the real vLLM 0.19.0 as ``../shared/oracle/README.md`` builds i
 (``run_oracle.py``, its ``venv19`` and the ``tf523-overlay``); nothing of it is imported
 here: it runs in its own process, and reports the median of ``--repeat`` in-process calls of
 ``EngineArgs(model=DIR, **args).create_engine_config()`` per case (its first call, which
-pays the imports, is not counted).  enginecfg is timed the way the README tells an engine to
+pays the imports, is not counted), ``--rounds`` times, alternating with enginecfg.  enginecfg is timed the way the README tells an engine to
 call it, warm, a fresh pipeline each call: ``Pipeline(gpu_validation="off").run(
 EngineConfig.from_pretrained(DIR, **args))``, median of ``--repeat`` after one warm-up.
 Both sides read the same config folders (the fixture configs).  The ratio is vLLM's time
@@ -60,7 +60,8 @@ def vllm_times(oracle: Path, python: str | None, repeat: int) -> dict[str, float
 
 
 def enginecfg_times(repeat: int) -> dict[str, float]:
-    sys.path.insert(0, str(ROOT))
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
     from enginecfg import EngineConfig, Pipeline
 
     out = {}
@@ -82,20 +83,28 @@ def main() -> int:
                     required="ENGINECFG_ORACLE" not in os.environ)
     ap.add_argument("--python", help="the oracle venv's python (default ORACLE/venv19/bin/python)")
     ap.add_argument("--repeat", type=int, default=30)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="alternate the two sides this many times (a load spike then hits both); "
+                         "each side's figure is the median of its per-round medians")
     ns = ap.parse_args()
     print(f"# {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC · {platform.machine()} · "
           f"{os.cpu_count()} CPUs · load {os.getloadavg()[0]:.1f} · Python {platform.python_version()}")
-    ours = enginecfg_times(ns.repeat)
-    theirs = vllm_times(Path(ns.oracle).resolve(), ns.python, ns.repeat)
+    rounds_ours, rounds_theirs = [], []
+    for _ in range(max(1, ns.rounds)):
+        rounds_ours.append(enginecfg_times(ns.repeat))
+        rounds_theirs.append(vllm_times(Path(ns.oracle).resolve(), ns.python, ns.repeat))
     ratios = []
-    print(f"{'case':<30} {'vLLM ms':>9} {'enginecfg ms':>13} {'ratio':>7}")
+    print(f"{'case':<30} {'vLLM ms':>9} {'enginecfg ms':>13} {'ratio':>7}  {'per round':>s}")
     for name, _, _ in CASES:
-        ratio = theirs[name] / ours[name]
+        ours = statistics.median(r[name] for r in rounds_ours)
+        theirs = statistics.median(r[name] for r in rounds_theirs)
+        ratio = theirs / ours
         ratios.append(ratio)
-        print(f"{name:<30} {theirs[name] * 1e3:9.2f} {ours[name] * 1e3:13.3f} {ratio:6.1f}x")
+        each = " ".join(f"{t[name] / o[name]:.1f}" for o, t in zip(rounds_ours, rounds_theirs))
+        print(f"{name:<30} {theirs * 1e3:9.2f} {ours * 1e3:13.3f} {ratio:6.1f}x  {each}")
     geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
     print(f"geomean {geo:.1f}x, min {min(ratios):.1f}x  (vLLM's create_engine_config time / enginecfg's; "
-          f"load {os.getloadavg()[0]:.1f})")
+          f"{len(rounds_ours)} rounds; load {os.getloadavg()[0]:.1f})")
     return 0
 
 
