@@ -10,40 +10,24 @@ this run's overlay, where the pipeline's snapshot diff finds it.  Once frozen, w
 
 from __future__ import annotations
 
-import copy
 from types import MappingProxyType
 from typing import Any, Iterator
 
 from enginecfg.pipeline.errors import FrozenConfigError
 from enginecfg.pipeline.hfsnapshot import is_snapshot
+from enginecfg.pipeline.jsoncopy import PLAIN, copy_json as _copy
 
 __all__ = ["HFConfigView", "deep_freeze"]
 
 _MISSING = object()
 
 
-#: leaves that need neither copying nor freezing (checked inline: a layer list has 100+ of them)
-_PLAIN = frozenset((str, int, float, bool, type(None)))
-
-
 def deep_freeze(value: Any) -> Any:
     if isinstance(value, dict):
         return MappingProxyType({k: deep_freeze(v) for k, v in value.items()})
     if isinstance(value, list):
-        return tuple([v if v.__class__ in _PLAIN else deep_freeze(v) for v in value])
+        return tuple([v if v.__class__ in PLAIN else deep_freeze(v) for v in value])
     return value
-
-
-def _copy(value: Any) -> Any:
-    """A deep copy of JSON-shaped data (much cheaper than copy.deepcopy)."""
-    cls = value.__class__
-    if cls is dict:
-        return {k: v if v.__class__ in _PLAIN else _copy(v) for k, v in value.items()}
-    if cls is list:
-        return [v if v.__class__ in _PLAIN else _copy(v) for v in value]
-    if cls in _PLAIN:
-        return value
-    return copy.deepcopy(value)
 
 
 class HFConfigView:

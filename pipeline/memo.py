@@ -21,6 +21,8 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable, Hashable
 
+from enginecfg.pipeline.jsoncopy import copy_json
+
 __all__ = ["Unkeyable", "content_key", "copy_json", "ContentMemo", "per_config"]
 
 _SCALARS = (str, int, bool, type(None))
@@ -42,16 +44,6 @@ def content_key(value: Any) -> Hashable:
     if cls is dict:
         return (dict, tuple([(content_key(k), content_key(v)) for k, v in value.items()]))
     raise Unkeyable(f"no content key for a {cls.__name__}")
-
-
-def copy_json(value: Any) -> Any:
-    """A deep copy of JSON-shaped data (dicts, lists, scalars); other leaves are shared."""
-    cls = value.__class__
-    if cls is dict:
-        return {k: copy_json(v) for k, v in value.items()}
-    if cls is list:
-        return [copy_json(v) for v in value]
-    return value
 
 
 class ContentMemo:

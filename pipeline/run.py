@@ -21,6 +21,7 @@ from enginecfg.pipeline.canonical import fingerprint
 from enginecfg.pipeline.config import ConfigState, EngineConfig
 from enginecfg.pipeline.arg_order import ENGINE, STEP_ORDER
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError, StageError
+from enginecfg.pipeline.jsoncopy import copy_json
 from enginecfg.pipeline.ordering import order_stages
 from enginecfg.pipeline.stage import Stage, StageContext
 
@@ -133,22 +134,6 @@ def _document(run_id: str, status: str, cfg: EngineConfig | None, changes: Seque
     return doc
 
 
-_IMMUTABLE = (str, int, float, bool, type(None))
-
-
-def _copy_value(value: Any) -> Any:
-    """A deep copy of a recorded old or new value (JSON data without ``copy.deepcopy``'s
-    bookkeeping; anything else through it)."""
-    cls = value.__class__
-    if cls in _IMMUTABLE:
-        return value
-    if cls is list:
-        return [_copy_value(v) for v in value]
-    if cls is dict:
-        return {k: _copy_value(v) for k, v in value.items()}
-    return copy.deepcopy(value)
-
-
 class _Run:
     """Bookkeeping of one run; the StageContext reports to it."""
 
@@ -170,7 +155,7 @@ class _Run:
 
     def record_change(self, stage: Stage, field: str, old: Any, new: Any, reason: str, level: str,
                       via: str, explanation: str | None = None) -> None:
-        change = Change(len(self.changes) + 1, stage.name, field, _copy_value(old), _copy_value(new),
+        change = Change(len(self.changes) + 1, stage.name, field, copy_json(old), copy_json(new),
                         reason, level, via, explanation)
         self.changes.append(change)
         if events.config_changed.receivers:

@@ -19,7 +19,6 @@ against the stage that made them.
 
 from __future__ import annotations
 
-import copy
 import functools
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -28,6 +27,7 @@ import attrs
 from enginecfg.pipeline import typed
 from enginecfg.pipeline.errors import InvalidInputError
 from enginecfg.pipeline.hfview import HFConfigView
+from enginecfg.pipeline.jsoncopy import copy_json
 
 if TYPE_CHECKING:
     from enginecfg.pipeline.config import EngineConfig
@@ -91,9 +91,6 @@ class Stage:
         return f"<Stage {self.name} ({self.origin})>"
 
 
-_IMMUTABLE = (str, int, float, bool, type(None))
-
-
 @functools.lru_cache(maxsize=None)
 def _field_names(cls: type) -> frozenset[str]:
     return frozenset(attrs.fields_dict(cls))
@@ -145,7 +142,7 @@ class StageContext:
             setattr(sec, field, value)
         changed = not (old == value and type(old) is type(value))
         if changed:
-            self.set_fields[path] = value if value.__class__ in _IMMUTABLE else copy.deepcopy(value)
+            self.set_fields[path] = copy_json(value)
             self._run.record_change(self._stage, path, old, value, reason, level, via="context",
                                    explanation=explanation)
         if log:
