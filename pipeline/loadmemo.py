@@ -22,15 +22,13 @@ Face repos (reads go through the hub) and loads with a deferred engine-argument 
 from __future__ import annotations
 
 import os
-import threading
-from collections import OrderedDict
 from typing import Any, Hashable
 
 import attrs
 
 from enginecfg.pipeline import hfcache
 from enginecfg.pipeline.config import SECTIONS, EngineConfig
-from enginecfg.pipeline.memo import Unkeyable, content_key, copy_json
+from enginecfg.pipeline.memo import ContentMemo, Unkeyable, content_key, copy_json
 from enginecfg.pipeline.sources import ModelSource
 
 __all__ = ["LoadMemo", "LOADS", "clone_config"]
@@ -86,9 +84,7 @@ class LoadMemo:
     """Loaded configs by (path, working folder, engine arguments, MLA switch); bounded."""
 
     def __init__(self, maxsize: int = 64) -> None:
-        self.maxsize = maxsize
-        self._entries: OrderedDict[Hashable, _Template] = OrderedDict()
-        self._lock = threading.Lock()
+        self._templates = ContentMemo(maxsize)
         self.hits = 0
 
     @staticmethod
@@ -103,8 +99,7 @@ class LoadMemo:
     def get(self, key: Hashable, source: ModelSource, config_bytes: bytes,
             engine_args: dict[str, Any]) -> EngineConfig | None:
         """A copy of the template for *key* if every file it was loaded from reads the same."""
-        with self._lock:
-            entry = self._entries.get(key)
+        entry: _Template | None = self._templates.get(key, ())
         if entry is None or entry.config_bytes != config_bytes:
             return None
         for name, data in entry.reads:
@@ -114,8 +109,7 @@ class LoadMemo:
             source.safetensors_headers()  # the folder listed and each header read again
             if _headers_read(source) != entry.headers:
                 return None
-        with self._lock:
-            self.hits += 1
+        self.hits += 1
         return clone_config(entry.cfg, source, engine_args)
 
     def put(self, key: Hashable, source: ModelSource, config_bytes: bytes, cfg: EngineConfig) -> None:
@@ -127,20 +121,15 @@ class LoadMemo:
         except (TypeError, KeyError):  # a load-time write this copy cannot make: not kept
             return
         reads = tuple((name, data) for name, data in source.reads().items() if name != "config.json")
-        with self._lock:
-            headers = _headers_read(source) if source.safetensors_read else None
-            self._entries[key] = _Template(config_bytes, reads, headers, template)
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.maxsize:
-                self._entries.popitem(last=False)
+        headers = _headers_read(source) if source.safetensors_read else None
+        self._templates.put(key, (), _Template(config_bytes, reads, headers, template))
 
     def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self.hits = 0
+        self._templates.clear()
+        self.hits = 0
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._templates)
 
 
 #: the process's memo of loaded configs (``load_pretrained``); its templates hold snapshots,
