@@ -307,11 +307,15 @@ def open_source(model: Any, revision: str | None = None) -> ModelSource:
         raise InvalidInputError(f"invalid revision (--revision): got {revision!r}; allowed: a branch, tag or "
                                 f"commit of the Hugging Face repo", field="revision")
     p = Path(model)
-    if p.exists():
+    try:
+        found = os.stat(p)  # one stat for exists() and is_dir()
+    except (OSError, ValueError):
+        found = None
+    if found is not None:
         if revision is not None:
             raise InvalidInputError(f"invalid revision (--revision): got {revision!r} for the local path {p}; "
                                     f"allowed: a revision only with a Hugging Face repo id", field="revision")
-        if p.is_dir():
+        if stat.S_ISDIR(found.st_mode):
             return ModelSource("folder", str(model), p)
         return ModelSource("file", str(model), p.parent, config_path=p)
     text = os.fspath(model)
