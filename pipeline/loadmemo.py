@@ -91,10 +91,10 @@ class LoadMemo:
     def key(path: Any, revision: str | None, engine_args: dict[str, Any]) -> Hashable | None:
         try:
             args = content_key(engine_args)
-        except Unkeyable:
+            cwd = os.getcwd()  # a relative path means another folder elsewhere
+        except (Unkeyable, OSError):  # OSError: the working folder was removed
             return None
-        return (os.fspath(path), type(path), revision, os.getcwd(), args,
-                os.environ.get("VLLM_MLA_DISABLE"))
+        return (os.fspath(path), type(path), revision, cwd, args, os.environ.get("VLLM_MLA_DISABLE"))
 
     def get(self, key: Hashable, source: ModelSource, config_bytes: bytes,
             engine_args: dict[str, Any]) -> EngineConfig | None:

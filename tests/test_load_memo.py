@@ -183,6 +183,18 @@ def test_the_working_folder_is_part_of_a_relative_path(tmp_path, monkeypatch, wa
     assert qwen.model_config.architecture != nemotron.model_config.architecture
 
 
+def test_a_removed_working_folder_loads_without_the_memo(tmp_path, monkeypatch, warm_snapshots):
+    LOADS.clear()
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    first = EngineConfig.from_pretrained(QWEN)
+    again = EngineConfig.from_pretrained(QWEN)
+    assert len(LOADS) == 0 and LOADS.hits == 0
+    assert _facts(again) == _facts(first)
+
+
 def test_the_mla_switch_is_part_of_the_key(monkeypatch, warm_snapshots):
     LOADS.clear()
     path = CONFIGS / "deepseek-v2-lite-like"
