@@ -499,7 +499,8 @@ _F32_256 = [{}, {"const": True}, {"const": True, "hints": False}, {"const": True
             {"block_v": 32, "num_warps": 2}, {"loop": 10, "pipe": 3}, {"loop": 8, "pipe": 3},
             {"loop": 14, "pipe": 2, "const": True}, {"loop": 18, "pipe": 3, "block_v": 8, "const": True},
             {"loop": 16, "pipe": 3, "block_v": 8}, {"loop": 14, "pipe": 4, "block_v": 8},
-            {"loop": 12, "pipe": 4, "block_v": 8}, {"loop": 10, "pipe": 3, "hints": False}, {}]
+            {"loop": 12, "pipe": 4, "block_v": 8}, {"loop": 10, "pipe": 3, "hints": False},
+            {"chunk": 32, "pipe": 3}, {"chunk": 64, "pipe": 3, "block_v": 8}, {}]
 _ONE = [{}, {"const": True}, {"const": False}, {"block_v": 8}, {"const": True, "block_v": 8}]
 _F32_64 = [{}, {"const": True}, {"loop": 10, "pipe": 3}, {"loop": 16, "pipe": 3, "block_v": 8},
            {"loop": 14, "pipe": 4, "block_v": 8}]
