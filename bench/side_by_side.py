@@ -491,21 +491,15 @@ SWEEP_ALL = {
 }
 
 #: launch variants for ``--sweep``, by family and batch (or (batch, state dtype)): the gated-delta
-#: step at 256 sequences with a float32 state with constant strides, on 32 rows, and as a loop
-#: over tiles pipelined through shared memory (``loop``: programs a multiprocessor; ``pipe``:
+#: step at 256 sequences with a float32 state with constant strides, and as a loop
+#: over tiles pipelined through shared memory (``loop``: programs a multiprocessor, or ``chunk``:
+#: tiles a program; ``pipe``:
 #: stages); constant strides (on or off against the default) and 8-row tiles where a launch
 #: has few programs (1 sequence)
-_F32_256 = [{}, {"const": True}, {"const": True, "hints": False}, {"const": True, "block_v": 32},
-            {"block_v": 32, "num_warps": 2}, {"loop": 10, "pipe": 3}, {"loop": 8, "pipe": 3},
-            {"loop": 14, "pipe": 2, "const": True}, {"loop": 18, "pipe": 3, "block_v": 8, "const": True},
-            {"loop": 16, "pipe": 3, "block_v": 8}, {"loop": 14, "pipe": 4, "block_v": 8},
-            {"loop": 12, "pipe": 4, "block_v": 8}, {"loop": 10, "pipe": 3, "hints": False},
-            {"chunk": 32, "pipe": 3}, {"chunk": 64, "pipe": 3, "block_v": 8}, {}]
-_ONE = [{}, {"const": True}, {"const": False}, {"block_v": 8}, {"const": True, "block_v": 8}]
-_F32_64 = [{}, {"const": True}, {"loop": 10, "pipe": 3}, {"loop": 16, "pipe": 3, "block_v": 8},
-           {"loop": 14, "pipe": 4, "block_v": 8}]
+_F32_256 = [{}, {"const": True}, {"loop": 10, "pipe": 3}, {"loop": 16, "pipe": 3, "block_v": 8},
+            {"loop": 14, "pipe": 4, "block_v": 8}, {"chunk": 32, "pipe": 3}, {"chunk": 64, "pipe": 3, "block_v": 8}]
+_ONE = [{}, {"const": True}, {"const": False}, {"block_v": 8}]
 SWEEP = {
-    "gdn": {(256, "float32"): _F32_256, (64, "float32"): _F32_64, (1, "bfloat16"): _ONE, (1, "float32"): _ONE},
-    "gdn_packed": {(256, "float32"): _F32_256, (64, "float32"): _F32_64, (1, "bfloat16"): _ONE, (1, "float32"): _ONE,
-                   (256, "bfloat16"): [{}, {"loop": 16, "pipe": 3}, {"loop": 12, "pipe": 3, "block_v": 32}]},
+    "gdn": {(256, "float32"): _F32_256, (1, "bfloat16"): _ONE, (1, "float32"): _ONE},
+    "gdn_packed": {(256, "float32"): _F32_256, (1, "bfloat16"): _ONE, (1, "float32"): _ONE},
 }
