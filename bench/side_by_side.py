@@ -148,9 +148,12 @@ def _err(got: torch.Tensor, want: torch.Tensor) -> float:
     return math.inf if math.isnan(e) else e
 
 
-def run(vllm: dict, K, time_calls, sets_for, copy_bw: float, dev, shapes: dict,
+def run(vllm: dict, K, time_pair, sets_for, copy_bw: float, dev, shapes: dict,
         only: str | None = None, variants: dict | None = None) -> list[dict]:
-    """All side-by-side cases; prints each row as it is measured."""
+    """All side-by-side cases; prints each row as it is measured.
+
+    ``time_pair(calls_a, calls_b)`` times vLLM's calls and ours on the same inputs,
+    interleaved (median seconds per call of each)."""
     from enginecfg.kernels import _reference as ref
     from enginecfg.kernels.gated_delta import gated_delta_step, gated_delta_step_packed
     from enginecfg.kernels.mamba_ssm import causal_conv1d_update, selective_state_update
@@ -165,18 +168,21 @@ def run(vllm: dict, K, time_calls, sets_for, copy_bw: float, dev, shapes: dict,
         rows.append(r)
         print(line(r), flush=True)
 
-    def sweep(case, nbytes, sets, make_call, variants):
-        """Time our kernel with each launch variant (rows marked SWEEP, not in the table)."""
+    def sweep(case, nbytes, sets, v_call, make_call, variants):
+        """Time our kernel with each launch variant, interleaved with vLLM's as in the
+        table (rows marked SWEEP, not in the table)."""
         for var in variants or ():
             try:
-                t = time_calls([lambda s=s: make_call(s, var) for s in sets], eager=False)["graph_s"]
+                t_v, t = time_pair([lambda s=s: v_call(s) for s in sets],
+                                   [lambda s=s: make_call(s, var) for s in sets])
             except Exception as exc:  # noqa: BLE001
                 print(f"SWEEP {case} {var}: {type(exc).__name__}: {exc}", flush=True)
                 continue
             r = dict(case=f"SWEEP {case} {var}", bytes=nbytes, ours_s=t, ours_pct=100 * nbytes / t / copy_bw,
-                     launch=var)
+                     vllm_s=t_v, sweep_ratio=t / t_v, launch=var)
             rows.append(r)
-            print(f"SWEEP {case:<40} {str(var):<34} {t * 1e6:8.1f} us {r['ours_pct']:6.1f} %", flush=True)
+            print(f"SWEEP {case:<36} {str(var):<44} {t * 1e6:8.1f} us {r['ours_pct']:6.1f} % "
+                  f"(vLLM {t_v * 1e6:.1f}, ratio {t / t_v:.3f})", flush=True)
 
     def safe(fn, *a, **kw):
         try:
@@ -238,8 +244,7 @@ def run(vllm: dict, K, time_calls, sets_for, copy_bw: float, dev, shapes: dict,
                                    out=s["o2"], k_scale=s["ks"] if fp8 else None,
                                    v_scale=s["vs"] if fp8 else None)
 
-        t_v = time_calls([lambda s=s: v_call(s) for s in sets], eager=False)["graph_s"]
-        t_o = time_calls([lambda s=s: o_call(s) for s in sets], eager=False)["graph_s"]
+        t_v, t_o = time_pair([lambda s=s: v_call(s) for s in sets], [lambda s=s: o_call(s) for s in sets])
         s = sets[0]
         v_call(s)
         o_call(s)
@@ -288,9 +293,8 @@ def run(vllm: dict, K, time_calls, sets_for, copy_bw: float, dev, shapes: dict,
                                    state_indices=s["idx"], out=s["o2"], block_p=var.get("block_p"),
                                    num_warps=var.get("num_warps"))
 
-        t_v = time_calls([lambda s=s: v_call(s) for s in sets], eager=False)["graph_s"]
-        t_o = time_calls([lambda s=s: o_call(s) for s in sets], eager=False)["graph_s"]
-        sweep(case, nbytes, sets, o_call, variants)
+        t_v, t_o = time_pair([lambda s=s: v_call(s) for s in sets], [lambda s=s: o_call(s) for s in sets])
+        sweep(case, nbytes, sets, v_call, o_call, variants)
         s = sets[0]
         n = min(batch, 4)
         errs = []
@@ -333,9 +337,8 @@ def run(vllm: dict, K, time_calls, sets_for, copy_bw: float, dev, shapes: dict,
             return causal_conv1d_update(s["store"], s["x2"], w, bias, "silu", state_indices=s["idx"],
                                         out=s["o2"], block_d=var.get("block_d"), num_warps=var.get("num_warps"))
 
-        t_v = time_calls([lambda s=s: v_call(s) for s in sets], eager=False)["graph_s"]
-        t_o = time_calls([lambda s=s: o_call(s) for s in sets], eager=False)["graph_s"]
-        sweep(case, nbytes, sets, o_call, variants)
+        t_v, t_o = time_pair([lambda s=s: v_call(s) for s in sets], [lambda s=s: o_call(s) for s in sets])
+        sweep(case, nbytes, sets, v_call, o_call, variants)
         s = sets[0]
         n = min(batch, 4)
         errs = []
@@ -402,9 +405,8 @@ def run(vllm: dict, K, time_calls, sets_for, copy_bw: float, dev, shapes: dict,
                 return gated_delta_step(s["state"], s["q"], s["k"], s["v"], s["g"], s["beta"],
                                         state_indices=s["idx"], out=s["o2"], launch=var)
 
-        t_v = time_calls([lambda s=s: v_call(s) for s in sets], eager=False)["graph_s"]
-        t_o = time_calls([lambda s=s: o_call(s) for s in sets], eager=False)["graph_s"]
-        sweep(case, nbytes, sets, o_call, variants)
+        t_v, t_o = time_pair([lambda s=s: v_call(s) for s in sets], [lambda s=s: o_call(s) for s in sets])
+        sweep(case, nbytes, sets, v_call, o_call, variants)
         s = sets[0]
         n = min(batch, 4)
         errs = []
@@ -456,8 +458,9 @@ def run(vllm: dict, K, time_calls, sets_for, copy_bw: float, dev, shapes: dict,
         for packed in (False, True):
             for sd in (torch.float32, torch.bfloat16):
                 for b in (256, 64, 8, 1):
+                    fam = (variants or {}).get("gdn_packed" if packed else "gdn", {})
                     safe(gdn, f"gdn{' packed' if packed else ''} qwen3.5 b{b} {str(sd)[6:]}", b, nk, nv, dk, dv,
-                         sd, packed, variants=(variants or {}).get("gdn_packed" if packed else "gdn", {}).get(b))
+                         sd, packed, variants=fam.get((b, str(sd)[6:]), fam.get(b)))
     return rows
 
 
@@ -487,9 +490,16 @@ SWEEP_ALL = {
              for b in (256,)},
 }
 
-#: launch variants still worth a look (round 8): the packed gated-delta step's tile at small
-#: batches, and the conv1d step on 1 and 4 channels a thread
+#: launch variants for ``--sweep``, by family and batch (or (batch, state dtype)): the
+#: gated-delta step at 256 sequences with a float32 state with constant strides, and as a
+#: loop over tiles pipelined through shared memory (``loop``: programs a multiprocessor, or
+#: ``chunk``: tiles a program; ``pipe``: stages); constant strides (on or off against the
+#: default) and 8-row tiles where a launch has few programs (1 sequence).  Round 4
+#: (bench/NOTES.md): none of the loop forms beat the default.
+_F32_256 = [{}, {"const": True}, {"loop": 10, "pipe": 3}, {"loop": 16, "pipe": 3, "block_v": 8},
+            {"loop": 14, "pipe": 4, "block_v": 8}, {"chunk": 32, "pipe": 3}, {"chunk": 64, "pipe": 3, "block_v": 8}]
+_ONE = [{}, {"const": True}, {"const": False}, {"block_v": 8}]
 SWEEP = {
-    "conv": {b: [{"block_d": 128, "num_warps": 4}, {"block_d": 512, "num_warps": 4}] for b in (256, 8)},
-    "gdn_packed": {b: [{"block_v": 16}, {"block_v": 32}] for b in (8, 1)},
+    "gdn": {(256, "float32"): _F32_256, (1, "bfloat16"): _ONE, (1, "float32"): _ONE},
+    "gdn_packed": {(256, "float32"): _F32_256, (1, "bfloat16"): _ONE, (1, "float32"): _ONE},
 }

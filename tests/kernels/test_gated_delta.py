@@ -98,3 +98,43 @@ def test_gdn_packed_rejects_a_width_that_does_not_split():
     with pytest.raises(InvalidInputError, match="mixed_qkv"):
         gated_delta_step_packed(torch.zeros(1, 2, 8, 8), torch.zeros(1, 2 * 8 + 2 * 8 + 3), torch.zeros(1, 2),
                                 torch.zeros(1, 2), torch.zeros(2), torch.zeros(2))
+
+
+LAUNCHES = [{"loop": 1}, {"loop": 2, "block_v": 8}, {"chunk": 3}, {"chunk": 5, "block_v": 16}, {"const": True},
+            {"const": True, "block_v": 8}, {"loop": 1, "pipe": 3}, {"loop": 2, "pipe": 2, "const": True},
+            {"loop": 3, "block_v": 32, "pipe": 4}]
+
+
+@pytest.mark.parametrize("packed", [False, True])
+@pytest.mark.parametrize("launch", LAUNCHES, ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()))
+def test_gdn_launch_variants_match_the_default(launch, packed):
+    """The loop kernels (prefetching or pipelined, strided or in runs of tiles) and constant
+    strides compute exactly what the default launch computes: a padded slot (-1) gives
+    zeros and leaves the state alone, a slot no sequence maps to is untouched, a head whose
+    rows do not fill the last tile (dv 24) is masked."""
+    from enginecfg.kernels.gated_delta import gated_delta_step_packed
+
+    torch.manual_seed(7)
+    nk, nv, dk, batch = 2, 4, 32, 3
+    for dv, state_dtype in ((24, torch.float32), (32, torch.bfloat16)):
+        state = (torch.randn(5, nv, dv, dk) * 0.3).to(state_dtype)
+        idx = torch.tensor([3, -1, 0], dtype=torch.int32)
+        if packed:
+            mixed = torch.randn(batch, 2 * nk * dk + nv * dv)
+            a, b = torch.randn(batch, nv), torch.randn(batch, nv)
+            A_log, dt_bias = torch.rand(nv), torch.randn(nv)
+
+            def step(s, lc):
+                return gated_delta_step_packed(s, mixed, a, b, A_log, dt_bias, state_indices=idx, launch=lc)
+        else:
+            q, k = torch.randn(batch, nk, dk), torch.randn(batch, nk, dk)
+            v, g, beta = torch.randn(batch, nv, dv), -torch.rand(batch, nv), torch.rand(batch, nv)
+
+            def step(s, lc):
+                return gated_delta_step(s, q, k, v, g, beta, state_indices=idx, launch=lc)
+        s1, s2 = state.clone(), state.clone()
+        o1, o2 = step(s1, None), step(s2, launch)
+        assert torch.equal(o1, o2) and torch.equal(s1, s2)
+        assert torch.count_nonzero(o2[1]) == 0
+        assert torch.equal(s2[1], state[1]) and torch.equal(s2[2], state[2]) and torch.equal(s2[4], state[4])
+        assert not torch.equal(s2[3], state[3])
