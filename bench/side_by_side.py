@@ -491,13 +491,11 @@ SWEEP_ALL = {
 }
 
 #: launch variants for ``--sweep``, by family and batch (or (batch, state dtype)): the
-#: gated-delta step at 256 sequences with a float32 state with constant strides, and as a
-#: loop over tiles pipelined through shared memory (``loop``: programs a multiprocessor, or
-#: ``chunk``: tiles a program; ``pipe``: stages); constant strides (on or off against the
-#: default) and 8-row tiles where a launch has few programs (1 sequence).  Round 4
-#: (bench/NOTES.md): none of the loop forms beat the default.
-_F32_256 = [{}, {"const": True}, {"loop": 10, "pipe": 3}, {"loop": 16, "pipe": 3, "block_v": 8},
-            {"loop": 14, "pipe": 4, "block_v": 8}, {"chunk": 32, "pipe": 3}, {"chunk": 64, "pipe": 3, "block_v": 8}]
+#: gated-delta step at 256 sequences with a float32 state without cache hints and with
+#: constant strides; constant strides (on or off against the default) and 8-row tiles where
+#: a launch has few programs (1 sequence).  Round 4 (bench/NOTES.md) also timed programs
+#: looping over tiles and several heads a program: all slower, and removed.
+_F32_256 = [{}, {"hints": False}, {"const": True}]
 _ONE = [{}, {"const": True}, {"const": False}, {"block_v": 8}]
 SWEEP = {
     "gdn": {(256, "float32"): _F32_256, (1, "bfloat16"): _ONE, (1, "float32"): _ONE},

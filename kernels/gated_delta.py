@@ -228,200 +228,6 @@ def _gdn_packed_inputs(row, a_ptr, b_ptr, alog_ptr, dtb_ptr, b, h, kh, nk, dk, d
     return q, k, v, x, a_log, b_in
 
 
-@triton.jit
-def _gdn_tile(t, end, n_vb, nv, idx_ptr, state_ptr, s_sn, s_sh, s_sv, tile_offs, k_ok, dv,
-              BLOCK_V: tl.constexpr, HAS_IDX: tl.constexpr, HINTS: tl.constexpr, EVEN: tl.constexpr,
-              HEAD_STRIDE: tl.constexpr, ROW_STRIDE: tl.constexpr):
-    """Tile ``t`` of the loop kernels (``BLOCK_V`` rows of one head of one sequence; the
-    rows fastest, then the heads, then the sequences): where it lies, and its state rows,
-    requested.  The tile's pointers are ``state_ptr + base + tile_offs`` (the offsets
-    within a tile are the same for every tile, so only the scalar base is carried).
-
-    A tile at or past ``end`` is not live: it reads sequence 0 with every state access
-    masked off, so the prefetch after a program's last tile moves no state.
-    """
-    live = t < end
-    tt = tl.where(live, t, 0)
-    vb = tt % n_vb
-    hb = tt // n_vb
-    h = hb % nv
-    b = hb // nv
-    slot = tl.where(live, _gdn_slot(idx_ptr, b, HAS_IDX), -1)
-    ok = slot >= 0
-    if HEAD_STRIDE > 0:
-        base = tl.maximum(slot, 0) * s_sn + h * HEAD_STRIDE + vb * (BLOCK_V * ROW_STRIDE)
-    else:
-        base = tl.maximum(slot, 0) * s_sn + h * s_sh + (vb * BLOCK_V) * s_sv
-    mask = _gdn_tile_mask(ok, vb, k_ok, dv, BLOCK_V, EVEN)
-    if HINTS:
-        S = tl.load(state_ptr + base + tile_offs, mask=mask, other=0.0, eviction_policy="evict_first")
-    else:
-        S = tl.load(state_ptr + base + tile_offs, mask=mask, other=0.0)
-    return b, h, vb, live, ok, base, S.to(tl.float32)
-
-
-@triton.jit
-def _gdn_tile_mask(ok, vb, k_ok, dv, BLOCK_V: tl.constexpr, EVEN: tl.constexpr):
-    """The tile's state elements to touch: none for padding (a scalar mask would do, but
-    the interpreter wants one of the pointers' shape)."""
-    mask = (tl.arange(0, BLOCK_V) < tl.where(ok, dv - vb * BLOCK_V, 0))[:, None]
-    if not EVEN:
-        mask = mask & k_ok[None, :]
-    return mask
-
-
-@triton.jit
-def _gdn_tile_update(state_ptr, base, tile_offs, S, o_ptrs, live, ok, vb, k_ok, q, k, v, decay, beta, scale,
-                     eps, dv, BLOCK_V: tl.constexpr, L2NORM: tl.constexpr, HINTS: tl.constexpr,
-                     EVEN: tl.constexpr):
-    """:func:`_gdn_update` for a loop tile that may be padding (``ok`` false: o is zeros,
-    the state is left alone) or past the end (``live`` false: nothing is stored)."""
-    if L2NORM:
-        q = q / tl.sqrt(tl.sum(q * q, 0) + eps)
-        k = k / tl.sqrt(tl.sum(k * k, 0) + eps)
-    q = q * scale
-    S = S * decay
-    u = (v - tl.sum(S * k[None, :], 1)) * beta
-    S = S + u[:, None] * k[None, :]
-    st_ptrs = state_ptr + base + tile_offs
-    new = S.to(st_ptrs.dtype.element_ty)
-    mask = _gdn_tile_mask(ok, vb, k_ok, dv, BLOCK_V, EVEN)
-    if HINTS:
-        tl.store(st_ptrs, new, mask=mask, eviction_policy="evict_first")
-    else:
-        tl.store(st_ptrs, new, mask=mask)
-    o = tl.where(ok, tl.sum(S * q[None, :], 1), 0.0)
-    tl.store(o_ptrs, o.to(o_ptrs.dtype.element_ty),
-             mask=tl.arange(0, BLOCK_V) < tl.where(live, dv - vb * BLOCK_V, 0))
-
-
-@triton.jit
-def _gdn_loop_offsets(s_sv, s_sk, dk, BLOCK_V: tl.constexpr, K_PAD: tl.constexpr, HEAD_STRIDE: tl.constexpr,
-                      ROW_STRIDE: tl.constexpr):
-    offs_k = tl.arange(0, K_PAD)
-    if HEAD_STRIDE > 0:
-        tile_offs = tl.arange(0, BLOCK_V)[:, None] * ROW_STRIDE + offs_k[None, :]
-    else:
-        tile_offs = tl.arange(0, BLOCK_V)[:, None] * s_sv + offs_k[None, :] * s_sk
-    return offs_k, offs_k < dk, tile_offs
-
-
-@triton.jit
-def _gdn_loop_kernel(
-    state_ptr, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, o_ptr, idx_ptr,
-    s_sn, s_sh, s_sv, s_sk,
-    s_qb, s_qh, s_qd,
-    s_kb, s_kh, s_kd,
-    s_vb, s_vh, s_vd,
-    s_gb, s_gh,
-    s_bb, s_bh,
-    s_ob, s_oh, s_od,
-    dk, dv, v_per_k, scale, eps,
-    nv, n_vb, total, n_iter, prog_step, tile_step,
-    BLOCK_V: tl.constexpr, K_PAD: tl.constexpr, L2NORM: tl.constexpr, HAS_IDX: tl.constexpr,
-    HINTS: tl.constexpr, EVEN: tl.constexpr, HEAD_STRIDE: tl.constexpr, ROW_STRIDE: tl.constexpr,
-    PIPE: tl.constexpr,
-):
-    """A fixed number of programs, each stepping through tiles ``pid * prog_step + i *
-    tile_step`` (i < n_iter).  ``PIPE`` = 0: the next tile's state and inputs are requested
-    (into registers) before the current tile is computed and stored, so a program always
-    has a load in flight; ``PIPE`` > 1: a plain loop that Triton's pipeliner runs ``PIPE``
-    stages deep, the state of the next ``PIPE - 1`` tiles copied asynchronously into
-    shared memory (more bytes in flight than registers could hold)."""
-    pid = tl.program_id(0)
-    t = pid * prog_step
-    end = tl.minimum(total, t + n_iter * tile_step)
-    offs_k, k_ok, tile_offs = _gdn_loop_offsets(s_sv, s_sk, dk, BLOCK_V, K_PAD, HEAD_STRIDE, ROW_STRIDE)
-    if PIPE > 0:
-        for i in tl.range(0, n_iter, num_stages=PIPE):
-            b, h, vb, live, ok, base, S = _gdn_tile(t + i * tile_step, end, n_vb, nv, idx_ptr, state_ptr, s_sn,
-                                                    s_sh, s_sv, tile_offs, k_ok, dv, BLOCK_V, HAS_IDX, HINTS,
-                                                    EVEN, HEAD_STRIDE, ROW_STRIDE)
-            offs_v = vb * BLOCK_V + tl.arange(0, BLOCK_V)
-            q, k, v, g, beta = _gdn_inputs(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, b, h, h // v_per_k, offs_k,
-                                           offs_v, k_ok, offs_v < dv, s_qb, s_qh, s_qd, s_kb, s_kh, s_kd, s_vb,
-                                           s_vh, s_vd, s_gb, s_gh, s_bb, s_bh)
-            _gdn_tile_update(state_ptr, base, tile_offs, S, o_ptr + b * s_ob + h * s_oh + offs_v * s_od, live,
-                             ok, vb, k_ok, q, k, v, tl.exp(g), beta, scale, eps, dv, BLOCK_V, L2NORM, HINTS, EVEN)
-        return
-    b, h, vb, live, ok, base, S = _gdn_tile(t, end, n_vb, nv, idx_ptr, state_ptr, s_sn, s_sh, s_sv, tile_offs,
-                                            k_ok, dv, BLOCK_V, HAS_IDX, HINTS, EVEN, HEAD_STRIDE, ROW_STRIDE)
-    offs_v = vb * BLOCK_V + tl.arange(0, BLOCK_V)
-    q, k, v, g, beta = _gdn_inputs(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, b, h, h // v_per_k, offs_k, offs_v, k_ok,
-                                   offs_v < dv, s_qb, s_qh, s_qd, s_kb, s_kh, s_kd, s_vb, s_vh, s_vd, s_gb, s_gh,
-                                   s_bb, s_bh)
-    for _ in range(n_iter):
-        t = t + tile_step
-        b2, h2, vb2, live2, ok2, base2, S2 = _gdn_tile(t, end, n_vb, nv, idx_ptr, state_ptr, s_sn, s_sh, s_sv,
-                                                       tile_offs, k_ok, dv, BLOCK_V, HAS_IDX, HINTS, EVEN,
-                                                       HEAD_STRIDE, ROW_STRIDE)
-        offs_v2 = vb2 * BLOCK_V + tl.arange(0, BLOCK_V)
-        q2, k2, v2, g2, beta2 = _gdn_inputs(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, b2, h2, h2 // v_per_k, offs_k,
-                                            offs_v2, k_ok, offs_v2 < dv, s_qb, s_qh, s_qd, s_kb, s_kh, s_kd, s_vb,
-                                            s_vh, s_vd, s_gb, s_gh, s_bb, s_bh)
-        o_ptrs = o_ptr + b * s_ob + h * s_oh + (vb * BLOCK_V + tl.arange(0, BLOCK_V)) * s_od
-        _gdn_tile_update(state_ptr, base, tile_offs, S, o_ptrs, live, ok, vb, k_ok, q, k, v, tl.exp(g), beta,
-                         scale, eps, dv, BLOCK_V, L2NORM, HINTS, EVEN)
-        b, h, vb, live, ok, base, S = b2, h2, vb2, live2, ok2, base2, S2
-        q, k, v, g, beta = q2, k2, v2, g2, beta2
-
-
-@triton.jit
-def _gdn_packed_loop_kernel(
-    state_ptr, qkv_ptr, a_ptr, b_ptr, alog_ptr, dtb_ptr, o_ptr, idx_ptr,
-    s_sn, s_sh, s_sv, s_sk,
-    s_xb, s_ab, s_bb,
-    s_ob, s_oh, s_od,
-    nk, dk, dv, v_per_k, scale, eps,
-    nv, n_vb, total, n_iter, prog_step, tile_step,
-    BLOCK_V: tl.constexpr, K_PAD: tl.constexpr, L2NORM: tl.constexpr, HAS_IDX: tl.constexpr,
-    HINTS: tl.constexpr, EVEN: tl.constexpr, HEAD_STRIDE: tl.constexpr, ROW_STRIDE: tl.constexpr,
-    PIPE: tl.constexpr,
-):
-    """:func:`_gdn_loop_kernel` on a layer's packed inputs."""
-    pid = tl.program_id(0)
-    t = pid * prog_step
-    end = tl.minimum(total, t + n_iter * tile_step)
-    offs_k, k_ok, tile_offs = _gdn_loop_offsets(s_sv, s_sk, dk, BLOCK_V, K_PAD, HEAD_STRIDE, ROW_STRIDE)
-    if PIPE > 0:
-        for i in tl.range(0, n_iter, num_stages=PIPE):
-            b, h, vb, live, ok, base, S = _gdn_tile(t + i * tile_step, end, n_vb, nv, idx_ptr, state_ptr, s_sn,
-                                                    s_sh, s_sv, tile_offs, k_ok, dv, BLOCK_V, HAS_IDX, HINTS,
-                                                    EVEN, HEAD_STRIDE, ROW_STRIDE)
-            offs_v = vb * BLOCK_V + tl.arange(0, BLOCK_V)
-            q, k, v, x, a_log, b_in = _gdn_packed_inputs(qkv_ptr + b.to(tl.int64) * s_xb, a_ptr, b_ptr, alog_ptr,
-                                                         dtb_ptr, b, h, h // v_per_k, nk, dk, dv, offs_k, offs_v,
-                                                         k_ok, offs_v < dv, s_ab, s_bb)
-            softplus = tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))
-            decay = tl.exp(-tl.exp(a_log) * softplus)
-            _gdn_tile_update(state_ptr, base, tile_offs, S, o_ptr + b * s_ob + h * s_oh + offs_v * s_od, live,
-                             ok, vb, k_ok, q, k, v, decay, tl.sigmoid(b_in), scale, eps, dv, BLOCK_V, L2NORM,
-                             HINTS, EVEN)
-        return
-    b, h, vb, live, ok, base, S = _gdn_tile(t, end, n_vb, nv, idx_ptr, state_ptr, s_sn, s_sh, s_sv, tile_offs,
-                                            k_ok, dv, BLOCK_V, HAS_IDX, HINTS, EVEN, HEAD_STRIDE, ROW_STRIDE)
-    offs_v = vb * BLOCK_V + tl.arange(0, BLOCK_V)
-    q, k, v, x, a_log, b_in = _gdn_packed_inputs(qkv_ptr + b.to(tl.int64) * s_xb, a_ptr, b_ptr, alog_ptr,
-                                                 dtb_ptr, b, h, h // v_per_k, nk, dk, dv, offs_k, offs_v, k_ok,
-                                                 offs_v < dv, s_ab, s_bb)
-    for _ in range(n_iter):
-        t = t + tile_step
-        b2, h2, vb2, live2, ok2, base2, S2 = _gdn_tile(t, end, n_vb, nv, idx_ptr, state_ptr, s_sn, s_sh, s_sv,
-                                                       tile_offs, k_ok, dv, BLOCK_V, HAS_IDX, HINTS, EVEN,
-                                                       HEAD_STRIDE, ROW_STRIDE)
-        offs_v2 = vb2 * BLOCK_V + tl.arange(0, BLOCK_V)
-        q2, k2, v2, x2, a_log2, b_in2 = _gdn_packed_inputs(qkv_ptr + b2.to(tl.int64) * s_xb, a_ptr, b_ptr,
-                                                           alog_ptr, dtb_ptr, b2, h2, h2 // v_per_k, nk, dk, dv,
-                                                           offs_k, offs_v2, k_ok, offs_v2 < dv, s_ab, s_bb)
-        softplus = tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))
-        decay = tl.exp(-tl.exp(a_log) * softplus)
-        o_ptrs = o_ptr + b * s_ob + h * s_oh + (vb * BLOCK_V + tl.arange(0, BLOCK_V)) * s_od
-        _gdn_tile_update(state_ptr, base, tile_offs, S, o_ptrs, live, ok, vb, k_ok, q, k, v, decay,
-                         tl.sigmoid(b_in), scale, eps, dv, BLOCK_V, L2NORM, HINTS, EVEN)
-        b, h, vb, live, ok, base, S = b2, h2, vb2, live2, ok2, base2, S2
-        q, k, v, x, a_log, b_in = q2, k2, v2, x2, a_log2, b_in2
-
-
 def gdn_launch_config(dv: int, dk: int, state_dtype: torch.dtype,
                       launch: dict[str, int] | None = None, *, packed: bool = False,
                       programs: int | None = None, sms: int = 132) -> dict[str, int]:
@@ -437,10 +243,9 @@ def gdn_launch_config(dv: int, dk: int, state_dtype: torch.dtype,
     not bandwidth, sets the time): the state's head and row strides as compile-time
     constants (``const``; 3.5-3.8 us against 4.0-4.3 on the H200; a float32 state there
     gains nothing from them).
-    ``launch`` (``{"block_v", "num_warps", "hints", "early", "const", "loop", "chunk",
-    "pipe", "num_stages"}``) overrides them, for sweeps; ``loop``/``chunk``/``pipe`` select
-    the loop kernels (see :func:`_loop_grid`), which no default uses: on the H200 they
-    measured slower than one tile a program.
+    ``launch`` (``{"block_v", "num_warps", "hints", "early", "const"}``) overrides them, for
+    sweeps.  (Programs that loop over several tiles, prefetching or pipelined, and several
+    heads a program measured 3-60% slower on the H200: bench/NOTES.md, round 4.)
     """
     k_pad = next_pow2(dk)
     wide = state_dtype == torch.float32 or not packed
@@ -453,21 +258,15 @@ def gdn_launch_config(dv: int, dk: int, state_dtype: torch.dtype,
     early = not wide
     tiles = None if programs is None else programs * triton.cdiv(dv, block_v)
     const = state_dtype != torch.float32 and tiles is not None and tiles <= 4 * sms
-    loop = chunk = stages = pipe = 0
     if launch:
         block_v = int(launch.get("block_v", block_v))
         warps = int(launch.get("num_warps", warps))
         hints = bool(launch.get("hints", hints))
         early = bool(launch.get("early", early))
         const = bool(launch.get("const", const))
-        loop = int(launch.get("loop", loop))
-        chunk = int(launch.get("chunk", chunk))
-        stages = int(launch.get("num_stages", stages))
-        pipe = int(launch.get("pipe", pipe))
     even = dk == k_pad and dv % block_v == 0
     return {"block_v": block_v, "num_warps": warps, "k_pad": k_pad, "hints": hints, "early": early,
-            "even": even, "const": const, "loop": loop, "chunk": chunk, "num_stages": stages,
-            "pipe": pipe}
+            "even": even, "const": const}
 
 
 def _state_strides(state: torch.Tensor, cfg: dict) -> dict[str, int]:
@@ -478,24 +277,6 @@ def _state_strides(state: torch.Tensor, cfg: dict) -> dict[str, int]:
     if cfg["const"] and s_sk == 1 and s_sv == dk and s_sh == dv * dk:
         return {"HEAD_STRIDE": dv * dk, "ROW_STRIDE": dk}
     return {"HEAD_STRIDE": 0, "ROW_STRIDE": 0}
-
-
-def _loop_grid(cfg: dict, tiles: int, sms: int) -> tuple[int, int, int, int] | None:
-    """(programs, n_iter, prog_step, tile_step) of the loop kernels, or None for one tile a
-    program.  ``loop``: that many programs a multiprocessor, each taking every
-    ``programs``-th tile (the tiles in flight at a time stay close together in memory);
-    ``chunk``: runs of that many consecutive tiles a program (several heads of a sequence)."""
-    if cfg["chunk"] > 0:
-        n_iter = min(cfg["chunk"], tiles)
-        return triton.cdiv(tiles, n_iter), n_iter, n_iter, 1
-    if cfg["loop"] > 0:
-        programs = min(tiles, cfg["loop"] * sms)
-        return programs, triton.cdiv(tiles, programs), 1, programs
-    return None
-
-
-def _extra(cfg: dict) -> dict[str, int]:
-    return {"num_stages": cfg["num_stages"]} if cfg["num_stages"] > 0 else {}
 
 
 def _check_state(state: torch.Tensor) -> tuple[int, int, int, int]:
@@ -550,15 +331,8 @@ def gated_delta_step(state: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
             *out.stride(), dk, dv, nv // nk, float(scale), float(eps))
     meta = dict(BLOCK_V=bv, K_PAD=cfg["k_pad"], L2NORM=bool(use_qk_l2norm), HAS_IDX=state_indices is not None,
                 HINTS=cfg["hints"], EVEN=cfg["even"] and dv % bv == 0, **_state_strides(state, cfg),
-                num_warps=num_warps or cfg["num_warps"], **_extra(cfg))
-    tiles = n_vb * nv * batch
-    lg = _loop_grid(cfg, tiles, sms)
-    if lg is None:
-        _gdn_kernel[(n_vb, nv, batch)](*args, EARLY=cfg["early"], **meta)
-    else:
-        programs, n_iter, prog_step, tile_step = lg
-        _gdn_loop_kernel[(programs,)](*args, nv, n_vb, tiles, n_iter, prog_step, tile_step, PIPE=cfg["pipe"],
-                                      **meta)
+                num_warps=num_warps or cfg["num_warps"])
+    _gdn_kernel[(n_vb, nv, batch)](*args, EARLY=cfg["early"], **meta)
     return out
 
 
@@ -610,14 +384,6 @@ def gated_delta_step_packed(state: torch.Tensor, mixed_qkv: torch.Tensor, a: tor
             *state.stride(), mixed_qkv.stride(0), a.stride(0), b.stride(0), *out.stride(),
             nk, dk, dv, nv // nk, float(scale), float(eps))
     meta = dict(BLOCK_V=bv, K_PAD=cfg["k_pad"], L2NORM=bool(use_qk_l2norm), HAS_IDX=state_indices is not None,
-                HINTS=cfg["hints"], EVEN=cfg["even"], **_state_strides(state, cfg), num_warps=cfg["num_warps"],
-                **_extra(cfg))
-    tiles = n_vb * nv * batch
-    lg = _loop_grid(cfg, tiles, sm_count(state.device))
-    if lg is None:
-        _gdn_packed_kernel[(n_vb, nv, batch)](*args, EARLY=cfg["early"], **meta)
-    else:
-        programs, n_iter, prog_step, tile_step = lg
-        _gdn_packed_loop_kernel[(programs,)](*args, nv, n_vb, tiles, n_iter, prog_step, tile_step,
-                                             PIPE=cfg["pipe"], **meta)
+                HINTS=cfg["hints"], EVEN=cfg["even"], **_state_strides(state, cfg), num_warps=cfg["num_warps"])
+    _gdn_packed_kernel[(n_vb, nv, batch)](*args, EARLY=cfg["early"], **meta)
     return out

@@ -37,23 +37,11 @@ def variants():
                dict(BLOCK_V=16, K_PAD=128, L2NORM=True, HAS_IDX=True, HINTS=hints, EARLY=early, EVEN=even,
                     HEAD_STRIDE=0, ROW_STRIDE=0),
                gdn_types)
-    # constant state strides (the launch with few programs), and the loop kernels
+    # constant state strides (the launch with few programs)
     for kernel in (gated_delta._gdn_kernel, gated_delta._gdn_packed_kernel):
         yield (f"{kernel.fn.__name__} const strides", kernel,
                dict(BLOCK_V=16, K_PAD=128, L2NORM=True, HAS_IDX=True, HINTS=False, EARLY=True, EVEN=True,
                     HEAD_STRIDE=128 * 128, ROW_STRIDE=128), gdn_types)
-    for kernel, even, hints, const, has_idx in itertools.product(
-            (gated_delta._gdn_loop_kernel, gated_delta._gdn_packed_loop_kernel), (True, False), (True, False),
-            (True, False), (True, False)):
-        yield (f"{kernel.fn.__name__} even={even} hints={hints} const={const} idx={has_idx}", kernel,
-               dict(BLOCK_V=16, K_PAD=128, L2NORM=True, HAS_IDX=has_idx, HINTS=hints, EVEN=even,
-                    HEAD_STRIDE=128 * 128 if const else 0, ROW_STRIDE=128 if const else 0, PIPE=0), gdn_types)
-    # the pipelined loop (Triton's pipeliner, cp.async into shared memory)
-    for kernel, even, pipe in itertools.product(
-            (gated_delta._gdn_loop_kernel, gated_delta._gdn_packed_loop_kernel), (True, False), (2, 3)):
-        yield (f"{kernel.fn.__name__} even={even} pipe={pipe}", kernel,
-               dict(BLOCK_V=16, K_PAD=128, L2NORM=True, HAS_IDX=True, HINTS=True, EVEN=even, HEAD_STRIDE=0,
-                    ROW_STRIDE=0, PIPE=pipe), gdn_types)
     conv_types = {n: "*bf16" for n in ("cs_ptr", "x_ptr", "w_ptr", "bias_ptr", "out_ptr")}
     conv_types["idx_ptr"] = "*i32"
     for width in (2, 4, 7):
