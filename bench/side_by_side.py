@@ -491,13 +491,11 @@ SWEEP_ALL = {
 }
 
 #: launch variants for ``--sweep``, by family and batch (or (batch, state dtype)): the
-#: gated-delta step at 256 sequences with a float32 state under each cache-hint mode (0
-#: none, 1 evict-first: the default, 2 L2-only loads and streaming stores, 3 evict-first
-#: loads and streaming stores);
-#: constant strides (on or off against the default) and 8-row tiles where
+#: gated-delta step at 256 sequences with a float32 state without cache hints and with
+#: constant strides; constant strides (on or off against the default) and 8-row tiles where
 #: a launch has few programs (1 sequence).  Round 4 (bench/NOTES.md) also timed programs
 #: looping over tiles and several heads a program: all slower, and removed.
-_F32_256 = [{}, {"hints": 0}, {"hints": 2}, {"hints": 3}, {"hints": 2, "num_warps": 2, "block_v": 32}]
+_F32_256 = [{}, {"hints": False}, {"const": True}]
 _ONE = [{}, {"const": True}, {"const": False}, {"block_v": 8}]
 SWEEP = {
     "gdn": {(256, "float32"): _F32_256, (1, "bfloat16"): _ONE, (1, "float32"): _ONE},

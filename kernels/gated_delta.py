@@ -75,52 +75,6 @@ def _gdn_state_ptrs(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k,
 
 
 @triton.jit
-def _state_load(ptrs, mask, HINTS: tl.constexpr, EVEN: tl.constexpr):
-    """The state rows at ``ptrs`` (``mask`` unless ``EVEN``: the tile lies inside the head,
-    no predicate on the widest load).  ``HINTS``: 0 none, 1 evict-first, 2 cached in L2
-    only (``.cg``), 3 evict-first (``.cg`` and evict-first cannot be combined)."""
-    if EVEN:
-        if HINTS == 1:
-            S = tl.load(ptrs, eviction_policy="evict_first")
-        elif HINTS == 2:
-            S = tl.load(ptrs, cache_modifier=".cg")
-        elif HINTS == 3:
-            S = tl.load(ptrs, eviction_policy="evict_first")
-        else:
-            S = tl.load(ptrs)
-    else:
-        if HINTS == 1:
-            S = tl.load(ptrs, mask=mask, other=0.0, eviction_policy="evict_first")
-        elif HINTS == 2:
-            S = tl.load(ptrs, mask=mask, other=0.0, cache_modifier=".cg")
-        elif HINTS == 3:
-            S = tl.load(ptrs, mask=mask, other=0.0, eviction_policy="evict_first")
-        else:
-            S = tl.load(ptrs, mask=mask, other=0.0)
-    return S.to(tl.float32)
-
-
-@triton.jit
-def _state_store(ptrs, new, mask, HINTS: tl.constexpr, EVEN: tl.constexpr):
-    """Store the new state rows (see :func:`_state_load`; ``HINTS`` 2 and 3 store them as
-    streaming, ``.cs``)."""
-    if EVEN:
-        if HINTS == 1:
-            tl.store(ptrs, new, eviction_policy="evict_first")
-        elif HINTS >= 2:
-            tl.store(ptrs, new, cache_modifier=".cs")
-        else:
-            tl.store(ptrs, new)
-    else:
-        if HINTS == 1:
-            tl.store(ptrs, new, mask=mask, eviction_policy="evict_first")
-        elif HINTS >= 2:
-            tl.store(ptrs, new, mask=mask, cache_modifier=".cs")
-        else:
-            tl.store(ptrs, new, mask=mask)
-
-
-@triton.jit
 def _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok, HINTS: tl.constexpr,
               EVEN: tl.constexpr, HEAD_STRIDE: tl.constexpr, ROW_STRIDE: tl.constexpr):
     """Pointers to rows ``offs_v`` of ``state[slot, h]``, and the rows.
@@ -131,7 +85,19 @@ def _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, 
     warp a program and nothing else to hide it.
     """
     st_ptrs = _gdn_state_ptrs(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, HEAD_STRIDE, ROW_STRIDE)
-    return st_ptrs, _state_load(st_ptrs, v_ok[:, None] & k_ok[None, :], HINTS, EVEN)
+    if EVEN:
+        # the tile lies inside the head: no predicate on the widest load and store
+        if HINTS:
+            S = tl.load(st_ptrs, eviction_policy="evict_first").to(tl.float32)
+        else:
+            S = tl.load(st_ptrs).to(tl.float32)
+    else:
+        mask = v_ok[:, None] & k_ok[None, :]
+        if HINTS:
+            S = tl.load(st_ptrs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        else:
+            S = tl.load(st_ptrs, mask=mask, other=0.0).to(tl.float32)
+    return st_ptrs, S
 
 
 @triton.jit
@@ -145,7 +111,18 @@ def _gdn_update(st_ptrs, S, o_ptrs, v_ok, k_ok, q, k, v, decay, beta, scale, eps
     S = S * decay
     u = (v - tl.sum(S * k[None, :], 1)) * beta
     S = S + u[:, None] * k[None, :]
-    _state_store(st_ptrs, S.to(st_ptrs.dtype.element_ty), v_ok[:, None] & k_ok[None, :], HINTS, EVEN)
+    new = S.to(st_ptrs.dtype.element_ty)
+    if EVEN:
+        if HINTS:
+            tl.store(st_ptrs, new, eviction_policy="evict_first")
+        else:
+            tl.store(st_ptrs, new)
+    else:
+        mask = v_ok[:, None] & k_ok[None, :]
+        if HINTS:
+            tl.store(st_ptrs, new, mask=mask, eviction_policy="evict_first")
+        else:
+            tl.store(st_ptrs, new, mask=mask)
     o = tl.sum(S * q[None, :], 1)
     tl.store(o_ptrs, o.to(o_ptrs.dtype.element_ty), mask=v_ok)
 
@@ -277,14 +254,14 @@ def gdn_launch_config(dv: int, dk: int, state_dtype: torch.dtype,
         # too few programs to fill the GPU twice (one sequence): the smaller tile wins
         block_v = max(1, min(next_pow2(dv), 2048 // k_pad))
     warps = 1
-    hints = 1 if wide else 0
+    hints = wide
     early = not wide
     tiles = None if programs is None else programs * triton.cdiv(dv, block_v)
     const = state_dtype != torch.float32 and tiles is not None and tiles <= 4 * sms
     if launch:
         block_v = int(launch.get("block_v", block_v))
         warps = int(launch.get("num_warps", warps))
-        hints = int(launch.get("hints", hints))
+        hints = bool(launch.get("hints", hints))
         early = bool(launch.get("early", early))
         const = bool(launch.get("const", const))
     even = dk == k_pad and dv % block_v == 0

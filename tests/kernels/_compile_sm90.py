@@ -32,7 +32,7 @@ def variants():
                                       "qkv_ptr", "a_ptr", "b_ptr", "alog_ptr", "dtb_ptr")}
     gdn_types.update(idx_ptr="*i32", scale="fp32", eps="fp32")
     for kernel, early, even, hints in itertools.product(
-            (gated_delta._gdn_kernel, gated_delta._gdn_packed_kernel), (True, False), (True, False), (0, 1)):
+            (gated_delta._gdn_kernel, gated_delta._gdn_packed_kernel), (True, False), (True, False), (True, False)):
         yield (f"{kernel.fn.__name__} early={early} even={even} hints={hints}", kernel,
                dict(BLOCK_V=16, K_PAD=128, L2NORM=True, HAS_IDX=True, HINTS=hints, EARLY=early, EVEN=even,
                     HEAD_STRIDE=0, ROW_STRIDE=0),
@@ -42,12 +42,6 @@ def variants():
         yield (f"{kernel.fn.__name__} const strides", kernel,
                dict(BLOCK_V=16, K_PAD=128, L2NORM=True, HAS_IDX=True, HINTS=False, EARLY=True, EVEN=True,
                     HEAD_STRIDE=128 * 128, ROW_STRIDE=128), gdn_types)
-    # the L2-only / streaming cache modifiers (hints 2, 3), with and without masks
-    for kernel, even, hints in itertools.product(
-            (gated_delta._gdn_kernel, gated_delta._gdn_packed_kernel), (True, False), (2, 3)):
-        yield (f"{kernel.fn.__name__} even={even} hints={hints}", kernel,
-               dict(BLOCK_V=16, K_PAD=128, L2NORM=True, HAS_IDX=True, HINTS=hints, EARLY=False, EVEN=even,
-                    HEAD_STRIDE=0, ROW_STRIDE=0), gdn_types)
     conv_types = {n: "*bf16" for n in ("cs_ptr", "x_ptr", "w_ptr", "bias_ptr", "out_ptr")}
     conv_types["idx_ptr"] = "*i32"
     for width in (2, 4, 7):
