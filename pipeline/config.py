@@ -125,7 +125,7 @@ def _engine_slot():
 
 def _writes_slot():
     """How many assignments the section has taken: the pipeline re-reads a section's fields
-    after a stage only when this moved (see :meth:`EngineConfig.state_after`)."""
+    after a stage only when this moved (see :meth:`EngineConfig.state`)."""
     return attrs.field(default=0, init=False, repr=False, eq=False, on_setattr=attrs.setters.NO_OP)
 
 
@@ -368,7 +368,7 @@ class EngineConfig:
                 moved = ()
                 out.containers = since.containers  # read only, never appended to below
             else:
-                moved = {name for i, name in enumerate(SECTIONS, 1) if stamp[i] != since.stamp[i]}
+                moved = tuple(name for i, name in enumerate(SECTIONS, 1) if stamp[i] != since.stamp[i])
                 out.containers = [c for c in since.containers if c[3] not in moved]
             out.reread = [key for _, _, key, _ in out.containers]
             for sec, field, key, _ in out.containers:

@@ -21,6 +21,7 @@ Face repos (reads go through the hub) and loads with a deferred engine-argument 
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any, Hashable
 
@@ -48,11 +49,10 @@ def _headers_read(source: ModelSource) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((name, rec.sha256) for name, rec in source.files.items() if rec.how == "header"))
 
 
-def _field_names(cls: type, _cache: dict = {}) -> tuple[str, ...]:
-    names = _cache.get(cls)
-    if names is None:
-        names = _cache[cls] = tuple(a.name for a in attrs.fields(cls) if a.name != "_engine")
-    return names
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    """A section's slots to copy (its back-reference to the config is set by the new one)."""
+    return tuple(a.name for a in attrs.fields(cls) if a.name != "_engine")
 
 
 def _clone_section(sec: Any) -> Any:
