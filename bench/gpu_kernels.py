@@ -152,59 +152,6 @@ def copy_bandwidth(nbytes: int = 4 << 30) -> float:
     return 2 * nbytes / statistics.median(times)
 
 
-def time_calls(calls, target_s: float = 0.03, eager: bool = True) -> dict:
-    """Median seconds per call: CUDA-graph replays of the calls (rotating over the input
-    sets they close over) and, if asked, the same calls launched eagerly."""
-    for c in calls:
-        c()
-    torch.cuda.synchronize()
-    a, b = _ev(), _ev()
-    a.record()
-    for c in calls:
-        c()
-    b.record()
-    torch.cuda.synchronize()
-    one_round = max(a.elapsed_time(b) / 1e3, 1e-6)
-    reps = max(1, min(int(target_s / one_round), max(1, 3000 // len(calls))))
-    res = {}
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for c in calls:
-            c()
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(reps):
-            for c in calls:
-                c()
-    g.replay()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(5):
-        a, b = _ev(), _ev()
-        a.record()
-        g.replay()
-        b.record()
-        torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b) / 1e3)
-    res["graph_s"] = statistics.median(ts) / (reps * len(calls))
-    del g
-    if eager:
-        ts = []
-        for _ in range(3):
-            a, b = _ev(), _ev()
-            a.record()
-            for _ in range(reps):
-                for c in calls:
-                    c()
-            b.record()
-            torch.cuda.synchronize()
-            ts.append(a.elapsed_time(b) / 1e3)
-        res["eager_s"] = statistics.median(ts) / (reps * len(calls))
-    return res
-
-
 def _graph(calls, target_s: float = 0.03):
     """A CUDA graph of ``reps`` rounds over the calls (about ``target_s`` of work), and the
     number of calls it makes."""
@@ -233,6 +180,35 @@ def _graph(calls, target_s: float = 0.03):
     g.replay()
     torch.cuda.synchronize()
     return g, reps * len(calls)
+
+
+def time_calls(calls, target_s: float = 0.03, eager: bool = True) -> dict:
+    """Median seconds per call: CUDA-graph replays of the calls (rotating over the input
+    sets they close over) and, if asked, the same calls launched eagerly."""
+    g, n = _graph(calls, target_s)
+    ts = []
+    for _ in range(5):
+        a, b = _ev(), _ev()
+        a.record()
+        g.replay()
+        b.record()
+        torch.cuda.synchronize()
+        ts.append(a.elapsed_time(b) / 1e3)
+    res = {"graph_s": statistics.median(ts) / n}
+    del g
+    if eager:
+        ts = []
+        for _ in range(3):
+            a, b = _ev(), _ev()
+            a.record()
+            for _ in range(n // len(calls)):
+                for c in calls:
+                    c()
+            b.record()
+            torch.cuda.synchronize()
+            ts.append(a.elapsed_time(b) / 1e3)
+        res["eager_s"] = statistics.median(ts) / n
+    return res
 
 
 def time_pair(calls_a, calls_b, rounds: int = 15, target_s: float = 0.03) -> tuple[float, float]:
