@@ -147,6 +147,22 @@ def test_ordering_hints_cycles_unknown_and_duplicates():
     assert Pipeline(stages=[A2(), C()]).stage_names == ["c", "a"]
 
 
+def test_the_same_names_with_other_hints_are_ordered_again():
+    """The order is cached by the stages' names and hints: only hints seen before reuse it."""
+    def stage(name, after=(), before=()):
+        return type(f"S_{name}", (Stage,), {"name": name, "after": after, "before": before})()
+
+    for _ in range(2):  # the second pass is answered from the cache
+        assert Pipeline(stages=[stage("x"), stage("y")]).stage_names == ["x", "y"]
+        assert Pipeline(stages=[stage("x", after=("y",)), stage("y")]).stage_names == ["y", "x"]
+        assert Pipeline(stages=[stage("x"), stage("y", before=("x",))]).stage_names == ["y", "x"]
+        assert Pipeline(stages=[stage("y"), stage("x")]).stage_names == ["y", "x"]
+    with pytest.raises(StageOrderError, match="cycle"):
+        Pipeline(stages=[stage("x", after=("y",)), stage("y", after=("x",))])
+    with pytest.raises(StageOrderError, match="cycle"):  # a refused set is never cached
+        Pipeline(stages=[stage("x", after=("y",)), stage("y", after=("x",))])
+
+
 def test_builtin_order_is_vllms():
     # the public contract of the built-in stage names and order, stated once for the tests
     from enginecfg.pipeline.plugins import builtin_stages
