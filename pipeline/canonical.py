@@ -15,8 +15,17 @@ from typing import Any
 __all__ = ["canonical_json", "fingerprint"]
 
 
+def _encoder(ascii_only: bool):
+    # one encoder each, built once: json.dumps with options builds a new one every call
+    return json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=ascii_only,
+                            default=str).encode
+
+
+_ENCODE = {True: _encoder(True), False: _encoder(False)}
+
+
 def canonical_json(value: Any, *, ascii_only: bool = True) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=ascii_only, default=str)
+    return _ENCODE[ascii_only](value)
 
 
 def fingerprint(value: Any) -> str:

@@ -34,6 +34,8 @@ import platformdirs
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import URL, make_url
 
+from enginecfg.store.walcheckpoint import BACKSTOP_PAGES, WalCheckpointer
+
 if TYPE_CHECKING:
     from alembic.config import Config
 
@@ -47,6 +49,7 @@ __all__ = [
     "write_connection",
     "write_lock",
     "WriteLock",
+    "wal_checkpointer",
     "alembic_config",
     "current_revision",
     "head_revision",
@@ -100,6 +103,9 @@ def _sqlite_on_connect(dbapi_conn, _record) -> None:
             # WAL + NORMAL is safe against a killed process (only a power loss may drop
             # the newest commits) and saves an fsync per recorded run
             cur.execute("PRAGMA synchronous = NORMAL")
+            # checkpoints are run beside the writers (walcheckpoint); SQLite's own stays
+            # as a backstop
+            cur.execute(f"PRAGMA wal_autocheckpoint = {BACKSTOP_PAGES}")
         except Exception:  # a read-only file can still be read
             pass
     finally:
@@ -188,14 +194,25 @@ class WriteLock:
         self._fd = None
 
 
+def _sqlite_file(engine: Engine) -> str | None:
+    """The path of *engine*'s SQLite database file (None: another backend, memory, a URI)."""
+    u = engine.url
+    if u.get_backend_name() == "sqlite" and u.database and u.database != ":memory:" \
+            and not u.database.startswith("file:"):
+        return str(Path(u.database).expanduser())
+    return None
+
+
 def write_lock(engine: Engine) -> WriteLock:
     """The :class:`WriteLock` for *engine*'s database (a file lock only for a SQLite file)."""
-    u = engine.url
-    path = None
-    if u.get_backend_name() == "sqlite" and u.database and u.database != ":memory:" \
-            and not u.database.startswith("file:") and os.name == "posix":
-        path = str(Path(u.database).expanduser()) + ".lock"
-    return WriteLock(path)
+    path = _sqlite_file(engine)
+    return WriteLock(path + ".lock" if path is not None and os.name == "posix" else None)
+
+
+def wal_checkpointer(engine: Engine) -> WalCheckpointer | None:
+    """A :class:`~enginecfg.store.walcheckpoint.WalCheckpointer` for a SQLite file, else None."""
+    path = _sqlite_file(engine)
+    return None if path is None else WalCheckpointer(path)
 
 
 def alembic_config(url: str | URL | None = None) -> "Config":

@@ -19,7 +19,6 @@ the body and no longer matches the stored hash.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -147,20 +146,31 @@ class PreparedRunHash:
     writer holds its lock only for three small values and one sha256.
     """
 
-    __slots__ = ("members", "chain")
+    __slots__ = ("parts", "chain")
 
     def __init__(self, run: Mapping[str, Any], children: Mapping[str, Sequence[str]]):
         body = _run_body(run, children)
         self.chain = tuple(k for k in body if k in CHAIN_FIELDS)
-        self.members = {k: canonical(v).decode("utf-8") for k, v in body.items() if k not in CHAIN_FIELDS}
+        #: ``"key":value`` texts in key order; a chain field's place holds its key alone
+        self.parts = [k if k in CHAIN_FIELDS else _member(k) + canonical(body[k]).decode("utf-8")
+                      for k in sorted(body)]
 
     def finish(self, **chain: Any) -> str:
         """The run's hash, given the chain fields its layout hashes."""
-        members = dict(self.members)
-        for name in self.chain:
-            members[name] = canonical(chain[name]).decode("utf-8")
-        text = "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + members[k] for k in sorted(members)) + "}"
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+        parts = [p if p not in CHAIN_FIELDS else _member(p) + canonical(chain[p]).decode("utf-8")
+                 for p in self.parts]
+        return hashlib.sha256(("{" + ",".join(parts) + "}").encode("utf-8")).hexdigest()
+
+
+def _member(key: str) -> str:
+    """``"key":`` as canonical JSON writes an object's member name."""
+    text = _MEMBER_NAMES.get(key)
+    if text is None:
+        text = _MEMBER_NAMES[key] = canonical(key).decode("utf-8") + ":"
+    return text
+
+
+_MEMBER_NAMES: dict[str, str] = {}
 
 
 def _run_body(run: Mapping[str, Any], children: Mapping[str, Sequence[str]]) -> dict[str, Any]:

@@ -100,19 +100,26 @@ class JSONValue(TypeDecorator):
         return _decode_nonfinite(value)
 
 
+#: ``json.dumps(value, default=str, allow_nan=True)`` without building an encoder per call
+_dumps_any = json.JSONEncoder(default=str, allow_nan=True).encode
+#: what SQLAlchemy's JSON type binds on SQLite: ``json.dumps`` with its defaults
+_dumps_column = json.JSONEncoder().encode
+
+
 def normalise_json(value: Any) -> Any:
     """The value as it will come back from a JSON column (tuples -> lists, keys -> str)."""
-    return json.loads(json.dumps(value, default=str, allow_nan=True))
+    return json.loads(_dumps_any(value))
 
 
-def encode_json(value: Any) -> tuple[Any, str | None]:
-    """``(normalise_json(value), text)`` from one ``dumps``: ``text`` is the exact text a
-    :class:`JSONValue` column stores on SQLite, or None when the column's processor must
-    rewrite the value (a non-finite number, a tag key ``$float`` / ``$esc``)."""
-    text = json.dumps(value, default=str, allow_nan=True)
+def encode_json(value: Any) -> tuple[Any, str]:
+    """``(normalise_json(value), text)``: ``text`` is the exact text a :class:`JSONValue`
+    column stores on SQLite for that value.  One ``dumps`` in the common case; a value with
+    a non-finite number or a tag key (``$float`` / ``$esc``) is encoded a second time, the
+    way the column's processor rewrites it."""
+    text = _dumps_any(value)
     normalised = json.loads(text)
     if "NaN" in text or "Infinity" in text or _FLOAT_TAG in text or _ESC_TAG in text:
-        return normalised, None
+        return normalised, _dumps_column(_encode_nonfinite(normalised))
     return normalised, text
 
 

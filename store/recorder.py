@@ -45,6 +45,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from enginecfg.pipeline import events
 from enginecfg.store import engine as _eng
 from enginecfg.store.hashing import PreparedRunHash, child_hash, current_layout
+from enginecfg.store.walcheckpoint import WalCheckpointer
 from enginecfg.store.models import (
     Change,
     ChainHead,
@@ -187,9 +188,7 @@ def _with_json(row: dict[str, Any], **values: Any) -> dict[str, Any]:
         if value is None:
             row[name] = None
             continue
-        row[name], text = encode_json(value)
-        if text is not None:
-            texts[name] = text
+        row[name], texts[name] = encode_json(value)
     return row
 
 
@@ -252,6 +251,7 @@ class AuditStore:
         self._before_commit: Callable[[Connection], None] | None = None
         self._statements: _Statements | None = None
         self._write_lock: _eng.WriteLock | None = None
+        self._checkpointer: WalCheckpointer | None = None
 
     # -- database ------------------------------------------------------------------------
 
@@ -296,6 +296,9 @@ class AuditStore:
         if self._write_lock is not None:
             self._write_lock.close()
             self._write_lock = None
+        if self._checkpointer is not None:
+            self._checkpointer.close()
+            self._checkpointer = None
         if self._engine is not None:
             self._engine.dispose()
             self._engine = None
@@ -492,6 +495,9 @@ class AuditStore:
         if self._statements is None or self._statements.dialect is not engine.dialect:
             self._statements = _Statements(engine.dialect)
             self._write_lock = _eng.write_lock(engine)
+            if self._checkpointer is not None:
+                self._checkpointer.close()
+            self._checkpointer = _eng.wal_checkpointer(engine)
         st = self._statements
         child_hashes = {t: [r["row_hash"] for r in rows] for t, rows in children.items()}
         child_params = {t: st.params(t, children[t]) for t in _CHILD_ORDER if children.get(t)}
@@ -503,7 +509,10 @@ class AuditStore:
         for attempt in range(_WRITE_ATTEMPTS):
             try:
                 with engine.connect() as conn, self._write_lock:  # connect outside the lock
-                    return self._write_once(conn, st, run_row, run_params, prepared, child_params)
+                    position = self._write_once(conn, st, run_row, run_params, prepared, child_params)
+                if self._checkpointer is not None:
+                    self._checkpointer.committed()
+                return position
             except Exception as exc:
                 if attempt + 1 < _WRITE_ATTEMPTS and _is_transient(exc):
                     time.sleep(0.05 * (attempt + 1))
