@@ -157,9 +157,35 @@ class PreparedRunHash:
 
     def finish(self, **chain: Any) -> str:
         """The run's hash, given the chain fields its layout hashes."""
-        parts = [p if p not in CHAIN_FIELDS else _member(p) + canonical(chain[p]).decode("utf-8")
-                 for p in self.parts]
-        return hashlib.sha256(("{" + ",".join(parts) + "}").encode("utf-8")).hexdigest()
+        return hashlib.sha256(self._text(chain).encode("utf-8")).hexdigest()
+
+    def around_head(self, **known: Any) -> tuple[bytes, bytes, bytes]:
+        """The hashed bytes but for the head-dependent values, for a database that reads the
+        head and hashes in one statement: ``(a, b, c)`` such that the hash is
+        ``sha256(a + str(chain_pos) + b + prev_hash + c)``, ``prev_hash`` being hex (written
+        as is inside its quotes), given every other chain field in ``known``."""
+        text = self._text({**known, "chain_pos": _CUT, "prev_hash": _CUT_TEXT})
+        a, b, c = text.split(_CUT_MARK)
+        return a.encode("utf-8"), b.encode("utf-8"), c.encode("utf-8")
+
+    def _text(self, chain: Mapping[str, Any]) -> str:
+        parts = [p if p not in CHAIN_FIELDS else _member(p) + _encode_chain(chain[p]) for p in self.parts]
+        return "{" + ",".join(parts) + "}"
+
+
+#: splits the hashed text where the database writes the head's values (a character no
+#: canonical JSON text can hold unescaped)
+_CUT_MARK = "\x00"
+_CUT = object()
+_CUT_TEXT = object()
+
+
+def _encode_chain(value: Any) -> str:
+    if value is _CUT:
+        return _CUT_MARK
+    if value is _CUT_TEXT:  # a text value: its quotes stay in the hashed text
+        return '"' + _CUT_MARK + '"'
+    return canonical(value).decode("utf-8")
 
 
 def _member(key: str) -> str:

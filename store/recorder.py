@@ -28,7 +28,6 @@ transaction committed.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import socket
@@ -138,6 +137,9 @@ def _is_transient(exc: BaseException) -> bool:
 
 
 _CHILD_ORDER = ("stage_executions", "changes", "messages", "validation_checks")
+_PG_IDLE = 0  # psycopg.pq.TransactionStatus.IDLE, without importing the driver here
+#: the run columns a PostgreSQL append computes in the statement (see _Statements.append)
+_HEAD_COLUMNS = {"chain_pos": "k.pos", "prev_hash": "k.prev", "row_hash": "k.hash"}
 
 
 class _Statements:
@@ -164,6 +166,49 @@ class _Statements:
         lock = "" if self.sqlite else " FOR UPDATE"
         self.select_head = f"SELECT position, head_hash FROM {head} WHERE id = 1{lock}"
         self.update_head = f"UPDATE {head} SET position = {mark}, head_hash = {mark} WHERE id = 1"
+
+        #: PostgreSQL: the run's values bound to :meth:`append` (the head-dependent ones are
+        #: the statement's own)
+        self.run_value_slots = [i for i, (name, _) in enumerate(self.inserts["runs"][1])
+                                if name not in _HEAD_COLUMNS]
+        self.recorded_at_slot = next(i for i, (name, _) in enumerate(self.inserts["runs"][1])
+                                     if name == "recorded_at")
+        self._head = head
+        self._appends: dict[tuple[int, ...], str] = {}
+
+    def append(self, child_params: dict[str, list[tuple]]) -> str:
+        """PostgreSQL: a run appended to the chain in one statement, its own transaction.
+
+        It takes the head ``FOR UPDATE``, makes this transaction's commit asynchronous,
+        hashes the run from the bytes around the head's values
+        (:meth:`PreparedRunHash.around_head`), inserts the run and each child table's rows
+        (one multi-row INSERT each) and moves the head, and returns the new position.  The
+        head's row lock lasts only as long as the statement runs on the server, never
+        across a round trip, so writers queue for microseconds, not for network turns.
+        Parameters: the three hashed byte strings, the run's values
+        (:attr:`run_value_slots`), then each table's rows in :data:`_CHILD_ORDER`."""
+        shape = tuple(len(child_params.get(t, ())) for t in _CHILD_ORDER)
+        sql = self._appends.get(shape)
+        if sql is None:
+            head_sql, _ = self.inserts["runs"][0].split(" VALUES ")
+            select = ", ".join(_HEAD_COLUMNS.get(name, "%s") for name, _ in self.inserts["runs"][1])
+            parts = [
+                f"h AS (SELECT position + 1 AS pos, head_hash AS prev, "
+                f"set_config('synchronous_commit', 'off', true) AS async FROM {self._head} "
+                f"WHERE id = 1 FOR UPDATE)",
+                "k AS (SELECT pos, prev, encode(sha256(%s::bytea || convert_to(pos::text, 'UTF8') "
+                "|| %s::bytea || convert_to(prev, 'UTF8') || %s::bytea), 'hex') AS hash "
+                "FROM h WHERE async IS NOT NULL)",
+                f"r AS ({head_sql} SELECT {select} FROM k)",
+            ]
+            for i, (table, n) in enumerate(zip(_CHILD_ORDER, shape)):
+                if n:
+                    insert, one = self.inserts[table][0].split(" VALUES ")
+                    parts.append(f"c{i} AS ({insert} VALUES {', '.join([one] * n)})")
+            parts.append(f"u AS (UPDATE {self._head} SET position = k.pos, head_hash = k.hash FROM k "
+                         f"WHERE {self._head}.id = 1)")
+            sql = self._appends[shape] = f"WITH {', '.join(parts)} SELECT pos FROM k"
+        return sql
 
     def params(self, table: str, rows: list[dict[str, Any]]) -> list[tuple]:
         _, procs = self.inserts[table]
@@ -252,6 +297,8 @@ class AuditStore:
         self._statements: _Statements | None = None
         self._write_lock: _eng.WriteLock | None = None
         self._checkpointer: WalCheckpointer | None = None
+        self._writer: Connection | None = None  # see _writer_connection
+        self._writer_pid = 0
 
     # -- database ------------------------------------------------------------------------
 
@@ -299,6 +346,7 @@ class AuditStore:
         if self._checkpointer is not None:
             self._checkpointer.close()
             self._checkpointer = None
+        self._drop_writer(close=True)
         if self._engine is not None:
             self._engine.dispose()
             self._engine = None
@@ -508,16 +556,51 @@ class AuditStore:
         prepared = PreparedRunHash(run_row, child_hashes)
         for attempt in range(_WRITE_ATTEMPTS):
             try:
-                with engine.connect() as conn, self._write_lock:  # connect outside the lock
+                with self._write_lock:
+                    conn = self._writer_connection(engine)
                     position = self._write_once(conn, st, run_row, run_params, prepared, child_params)
                 if self._checkpointer is not None:
                     self._checkpointer.committed()
                 return position
             except Exception as exc:
-                if attempt + 1 < _WRITE_ATTEMPTS and _is_transient(exc):
-                    time.sleep(0.05 * (attempt + 1))
+                transient = _is_transient(exc)
+                lost = not transient and self._drop_writer()
+                if attempt + 1 < _WRITE_ATTEMPTS and (transient or lost):
+                    time.sleep(0.05 * (attempt + 1) if transient else 0)
                     continue
                 raise
+
+    def _writer_connection(self, engine: Engine) -> Connection:
+        """The connection this process writes through, kept from run to run (used under the
+        write lock): no pool checkout, reset or liveness ping on each run, which on
+        PostgreSQL is a round trip of its own.  A write that fails on it drops it
+        (:meth:`_drop_writer`), so the next one starts on a fresh, pinged connection; a
+        forked child leaves its parent's alone and opens its own."""
+        pid = os.getpid()
+        if self._writer is not None and self._writer_pid != pid:
+            self._writer = None  # the parent's: not ours to use, nor to close
+            engine.dispose(close=False)
+        if self._writer is None:
+            self._writer, self._writer_pid = engine.connect(), pid
+        return self._writer
+
+    def _drop_writer(self, close: bool = False) -> bool:
+        """Forget the kept connection (discarded: after a failure it is not trusted, or
+        closed when the store closes); True when it was lost (closed or broken) and a write
+        on a new one is worth trying."""
+        conn, self._writer = self._writer, None
+        if conn is None or self._writer_pid != os.getpid():
+            return False
+        try:
+            raw = conn.connection.driver_connection
+            lost = bool(getattr(raw, "broken", False) or getattr(raw, "closed", False))
+        except Exception:
+            lost = True
+        try:
+            conn.close() if close else conn.invalidate()
+        except Exception:
+            pass
+        return lost and not close
 
     def _write_once(self, conn: Connection, st: _Statements, run_row: dict[str, Any], run_params: list,
                     prepared: PreparedRunHash, child_params: dict[str, list[tuple]]) -> int:
@@ -527,34 +610,8 @@ class AuditStore:
         cur = raw.cursor()
         try:
             if st.sqlite:
-                cur.execute("BEGIN IMMEDIATE")
-            else:
-                # the chain head's row lock lasts until COMMIT returns: not waiting there for
-                # the WAL flush keeps it short; durability is waited for below, unlocked
-                cur.execute("SET LOCAL synchronous_commit TO off")
-            cur.execute(st.select_head)
-            position, head_hash = cur.fetchone()
-            row = dict(run_row, chain_pos=position + 1, prev_hash=head_hash, recorded_at=time.time())
-            row["row_hash"] = prepared.finish(chain_pos=row["chain_pos"], prev_hash=head_hash,
-                                              recorded_at=row["recorded_at"])
-            with (contextlib.nullcontext() if st.sqlite else raw.pipeline()):
-                for name, i, proc in st.chain_slots:
-                    run_params[i] = row[name] if proc is None else proc(row[name])
-                cur.execute(st.inserts["runs"][0], tuple(run_params))
-                for table, params in child_params.items():
-                    cur.executemany(st.inserts[table][0], params)
-                cur.execute(st.update_head, (row["chain_pos"], row["row_hash"]))
-            if self._before_commit is not None:
-                self._before_commit(conn)
-            if st.sqlite:
-                cur.execute("COMMIT")
-            else:
-                raw.commit()
-                # a transaction with an id, committed synchronously: it returns once the WAL
-                # is flushed past it, hence past this run (writers share those flushes)
-                cur.execute("SELECT txid_current()")
-                raw.commit()
-            return row["chain_pos"]
+                return self._write_sqlite(conn, raw, cur, st, run_row, run_params, prepared, child_params)
+            return self._write_postgresql(conn, raw, cur, st, run_row, run_params, prepared, child_params)
         except BaseException:
             try:
                 if st.sqlite:
@@ -567,6 +624,65 @@ class AuditStore:
             raise
         finally:
             cur.close()
+
+    @staticmethod
+    def _chained(st: _Statements, run_row: dict[str, Any], run_params: list, prepared: PreparedRunHash,
+                 position: int, head_hash: str) -> dict[str, Any]:
+        """The run's row once the head is known: chain fields, hash, and their INSERT values."""
+        row = dict(run_row, chain_pos=position + 1, prev_hash=head_hash, recorded_at=time.time())
+        row["row_hash"] = prepared.finish(chain_pos=row["chain_pos"], prev_hash=head_hash,
+                                          recorded_at=row["recorded_at"])
+        for name, i, proc in st.chain_slots:
+            run_params[i] = row[name] if proc is None else proc(row[name])
+        return row
+
+    def _write_sqlite(self, conn, raw, cur, st, run_row, run_params, prepared, child_params) -> int:
+        cur.execute("BEGIN IMMEDIATE")
+        cur.execute(st.select_head)
+        row = self._chained(st, run_row, run_params, prepared, *cur.fetchone())
+        cur.execute(st.inserts["runs"][0], tuple(run_params))
+        for table, params in child_params.items():
+            cur.executemany(st.inserts[table][0], params)
+        cur.execute(st.update_head, (row["chain_pos"], row["row_hash"]))
+        if self._before_commit is not None:
+            self._before_commit(conn)
+        cur.execute("COMMIT")
+        return row["chain_pos"]
+
+    def _write_postgresql(self, conn, raw, cur, st, run_row, run_params, prepared, child_params) -> int:
+        """Two round trips: the append, one statement that is its own transaction
+        (:meth:`_Statements.append`), committed without waiting for the WAL flush; then a
+        transaction with an id, committed synchronously: it returns once the WAL is flushed
+        past it, hence past this run, and the head is not locked meanwhile (writers share
+        those flushes).  With the test hook set, the append runs in an explicit transaction
+        and the hook between it and COMMIT."""
+        recorded_at = time.time()
+        slot = st.recorded_at_slot
+        proc = st.inserts["runs"][1][slot][1]
+        run_params[slot] = recorded_at if proc is None else proc(recorded_at)
+        values = list(prepared.around_head(recorded_at=recorded_at))
+        values += [run_params[i] for i in st.run_value_slots]
+        for table in _CHILD_ORDER:
+            for params in child_params.get(table, ()):
+                values.extend(params)
+        raw.autocommit = True  # the statement is its own transaction: no BEGIN, no COMMIT trip
+        try:
+            if self._before_commit is not None:
+                cur.execute("BEGIN")
+            cur.execute(st.append(child_params), values)
+            (position,) = cur.fetchone()
+            if self._before_commit is not None:
+                self._before_commit(conn)
+                cur.execute("COMMIT")
+            cur.execute("SELECT txid_current()")
+        except BaseException:
+            if raw.info.transaction_status != _PG_IDLE:
+                cur.execute("ROLLBACK")
+            raise
+        finally:
+            if raw.info.transaction_status == _PG_IDLE:
+                raw.autocommit = False  # as the pool handed it out
+        return position
 
     # -- reading -------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@ the ones :func:`run_hash` (what ``verify`` recomputes) hashes."""
 
 from __future__ import annotations
 
+import hashlib
 import random
 
 import pytest
@@ -42,6 +43,10 @@ def test_two_steps_hash_the_same_bytes(layout, seed):
                 for t in ("stage_executions", "changes", "messages", "validation_checks")}
     prepared = PreparedRunHash(dict(run, chain_pos=None, prev_hash=None, recorded_at=None), children)
     assert prepared.finish(**{k: run[k] for k in CHAIN_FIELDS}) == run_hash(run, children)
+    # PostgreSQL hashes in the append statement, with the head's values put between these
+    a, b, c = prepared.around_head(recorded_at=run["recorded_at"])
+    hashed = a + str(run["chain_pos"]).encode() + b + run["prev_hash"].encode() + c
+    assert hashlib.sha256(hashed).hexdigest() == run_hash(run, children)
 
 
 def test_a_different_chain_field_gives_a_different_hash():
