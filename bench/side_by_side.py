@@ -495,13 +495,11 @@ SWEEP_ALL = {
 #: constant strides; constant strides (on or off against the default) and 8-row tiles where
 #: a launch has few programs (1 sequence).  Round 4 (bench/NOTES.md) also timed programs
 #: looping over tiles and several heads a program: all slower, and removed.
-_T1 = {"tma": 1, "early": True, "hints": False}
-_T2 = {"tma": 2, "early": True, "hints": False}
-_F32_256 = [{}, {"hints": False}, _T1, _T2, {"tma": 1, "early": True}, dict(_T1, block_v=32), dict(_T2, block_v=32),
-            dict(_T1, block_v=8), {"hints": False, "grid1d": True}, {"hints": False, "ofirst": True},
-            {"hints": False, "early": True}, {"hints": False, "block_v": 32, "const": True},
-            {"hints": False, "maxnreg": 168}, {}, {"hints": False}, _T1, _T2]
-_F32_SMALL = [{}, _T1, _T2]
+_T8 = {"tma": 1, "early": True, "hints": False, "block_v": 8}
+_R = {"hints": False, "maxnreg": 168}
+_F32_256 = [{}, _R, {"maxnreg": 168}, {"hints": False, "maxnreg": 144}, {"hints": False, "maxnreg": 255}, _T8,
+            dict(_R, grid1d=True)] * 2 + [{}, _R]
+_F32_SMALL = [{}, _R, {"hints": False, "maxnreg": 255}]
 SWEEP = {
     "gdn": {(256, "float32"): _F32_256, (64, "float32"): _F32_SMALL, (8, "float32"): _F32_SMALL,
             (1, "float32"): _F32_SMALL},
