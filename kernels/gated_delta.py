@@ -23,10 +23,12 @@ Two entry points share that update:
   and ``beta = sigmoid(b)`` itself, so no intermediate tensor is written or read.
 
 Launch shape: the step is a pure stream over the state (``2 * dv * dk`` elements a head),
-so what matters is enough independent loads in flight.  Small programs (32 rows, one or
-two warps) let many programs share a multiprocessor; the defaults come from H200 sweeps
-(bench/NOTES.md).  The state is always reached through ``state_indices`` when given,
-like vLLM's continuous-batching layers, so the slots a batch touches can be anywhere.
+so what matters is enough independent loads in flight.  Small programs (16 or 32 rows,
+one warp) let many programs share a multiprocessor; the defaults come from H200 sweeps
+(bench/NOTES.md).  A float32 state streamed in many waves gets a register budget above
+the one the compiler picks by itself: fewer programs a multiprocessor, and more bytes a
+second.  The state is always reached through ``state_indices`` when given, like vLLM's
+continuous-batching layers, so the slots a batch touches can be anywhere.
 """
 
 from __future__ import annotations
@@ -75,9 +77,8 @@ def _gdn_state_ptrs(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k,
 
 
 @triton.jit
-def _gdn_load(state_ptr, st_desc, slot, row0, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok,
-              HINTS: tl.constexpr, EVEN: tl.constexpr, HEAD_STRIDE: tl.constexpr, ROW_STRIDE: tl.constexpr,
-              TMA: tl.constexpr, BLOCK_V: tl.constexpr, K_PAD: tl.constexpr):
+def _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok, HINTS: tl.constexpr,
+              EVEN: tl.constexpr, HEAD_STRIDE: tl.constexpr, ROW_STRIDE: tl.constexpr):
     """Pointers to rows ``offs_v`` of ``state[slot, h]``, and the rows.
 
     The kernels request q, k, v and the gate inputs before the slot is known (none of
@@ -86,10 +87,7 @@ def _gdn_load(state_ptr, st_desc, slot, row0, h, s_sn, s_sh, s_sv, s_sk, offs_v,
     warp a program and nothing else to hide it.
     """
     st_ptrs = _gdn_state_ptrs(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, HEAD_STRIDE, ROW_STRIDE)
-    if TMA > 0:
-        # one bulk copy of the whole tile into shared memory (the tensor memory accelerator)
-        S = st_desc.load([slot.to(tl.int32), row0, 0]).reshape(BLOCK_V, K_PAD).to(tl.float32)
-    elif EVEN:
+    if EVEN:
         # the tile lies inside the head: no predicate on the widest load and store
         if HINTS:
             S = tl.load(st_ptrs, eviction_policy="evict_first").to(tl.float32)
@@ -105,9 +103,8 @@ def _gdn_load(state_ptr, st_desc, slot, row0, h, s_sn, s_sh, s_sv, s_sk, offs_v,
 
 
 @triton.jit
-def _gdn_update(st_ptrs, st_desc, slot, row0, S, o_ptrs, v_ok, k_ok, q, k, v, decay, beta, scale, eps,
-                L2NORM: tl.constexpr, HINTS: tl.constexpr, EVEN: tl.constexpr, TMA: tl.constexpr,
-                O_FIRST: tl.constexpr, BLOCK_V: tl.constexpr, K_PAD: tl.constexpr):
+def _gdn_update(st_ptrs, S, o_ptrs, v_ok, k_ok, q, k, v, decay, beta, scale, eps,
+                L2NORM: tl.constexpr, HINTS: tl.constexpr, EVEN: tl.constexpr):
     """One step on the loaded rows S: stores them back in the state's dtype, and o."""
     if L2NORM:
         q = q / tl.sqrt(tl.sum(q * q, 0) + eps)
@@ -117,12 +114,7 @@ def _gdn_update(st_ptrs, st_desc, slot, row0, S, o_ptrs, v_ok, k_ok, q, k, v, de
     u = (v - tl.sum(S * k[None, :], 1)) * beta
     S = S + u[:, None] * k[None, :]
     new = S.to(st_ptrs.dtype.element_ty)
-    if O_FIRST:
-        o = tl.sum(S * q[None, :], 1)
-        tl.store(o_ptrs, o.to(o_ptrs.dtype.element_ty), mask=v_ok)
-    if TMA == 2:
-        st_desc.store([slot.to(tl.int32), row0, 0], new.reshape(1, BLOCK_V, K_PAD))
-    elif EVEN:
+    if EVEN:
         if HINTS:
             tl.store(st_ptrs, new, eviction_policy="evict_first")
         else:
@@ -133,14 +125,13 @@ def _gdn_update(st_ptrs, st_desc, slot, row0, S, o_ptrs, v_ok, k_ok, q, k, v, de
             tl.store(st_ptrs, new, mask=mask, eviction_policy="evict_first")
         else:
             tl.store(st_ptrs, new, mask=mask)
-    if not O_FIRST:
-        o = tl.sum(S * q[None, :], 1)
-        tl.store(o_ptrs, o.to(o_ptrs.dtype.element_ty), mask=v_ok)
+    o = tl.sum(S * q[None, :], 1)
+    tl.store(o_ptrs, o.to(o_ptrs.dtype.element_ty), mask=v_ok)
 
 
 @triton.jit
 def _gdn_kernel(
-    state_ptr, st_desc, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, o_ptr, idx_ptr,
+    state_ptr, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, o_ptr, idx_ptr,
     s_sn, s_sh, s_sv, s_sk,
     s_qb, s_qh, s_qd,
     s_kb, s_kh, s_kd,
@@ -152,19 +143,10 @@ def _gdn_kernel(
     BLOCK_V: tl.constexpr, K_PAD: tl.constexpr, L2NORM: tl.constexpr, HAS_IDX: tl.constexpr,
     HINTS: tl.constexpr, EARLY: tl.constexpr, EVEN: tl.constexpr,
     HEAD_STRIDE: tl.constexpr, ROW_STRIDE: tl.constexpr,
-    TMA: tl.constexpr = 0, O_FIRST: tl.constexpr = False, GRID_NV: tl.constexpr = 0, GRID_NVB: tl.constexpr = 0,
 ):
-    if GRID_NV > 0:
-        # one grid axis, value tile fastest, then head, then sequence
-        pid = tl.program_id(0)
-        vb = pid % GRID_NVB
-        h = (pid // GRID_NVB) % GRID_NV
-        b = pid // (GRID_NVB * GRID_NV)
-    else:
-        vb = tl.program_id(0)
-        h = tl.program_id(1)
-        b = tl.program_id(2)
-    row0 = h * dv + vb * BLOCK_V
+    vb = tl.program_id(0)
+    h = tl.program_id(1)
+    b = tl.program_id(2)
     offs_v = vb * BLOCK_V + tl.arange(0, BLOCK_V)
     offs_k = tl.arange(0, K_PAD)
     v_ok = offs_v < dv
@@ -178,13 +160,12 @@ def _gdn_kernel(
     if slot < 0:
         tl.store(o_ptrs, tl.zeros([BLOCK_V], tl.float32).to(o_ptr.dtype.element_ty), mask=v_ok)
         return
-    st_ptrs, S = _gdn_load(state_ptr, st_desc, slot, row0, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok,
-                           HINTS, EVEN, HEAD_STRIDE, ROW_STRIDE, TMA, BLOCK_V, K_PAD)
+    st_ptrs, S = _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok, HINTS,
+                           EVEN, HEAD_STRIDE, ROW_STRIDE)
     if not EARLY:
         q, k, v, g, beta = _gdn_inputs(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, b, h, kh, offs_k, offs_v, k_ok, v_ok,
                                        s_qb, s_qh, s_qd, s_kb, s_kh, s_kd, s_vb, s_vh, s_vd, s_gb, s_gh, s_bb, s_bh)
-    _gdn_update(st_ptrs, st_desc, slot, row0, S, o_ptrs, v_ok, k_ok, q, k, v, tl.exp(g), beta, scale, eps, L2NORM,
-                HINTS, EVEN, TMA, O_FIRST, BLOCK_V, K_PAD)
+    _gdn_update(st_ptrs, S, o_ptrs, v_ok, k_ok, q, k, v, tl.exp(g), beta, scale, eps, L2NORM, HINTS, EVEN)
 
 
 @triton.jit
@@ -200,7 +181,7 @@ def _gdn_inputs(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, b, h, kh, offs_k, offs_v, 
 
 @triton.jit
 def _gdn_packed_kernel(
-    state_ptr, st_desc, qkv_ptr, a_ptr, b_ptr, alog_ptr, dtb_ptr, o_ptr, idx_ptr,
+    state_ptr, qkv_ptr, a_ptr, b_ptr, alog_ptr, dtb_ptr, o_ptr, idx_ptr,
     s_sn, s_sh, s_sv, s_sk,
     s_xb, s_ab, s_bb,
     s_ob, s_oh, s_od,
@@ -208,19 +189,10 @@ def _gdn_packed_kernel(
     BLOCK_V: tl.constexpr, K_PAD: tl.constexpr, L2NORM: tl.constexpr, HAS_IDX: tl.constexpr,
     HINTS: tl.constexpr, EARLY: tl.constexpr, EVEN: tl.constexpr,
     HEAD_STRIDE: tl.constexpr, ROW_STRIDE: tl.constexpr,
-    TMA: tl.constexpr = 0, O_FIRST: tl.constexpr = False, GRID_NV: tl.constexpr = 0, GRID_NVB: tl.constexpr = 0,
 ):
-    if GRID_NV > 0:
-        # one grid axis, value tile fastest, then head, then sequence
-        pid = tl.program_id(0)
-        vb = pid % GRID_NVB
-        h = (pid // GRID_NVB) % GRID_NV
-        b = pid // (GRID_NVB * GRID_NV)
-    else:
-        vb = tl.program_id(0)
-        h = tl.program_id(1)
-        b = tl.program_id(2)
-    row0 = h * dv + vb * BLOCK_V
+    vb = tl.program_id(0)
+    h = tl.program_id(1)
+    b = tl.program_id(2)
     offs_v = vb * BLOCK_V + tl.arange(0, BLOCK_V)
     offs_k = tl.arange(0, K_PAD)
     v_ok = offs_v < dv
@@ -235,15 +207,15 @@ def _gdn_packed_kernel(
     if slot < 0:
         tl.store(o_ptrs, tl.zeros([BLOCK_V], tl.float32).to(o_ptr.dtype.element_ty), mask=v_ok)
         return
-    st_ptrs, S = _gdn_load(state_ptr, st_desc, slot, row0, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok,
-                           HINTS, EVEN, HEAD_STRIDE, ROW_STRIDE, TMA, BLOCK_V, K_PAD)
+    st_ptrs, S = _gdn_load(state_ptr, slot, h, s_sn, s_sh, s_sv, s_sk, offs_v, offs_k, v_ok, k_ok, HINTS,
+                           EVEN, HEAD_STRIDE, ROW_STRIDE)
     if not EARLY:
         q, k, v, x, a_log, b_in = _gdn_packed_inputs(row, a_ptr, b_ptr, alog_ptr, dtb_ptr, b, h, kh, nk, dk, dv,
                                                      offs_k, offs_v, k_ok, v_ok, s_ab, s_bb)
     softplus = tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))
     decay = tl.exp(-tl.exp(a_log) * softplus)
-    _gdn_update(st_ptrs, st_desc, slot, row0, S, o_ptrs, v_ok, k_ok, q, k, v, decay, tl.sigmoid(b_in), scale, eps,
-                L2NORM, HINTS, EVEN, TMA, O_FIRST, BLOCK_V, K_PAD)
+    _gdn_update(st_ptrs, S, o_ptrs, v_ok, k_ok, q, k, v, decay, tl.sigmoid(b_in), scale, eps, L2NORM, HINTS,
+                EVEN)
 
 
 @triton.jit
@@ -261,21 +233,31 @@ def _gdn_packed_inputs(row, a_ptr, b_ptr, alog_ptr, dtb_ptr, b, h, kh, nk, dk, d
 def gdn_launch_config(dv: int, dk: int, state_dtype: torch.dtype,
                       launch: dict[str, int] | None = None, *, packed: bool = False,
                       programs: int | None = None, sms: int = 132) -> dict[str, int]:
-    """Rows of state per program, warps, and the load order, from H200 sweeps (bench/NOTES.md).
+    """Rows of state per program, warps, the load order and the register budget, from H200
+    sweeps (bench/NOTES.md).
 
     One warp a program and small programs, so that many programs share a multiprocessor
     and keep enough loads in flight.  A float32 state: 16 rows of a 128-wide head, the
-    inputs read after the state load is issued (95-96% of copy bandwidth at 256
-    sequences).  A 16-bit state from packed inputs: 32 rows, no cache hints, and the inputs
-    requested before the slot is known (``early``); 95% against 88% for the float32 shape,
-    unless ``programs`` (sequences x value heads) gives too few programs to fill the GPU.
-    A 16-bit state in a launch of at most 4 tiles a multiprocessor (one sequence: latency,
-    not bandwidth, sets the time): the state's head and row strides as compile-time
-    constants (``const``; 3.5-3.8 us against 4.0-4.3 on the H200; a float32 state there
-    gains nothing from them).
-    ``launch`` (``{"block_v", "num_warps", "hints", "early", "const"}``) overrides them, for
-    sweeps.  (Programs that loop over several tiles, prefetching or pipelined, and several
-    heads a program measured 3-60% slower on the H200: bench/NOTES.md, round 4.)
+    inputs read after the state load is issued.  When the launch has more than 32 tiles a
+    multiprocessor (two waves at 16 programs a multiprocessor; with Qwen3.5's 48 value
+    heads, 12 sequences and up; ``programs`` unknown counts as that): no cache hints, and
+    a cap of 168 registers (``maxnreg``) instead of none.  Without a cap the compiler keeps
+    the program to 128-152 registers (13-16 programs a multiprocessor); with it, it takes
+    154-168 (12 a multiprocessor) and the stream runs at 97.7% of copy bandwidth instead of
+    95% (0.978x vLLM's kernel at 256 sequences, against 1.002-1.009x; bench/NOTES.md, round
+    5).  Smaller launches keep the hints and no cap (at 8 sequences, 1.5 waves, the cap
+    cost 6% with packed inputs).  A 16-bit state from packed inputs: 32 rows, no cache
+    hints, and the inputs requested before the slot is known (``early``); 95% against 88%
+    for the float32 shape, unless ``programs`` (sequences x value heads) gives too few
+    programs to fill the GPU.  A 16-bit state in a launch of at most 4 tiles a
+    multiprocessor (one sequence: latency, not bandwidth, sets the time): the state's head
+    and row strides as compile-time constants (``const``; 3.5-3.8 us against 4.0-4.3 on the
+    H200; a float32 state there gains nothing from them).
+    ``launch`` (``{"block_v", "num_warps", "hints", "early", "const", "maxnreg"}``; maxnreg 0:
+    no cap) overrides them, for sweeps.  (Programs that loop over several tiles, prefetching
+    or pipelined, several heads a program, the state tile as one TMA copy, a one-axis grid
+    and o stored before the state were no faster on the H200, most of them 1-60% slower:
+    bench/NOTES.md, rounds 4 and 5.)
     """
     k_pad = next_pow2(dk)
     wide = state_dtype == torch.float32 or not packed
@@ -284,49 +266,28 @@ def gdn_launch_config(dv: int, dk: int, state_dtype: torch.dtype,
         # too few programs to fill the GPU twice (one sequence): the smaller tile wins
         block_v = max(1, min(next_pow2(dv), 2048 // k_pad))
     warps = 1
-    hints = wide
-    early = not wide
     tiles = None if programs is None else programs * triton.cdiv(dv, block_v)
+    stream = state_dtype == torch.float32 and (tiles is None or tiles > 32 * sms)
+    hints = wide and not stream
+    early = not wide
     const = state_dtype != torch.float32 and tiles is not None and tiles <= 4 * sms
-    tma, grid1d, ofirst, maxnreg = 0, False, False, 0
+    maxnreg = 168 if stream else 0
     if launch:
         block_v = int(launch.get("block_v", block_v))
         warps = int(launch.get("num_warps", warps))
         hints = bool(launch.get("hints", hints))
         early = bool(launch.get("early", early))
         const = bool(launch.get("const", const))
-        tma = int(launch.get("tma", tma))
-        grid1d = bool(launch.get("grid1d", grid1d))
-        ofirst = bool(launch.get("ofirst", ofirst))
         maxnreg = int(launch.get("maxnreg", maxnreg))
     even = dk == k_pad and dv % block_v == 0
     return {"block_v": block_v, "num_warps": warps, "k_pad": k_pad, "hints": hints, "early": early,
-            "even": even, "const": const, "tma": tma, "grid1d": grid1d, "ofirst": ofirst, "maxnreg": maxnreg}
+            "even": even, "const": const, "maxnreg": maxnreg}
 
 
-def _launch_extras(state: torch.Tensor, cfg: dict, bv: int, n_vb: int, batch: int) -> tuple[object, dict, tuple]:
-    """The state descriptor (``tma``: the state tile as one bulk copy; where the state's
-    heads are contiguous ``[dv, dk]`` blocks and the tile fills its rows, else the plain
-    pointer), the extra compile-time options and the grid."""
-    slots, nv, dv, dk = state.shape
-    s_sn, s_sh, s_sv, s_sk = state.stride()
-    desc, tma = state, cfg["tma"]
-    if tma and not (cfg["even"] and dv % bv == 0 and s_sk == 1 and s_sv == dk and s_sh == dv * dk
-                    and (s_sn * state.element_size()) % 16 == 0 and state.data_ptr() % 16 == 0):
-        tma = 0
-    if tma:
-        from triton.tools.tensor_descriptor import TensorDescriptor
-
-        desc = TensorDescriptor(state, [slots, nv * dv, dk], [s_sn, dk, 1], [1, bv, cfg["k_pad"]])
-    meta = dict(TMA=tma, O_FIRST=cfg["ofirst"])
-    if cfg["grid1d"]:
-        meta.update(GRID_NV=nv, GRID_NVB=n_vb)
-        grid = (n_vb * nv * batch,)
-    else:
-        grid = (n_vb, nv, batch)
-    if cfg["maxnreg"]:
-        meta["maxnreg"] = cfg["maxnreg"]
-    return desc, meta, grid
+def _compile_options(cfg: dict) -> dict[str, int]:
+    """Warps, and the register cap where the launch has one (a ptxas option: only passed
+    when set)."""
+    return {"num_warps": cfg["num_warps"], **({"maxnreg": cfg["maxnreg"]} if cfg["maxnreg"] else {})}
 
 
 def _state_strides(state: torch.Tensor, cfg: dict) -> dict[str, int]:
@@ -386,14 +347,13 @@ def gated_delta_step(state: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
     cfg = gdn_launch_config(dv, dk, state.dtype, launch, programs=batch * nv, sms=sms)
     bv = block_v or cfg["block_v"]
     n_vb = triton.cdiv(dv, bv)
-    desc, extra, grid = _launch_extras(state, cfg, bv, n_vb, batch)
-    args = (state, desc, q, k, v, g, beta, out, state_indices if state_indices is not None else g,
+    args = (state, q, k, v, g, beta, out, state_indices if state_indices is not None else g,
             *state.stride(), *q.stride(), *k.stride(), *v.stride(), *g.stride(), *beta.stride(),
             *out.stride(), dk, dv, nv // nk, float(scale), float(eps))
     meta = dict(BLOCK_V=bv, K_PAD=cfg["k_pad"], L2NORM=bool(use_qk_l2norm), HAS_IDX=state_indices is not None,
                 HINTS=cfg["hints"], EVEN=cfg["even"] and dv % bv == 0, **_state_strides(state, cfg),
-                num_warps=num_warps or cfg["num_warps"])
-    _gdn_kernel[grid](*args, EARLY=cfg["early"], **meta, **extra)
+                **_compile_options(dict(cfg, num_warps=num_warps or cfg["num_warps"])))
+    _gdn_kernel[(n_vb, nv, batch)](*args, EARLY=cfg["early"], **meta)
     return out
 
 
@@ -441,11 +401,10 @@ def gated_delta_step_packed(state: torch.Tensor, mixed_qkv: torch.Tensor, a: tor
                             sms=sm_count(state.device))
     bv = cfg["block_v"]
     n_vb = triton.cdiv(dv, bv)
-    desc, extra, grid = _launch_extras(state, cfg, bv, n_vb, batch)
-    args = (state, desc, mixed_qkv, a, b, A_log, dt_bias, out, state_indices if state_indices is not None else a,
+    args = (state, mixed_qkv, a, b, A_log, dt_bias, out, state_indices if state_indices is not None else a,
             *state.stride(), mixed_qkv.stride(0), a.stride(0), b.stride(0), *out.stride(),
             nk, dk, dv, nv // nk, float(scale), float(eps))
     meta = dict(BLOCK_V=bv, K_PAD=cfg["k_pad"], L2NORM=bool(use_qk_l2norm), HAS_IDX=state_indices is not None,
-                HINTS=cfg["hints"], EVEN=cfg["even"], **_state_strides(state, cfg), num_warps=cfg["num_warps"])
-    _gdn_packed_kernel[grid](*args, EARLY=cfg["early"], **meta, **extra)
+                HINTS=cfg["hints"], EVEN=cfg["even"], **_state_strides(state, cfg), **_compile_options(cfg))
+    _gdn_packed_kernel[(n_vb, nv, batch)](*args, EARLY=cfg["early"], **meta)
     return out
