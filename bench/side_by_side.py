@@ -491,13 +491,18 @@ SWEEP_ALL = {
 }
 
 #: launch variants for ``--sweep``, by family and batch (or (batch, state dtype)): the
-#: gated-delta step at 256 sequences with a float32 state without cache hints and with
-#: constant strides; constant strides (on or off against the default) and 8-row tiles where
-#: a launch has few programs (1 sequence).  Round 4 (bench/NOTES.md) also timed programs
-#: looping over tiles and several heads a program: all slower, and removed.
-_F32_256 = [{}, {"hints": False}, {"const": True}]
+#: gated-delta step with a float32 state at 256 sequences without the register cap (with
+#: and without cache hints: the defaults before round 5), with a lower (144) and a higher
+#: (255) cap; at 8 sequences with the cap (1.5 waves: the default leaves it off); constant
+#: strides (on or off against the default) and 8-row tiles where a launch has few programs
+#: (1 sequence).  Rounds 4 and 5 (bench/NOTES.md) also timed programs looping over tiles,
+#: several heads a program, the state tile as one TMA copy, a one-axis grid and o stored
+#: before the state: none faster, and removed.
+_F32_256 = [{}, {"maxnreg": 0, "hints": True}, {"maxnreg": 0}, {"maxnreg": 144}, {"maxnreg": 255}]
+_F32_8 = [{}, {"maxnreg": 168, "hints": False}]
 _ONE = [{}, {"const": True}, {"const": False}, {"block_v": 8}]
 SWEEP = {
-    "gdn": {(256, "float32"): _F32_256, (1, "bfloat16"): _ONE, (1, "float32"): _ONE},
-    "gdn_packed": {(256, "float32"): _F32_256, (1, "bfloat16"): _ONE, (1, "float32"): _ONE},
+    "gdn": {(256, "float32"): _F32_256, (8, "float32"): _F32_8, (1, "bfloat16"): _ONE, (1, "float32"): _ONE},
+    "gdn_packed": {(256, "float32"): _F32_256, (8, "float32"): _F32_8, (1, "bfloat16"): _ONE,
+                   (1, "float32"): _ONE},
 }

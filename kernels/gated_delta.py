@@ -23,10 +23,12 @@ Two entry points share that update:
   and ``beta = sigmoid(b)`` itself, so no intermediate tensor is written or read.
 
 Launch shape: the step is a pure stream over the state (``2 * dv * dk`` elements a head),
-so what matters is enough independent loads in flight.  Small programs (32 rows, one or
-two warps) let many programs share a multiprocessor; the defaults come from H200 sweeps
-(bench/NOTES.md).  The state is always reached through ``state_indices`` when given,
-like vLLM's continuous-batching layers, so the slots a batch touches can be anywhere.
+so what matters is enough independent loads in flight.  Small programs (16 or 32 rows,
+one warp) let many programs share a multiprocessor; the defaults come from H200 sweeps
+(bench/NOTES.md).  A float32 state streamed in many waves gets a register budget above
+the one the compiler picks by itself: fewer programs a multiprocessor, and more bytes a
+second.  The state is always reached through ``state_indices`` when given, like vLLM's
+continuous-batching layers, so the slots a batch touches can be anywhere.
 """
 
 from __future__ import annotations
@@ -231,21 +233,31 @@ def _gdn_packed_inputs(row, a_ptr, b_ptr, alog_ptr, dtb_ptr, b, h, kh, nk, dk, d
 def gdn_launch_config(dv: int, dk: int, state_dtype: torch.dtype,
                       launch: dict[str, int] | None = None, *, packed: bool = False,
                       programs: int | None = None, sms: int = 132) -> dict[str, int]:
-    """Rows of state per program, warps, and the load order, from H200 sweeps (bench/NOTES.md).
+    """Rows of state per program, warps, the load order and the register budget, from H200
+    sweeps (bench/NOTES.md).
 
     One warp a program and small programs, so that many programs share a multiprocessor
     and keep enough loads in flight.  A float32 state: 16 rows of a 128-wide head, the
-    inputs read after the state load is issued (95-96% of copy bandwidth at 256
-    sequences).  A 16-bit state from packed inputs: 32 rows, no cache hints, and the inputs
-    requested before the slot is known (``early``); 95% against 88% for the float32 shape,
-    unless ``programs`` (sequences x value heads) gives too few programs to fill the GPU.
-    A 16-bit state in a launch of at most 4 tiles a multiprocessor (one sequence: latency,
-    not bandwidth, sets the time): the state's head and row strides as compile-time
-    constants (``const``; 3.5-3.8 us against 4.0-4.3 on the H200; a float32 state there
-    gains nothing from them).
-    ``launch`` (``{"block_v", "num_warps", "hints", "early", "const"}``) overrides them, for
-    sweeps.  (Programs that loop over several tiles, prefetching or pipelined, and several
-    heads a program measured 3-60% slower on the H200: bench/NOTES.md, round 4.)
+    inputs read after the state load is issued.  When the launch has more than 32 tiles a
+    multiprocessor (two waves at 16 programs a multiprocessor; with Qwen3.5's 48 value
+    heads, 12 sequences and up; ``programs`` unknown counts as that): no cache hints, and
+    a cap of 168 registers (``maxnreg``) instead of none.  Without a cap the compiler keeps
+    the program to 128-152 registers (13-16 programs a multiprocessor); with it, it takes
+    154-168 (12 a multiprocessor) and the stream runs at 97.7% of copy bandwidth instead of
+    95% (0.978x vLLM's kernel at 256 sequences, against 1.002-1.009x; bench/NOTES.md, round
+    5).  Smaller launches keep the hints and no cap (at 8 sequences, 1.5 waves, the cap
+    cost 6% with packed inputs).  A 16-bit state from packed inputs: 32 rows, no cache
+    hints, and the inputs requested before the slot is known (``early``); 95% against 88%
+    for the float32 shape, unless ``programs`` (sequences x value heads) gives too few
+    programs to fill the GPU.  A 16-bit state in a launch of at most 4 tiles a
+    multiprocessor (one sequence: latency, not bandwidth, sets the time): the state's head
+    and row strides as compile-time constants (``const``; 3.5-3.8 us against 4.0-4.3 on the
+    H200; a float32 state there gains nothing from them).
+    ``launch`` (``{"block_v", "num_warps", "hints", "early", "const", "maxnreg"}``; maxnreg 0:
+    no cap) overrides them, for sweeps.  (Programs that loop over several tiles, prefetching
+    or pipelined, several heads a program, the state tile as one TMA copy, a one-axis grid
+    and o stored before the state were no faster on the H200, most of them 1-60% slower:
+    bench/NOTES.md, rounds 4 and 5.)
     """
     k_pad = next_pow2(dk)
     wide = state_dtype == torch.float32 or not packed
@@ -254,19 +266,28 @@ def gdn_launch_config(dv: int, dk: int, state_dtype: torch.dtype,
         # too few programs to fill the GPU twice (one sequence): the smaller tile wins
         block_v = max(1, min(next_pow2(dv), 2048 // k_pad))
     warps = 1
-    hints = wide
-    early = not wide
     tiles = None if programs is None else programs * triton.cdiv(dv, block_v)
+    stream = state_dtype == torch.float32 and (tiles is None or tiles > 32 * sms)
+    hints = wide and not stream
+    early = not wide
     const = state_dtype != torch.float32 and tiles is not None and tiles <= 4 * sms
+    maxnreg = 168 if stream else 0
     if launch:
         block_v = int(launch.get("block_v", block_v))
         warps = int(launch.get("num_warps", warps))
         hints = bool(launch.get("hints", hints))
         early = bool(launch.get("early", early))
         const = bool(launch.get("const", const))
+        maxnreg = int(launch.get("maxnreg", maxnreg))
     even = dk == k_pad and dv % block_v == 0
     return {"block_v": block_v, "num_warps": warps, "k_pad": k_pad, "hints": hints, "early": early,
-            "even": even, "const": const}
+            "even": even, "const": const, "maxnreg": maxnreg}
+
+
+def _compile_options(cfg: dict) -> dict[str, int]:
+    """Warps, and the register cap where the launch has one (a ptxas option: only passed
+    when set)."""
+    return {"num_warps": cfg["num_warps"], **({"maxnreg": cfg["maxnreg"]} if cfg["maxnreg"] else {})}
 
 
 def _state_strides(state: torch.Tensor, cfg: dict) -> dict[str, int]:
@@ -331,7 +352,7 @@ def gated_delta_step(state: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
             *out.stride(), dk, dv, nv // nk, float(scale), float(eps))
     meta = dict(BLOCK_V=bv, K_PAD=cfg["k_pad"], L2NORM=bool(use_qk_l2norm), HAS_IDX=state_indices is not None,
                 HINTS=cfg["hints"], EVEN=cfg["even"] and dv % bv == 0, **_state_strides(state, cfg),
-                num_warps=num_warps or cfg["num_warps"])
+                **_compile_options(dict(cfg, num_warps=num_warps or cfg["num_warps"])))
     _gdn_kernel[(n_vb, nv, batch)](*args, EARLY=cfg["early"], **meta)
     return out
 
@@ -384,6 +405,6 @@ def gated_delta_step_packed(state: torch.Tensor, mixed_qkv: torch.Tensor, a: tor
             *state.stride(), mixed_qkv.stride(0), a.stride(0), b.stride(0), *out.stride(),
             nk, dk, dv, nv // nk, float(scale), float(eps))
     meta = dict(BLOCK_V=bv, K_PAD=cfg["k_pad"], L2NORM=bool(use_qk_l2norm), HAS_IDX=state_indices is not None,
-                HINTS=cfg["hints"], EVEN=cfg["even"], **_state_strides(state, cfg), num_warps=cfg["num_warps"])
+                HINTS=cfg["hints"], EVEN=cfg["even"], **_state_strides(state, cfg), **_compile_options(cfg))
     _gdn_packed_kernel[(n_vb, nv, batch)](*args, EARLY=cfg["early"], **meta)
     return out

@@ -100,15 +100,16 @@ def test_gdn_packed_rejects_a_width_that_does_not_split():
                                 torch.zeros(1, 2), torch.zeros(2), torch.zeros(2))
 
 
-LAUNCHES = [{"const": True}, {"const": True, "block_v": 8}, {"const": True, "block_v": 32}]
+LAUNCHES = [{"const": True}, {"const": True, "block_v": 8}, {"const": True, "block_v": 32},
+            {"hints": False, "maxnreg": 168}]
 
 
 @pytest.mark.parametrize("packed", [False, True])
 @pytest.mark.parametrize("launch", LAUNCHES, ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()))
 def test_gdn_launch_variants_match_the_default(launch, packed):
-    """Constant strides compute exactly what the default launch computes: a padded slot
-    (-1) gives zeros and leaves the state alone, a slot no sequence maps to is untouched, a
-    head whose rows do not fill the last tile (dv 24) is masked."""
+    """Constant strides and the register cap compute exactly what the default launch
+    computes: a padded slot (-1) gives zeros and leaves the state alone, a slot no sequence
+    maps to is untouched, a head whose rows do not fill the last tile (dv 24) is masked."""
     from enginecfg.kernels.gated_delta import gated_delta_step_packed
 
     torch.manual_seed(7)
@@ -135,3 +136,25 @@ def test_gdn_launch_variants_match_the_default(launch, packed):
         assert torch.count_nonzero(o2[1]) == 0
         assert torch.equal(s2[1], state[1]) and torch.equal(s2[2], state[2]) and torch.equal(s2[4], state[4])
         assert not torch.equal(s2[3], state[3])
+
+
+def test_gdn_register_cap_only_for_float32_streams_of_many_waves():
+    """The cap (and no cache hints) where a float32 state is streamed in more than two
+    waves of 16 programs a multiprocessor; not for one sequence, 8 sequences or 16-bit
+    states (bench/NOTES.md, round 5)."""
+    from enginecfg.kernels.gated_delta import gdn_launch_config
+
+    def cfg(batch, dtype, packed=False):
+        return gdn_launch_config(128, 128, dtype, packed=packed, programs=batch * 48, sms=132)
+
+    for packed in (False, True):
+        for batch in (12, 64, 256):
+            c = cfg(batch, torch.float32, packed)
+            assert c["maxnreg"] == 168 and not c["hints"] and c["block_v"] == 16, (batch, c)
+        for batch in (1, 8, 11):
+            c = cfg(batch, torch.float32, packed)
+            assert c["maxnreg"] == 0 and c["hints"], (batch, c)
+        for batch in (1, 256):
+            assert cfg(batch, torch.bfloat16, packed)["maxnreg"] == 0
+    assert gdn_launch_config(128, 128, torch.float32)["maxnreg"] == 168
+    assert gdn_launch_config(128, 128, torch.float32, {"maxnreg": 0}, programs=256 * 48)["maxnreg"] == 0
