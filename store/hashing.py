@@ -19,6 +19,7 @@ the body and no longer matches the stored hash.
 from __future__ import annotations
 
 import hashlib
+import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -38,6 +39,7 @@ __all__ = [
     "layout",
     "canonical",
     "child_hash",
+    "child_hashes",
     "run_hash",
     "PreparedRunHash",
     "CHAIN_FIELDS",
@@ -146,14 +148,26 @@ class PreparedRunHash:
     writer holds its lock only for three small values and one sha256.
     """
 
-    __slots__ = ("parts", "chain")
+    __slots__ = ("pieces", "order")
 
     def __init__(self, run: Mapping[str, Any], children: Mapping[str, Sequence[str]]):
         body = _run_body(run, children)
-        self.chain = tuple(k for k in body if k in CHAIN_FIELDS)
-        #: ``"key":value`` texts in key order; a chain field's place holds its key alone
-        self.parts = [k if k in CHAIN_FIELDS else _member(k) + canonical(body[k]).decode("utf-8")
-                      for k in sorted(body)]
+        #: the chain fields this layout hashes, in key order
+        self.order = tuple(k for k in sorted(body) if k in CHAIN_FIELDS)
+        # one encoding of the whole body, a marker in each chain field's place: the texts
+        # between the markers are the texts between those fields' values
+        text = canonical({k: _MARKER if k in CHAIN_FIELDS else v for k, v in body.items()}).decode("utf-8")
+        self.pieces = text.split(_MARKER_TEXT)
+        if len(self.pieces) != len(self.order) + 1:  # a value held the marker: member by member
+            self.pieces, text = [], "{"
+            for i, k in enumerate(sorted(body)):
+                text += ("," if i else "") + _member(k)
+                if k in CHAIN_FIELDS:
+                    self.pieces.append(text)
+                    text = ""
+                else:
+                    text += canonical(body[k]).decode("utf-8")
+            self.pieces.append(text + "}")
 
     def finish(self, **chain: Any) -> str:
         """The run's hash, given the chain fields its layout hashes."""
@@ -169,8 +183,32 @@ class PreparedRunHash:
         return a.encode("utf-8"), b.encode("utf-8"), c.encode("utf-8")
 
     def _text(self, chain: Mapping[str, Any]) -> str:
-        parts = [p if p not in CHAIN_FIELDS else _member(p) + _encode_chain(chain[p]) for p in self.parts]
-        return "{" + ",".join(parts) + "}"
+        out = [self.pieces[0]]
+        for key, piece in zip(self.order, self.pieces[1:]):
+            out.append(_encode_chain(chain[key]))
+            out.append(piece)
+        return "".join(out)
+
+
+#: a text no run value holds: it stands for a value while the rest is encoded around it
+_MARKER = "\x00enginecfg-" + secrets.token_hex(16)
+_MARKER_TEXT = canonical(_MARKER).decode("utf-8")
+
+
+def child_hashes(table: str, rows: Sequence[Mapping[str, Any]], layout_number: int | None = None) -> list[str]:
+    """:func:`child_hash` of each row, from one encoding of them all (a marker between
+    two rows: the texts between the markers are the rows' own texts)."""
+    if len(rows) < 2:
+        return [child_hash(table, row, layout_number) for row in rows]
+    fields = layout(current_layout() if layout_number is None else layout_number).child_fields[table]
+    docs: list[Any] = []
+    for row in rows:
+        docs.append({"table": table, **{f: row.get(f) for f in fields}})
+        docs.append(_MARKER)
+    texts = canonical(docs[:-1]).decode("utf-8")[1:-1].split("," + _MARKER_TEXT + ",")
+    if len(texts) != len(rows):  # a value held the marker
+        return [child_hash(table, row, layout_number) for row in rows]
+    return [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
 
 
 #: splits the hashed text where the database writes the head's values (a character no

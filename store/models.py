@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from sqlalchemy import (
@@ -118,9 +119,21 @@ def encode_json(value: Any) -> tuple[Any, str]:
     way the column's processor rewrites it."""
     text = _dumps_any(value)
     normalised = json.loads(text)
-    if "NaN" in text or "Infinity" in text or _FLOAT_TAG in text or _ESC_TAG in text:
+    if _FLOAT_TAG in text or _ESC_TAG in text:  # a tag to escape: the column's own way
         return normalised, _dumps_column(_encode_nonfinite(normalised))
+    if "NaN" in text or "Infinity" in text:  # rewritten in the text, strings left alone
+        return normalised, _NONFINITE_TOKEN.sub(_tagged, text)
     return normalised, text
+
+
+#: a JSON string (skipped), or a non-finite number as ``json.dumps`` writes it
+_NONFINITE_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|-?Infinity|NaN')
+_TAGGED = {"NaN": '{"$float": "nan"}', "Infinity": '{"$float": "inf"}', "-Infinity": '{"$float": "-inf"}'}
+
+
+def _tagged(match: "re.Match[str]") -> str:
+    token = match[0]
+    return token if token[0] == '"' else _TAGGED[token]
 
 
 class Base(DeclarativeBase):

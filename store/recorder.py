@@ -43,7 +43,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from enginecfg.pipeline import events
 from enginecfg.store import engine as _eng
-from enginecfg.store.hashing import PreparedRunHash, child_hash, current_layout
+from enginecfg.store.hashing import PreparedRunHash, child_hashes, current_layout
 from enginecfg.store.walcheckpoint import WalCheckpointer
 from enginecfg.store.models import (
     Change,
@@ -175,6 +175,7 @@ class _Statements:
                                      if name == "recorded_at")
         self._head = head
         self._appends: dict[tuple[int, ...], str] = {}
+        self._null_values: dict[str, dict[str, Any]] = {}
 
     def append(self, child_params: dict[str, list[tuple]]) -> str:
         """PostgreSQL: a run appended to the chain in one statement, its own transaction.
@@ -212,13 +213,29 @@ class _Statements:
 
     def params(self, table: str, rows: list[dict[str, Any]]) -> list[tuple]:
         _, procs = self.inserts[table]
+        nulls = self._nulls(table)
         out = []
         for row in rows:
+            get = row.get
             # PostgreSQL's driver binds JSON through its own adapter: the values go that way
-            texts = (row.get(_TEXTS) or {}) if self.sqlite else {}
-            out.append(tuple(texts[name] if name in texts else row.get(name) if proc is None
-                             else proc(row.get(name)) for name, proc in procs))
+            texts = get(_TEXTS) if self.sqlite else None
+            if texts:
+                out.append(tuple(texts[name] if name in texts
+                                 else nulls[name] if (v := get(name)) is None
+                                 else v if proc is None else proc(v) for name, proc in procs))
+            else:
+                out.append(tuple(nulls[name] if (v := get(name)) is None
+                                 else v if proc is None else proc(v) for name, proc in procs))
         return out
+
+    def _nulls(self, table: str) -> dict[str, Any]:
+        """What each column's processor makes of None (the common value of optional
+        columns), computed once."""
+        found = self._null_values.get(table)
+        if found is None:
+            found = self._null_values[table] = {
+                name: None if proc is None else proc(None) for name, proc in self.inserts[table][1]}
+        return found
 
 
 #: where a row keeps the JSON columns' texts that :func:`encode_json` produced: bound as
@@ -533,8 +550,8 @@ class AuditStore:
         children = {"stage_executions": stages, "changes": changes, "messages": messages,
                     "validation_checks": checks}
         for table, rows in children.items():
-            for row in rows:
-                row["row_hash"] = child_hash(table, row, run_row["hash_layout"])
+            for row, digest in zip(rows, child_hashes(table, rows, run_row["hash_layout"])):
+                row["row_hash"] = digest
         return run_row, children
 
     def _write(self, run_row: dict[str, Any], children: dict[str, list[dict[str, Any]]]) -> int:
@@ -547,13 +564,13 @@ class AuditStore:
                 self._checkpointer.close()
             self._checkpointer = _eng.wal_checkpointer(engine)
         st = self._statements
-        child_hashes = {t: [r["row_hash"] for r in rows] for t, rows in children.items()}
+        hashes = {t: [r["row_hash"] for r in rows] for t, rows in children.items()}
         child_params = {t: st.params(t, children[t]) for t in _CHILD_ORDER if children.get(t)}
         # the run's values encoded now, outside the lock; the chain fields are filled in there
         run_params = list(st.params("runs", [dict(run_row, chain_pos=None, prev_hash=None, recorded_at=None,
                                                   row_hash=None)])[0])
         # the run's hash too, but for the three chain fields read inside the lock
-        prepared = PreparedRunHash(run_row, child_hashes)
+        prepared = PreparedRunHash(run_row, hashes)
         for attempt in range(_WRITE_ATTEMPTS):
             try:
                 with self._write_lock:

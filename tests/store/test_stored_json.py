@@ -20,7 +20,11 @@ VALUES = [
     {"dtype": object()},  # not JSON: encoded through str() as every column value is
 ]
 NOT_FINITE = [{"x": float("nan")}, [float("inf")], {"$float": "inf"}, {"s": "NaN in a string"},
-              {"$esc": {"a": 1}}]
+              {"$esc": {"a": 1}},
+              # rewritten in the text: the numbers are, the same words inside strings are not
+              [float("inf"), "Infinity", 'a"NaN"b', -float("inf")],
+              {"s": "-Infinity \\", "v": [1, float("-inf"), {"k": float("nan")}], "ü": "\"NaN"},
+              {"k": float("inf"), "tag in a value": "$float"}]
 
 
 @pytest.mark.parametrize("value", VALUES, ids=range(len(VALUES)))
