@@ -138,6 +138,8 @@ def _is_transient(exc: BaseException) -> bool:
 
 _CHILD_ORDER = ("stage_executions", "changes", "messages", "validation_checks")
 _PG_IDLE = 0  # psycopg.pq.TransactionStatus.IDLE, without importing the driver here
+#: parameters one PostgreSQL statement may carry (the protocol's limit is 65,535)
+_PG_MAX_PARAMS = 30_000
 #: the run columns a PostgreSQL append computes in the statement (see _Statements.append)
 _HEAD_COLUMNS = {"chain_pos": "k.pos", "prev_hash": "k.prev", "row_hash": "k.hash"}
 
@@ -191,6 +193,8 @@ class _Statements:
         shape = tuple(len(child_params.get(t, ())) for t in _CHILD_ORDER)
         sql = self._appends.get(shape)
         if sql is None:
+            if len(self._appends) >= 256:  # run shapes are few; a long tail is not kept
+                self._appends.clear()
             head_sql, _ = self.inserts["runs"][0].split(" VALUES ")
             select = ", ".join(_HEAD_COLUMNS.get(name, "%s") for name, _ in self.inserts["runs"][1])
             parts = [
@@ -671,27 +675,46 @@ class AuditStore:
         (:meth:`_Statements.append`), committed without waiting for the WAL flush; then a
         transaction with an id, committed synchronously: it returns once the WAL is flushed
         past it, hence past this run, and the head is not locked meanwhile (writers share
-        those flushes).  With the test hook set, the append runs in an explicit transaction
-        and the hook between it and COMMIT."""
+        those flushes).  A run whose rows exceed one statement's parameters, or the test
+        hook, makes the append part of an explicit transaction: the remaining rows, or the
+        hook, then COMMIT."""
         recorded_at = time.time()
         slot = st.recorded_at_slot
         proc = st.inserts["runs"][1][slot][1]
         run_params[slot] = recorded_at if proc is None else proc(recorded_at)
         values = list(prepared.around_head(recorded_at=recorded_at))
         values += [run_params[i] for i in st.run_value_slots]
+        # the rows go in the statement up to the protocol's limit on parameters; a run with
+        # more (thousands of changes) sends the rest after it, in the same transaction
+        budget = _PG_MAX_PARAMS - len(values)
+        inline: dict[str, list[tuple]] = {}
+        later: list[tuple[str, list[tuple]]] = []
         for table in _CHILD_ORDER:
-            for params in child_params.get(table, ()):
-                values.extend(params)
+            rows = child_params.get(table)
+            if not rows:
+                continue
+            n = min(len(rows), max(0, budget // len(rows[0])))
+            if n:
+                inline[table] = rows[:n]
+                budget -= n * len(rows[0])
+                for params in rows[:n]:
+                    values.extend(params)
+            if n < len(rows):
+                later.append((table, rows[n:]))
+        explicit = bool(later) or self._before_commit is not None
         raw.autocommit = True  # the statement is its own transaction: no BEGIN, no COMMIT trip
         try:
-            if self._before_commit is not None:
+            if explicit:
                 cur.execute("BEGIN")
-            cur.execute(st.append(child_params), values)
+            cur.execute(st.append(inline), values)
             (position,) = cur.fetchone()
+            for table, rows in later:
+                cur.executemany(st.inserts[table][0], rows)
             if self._before_commit is not None:
                 self._before_commit(conn)
+            if explicit:
                 cur.execute("COMMIT")
-            cur.execute("SELECT txid_current()")
+            cur.execute("SELECT txid_current()")  # its own transaction, committed synchronously
         except BaseException:
             if raw.info.transaction_status != _PG_IDLE:
                 cur.execute("ROLLBACK")
