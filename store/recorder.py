@@ -12,12 +12,20 @@ next chain position and chains its hash to the previous run's (see
 :mod:`enginecfg.store.hashing`), so the chain stays linear with any number of writers.
 
 The write is the hot path of a fleet (every engine start records a run), so it goes to the
-driver directly: one prepared ``INSERT`` per table, its rows sent with ``executemany``, the
-values encoded by the very SQLAlchemy column types the reading side decodes with (see
-:class:`_Statements`), and no SQL compiled per run.  On SQLite the writers of one file take
-a cross-process file lock (:func:`enginecfg.store.engine.write_lock`) before ``BEGIN
-IMMEDIATE``: the kernel hands it to the next waiter the moment it is released, where
-SQLite's busy handler would sleep and poll.
+driver directly, through one connection kept from run to run, with the values encoded by
+the very SQLAlchemy column types the reading side decodes with (see :class:`_Statements`)
+and no SQL compiled per run:
+
+* SQLite: one prepared ``INSERT`` per table, its rows sent with ``executemany``.  The
+  writers of one file take a cross-process file lock
+  (:func:`enginecfg.store.engine.write_lock`) before ``BEGIN IMMEDIATE``: the kernel hands
+  it to the next waiter the moment it is released, where SQLite's busy handler would sleep
+  and poll.  The write-ahead log is checkpointed by a thread beside the writer
+  (:mod:`enginecfg.store.walcheckpoint`), not inside a commit.
+* PostgreSQL: one statement appends the run (:meth:`_Statements.append`): it takes the
+  head, hashes the run on the server from bytes the writer prepared, inserts every row and
+  moves the head, so the head's lock is held while that statement runs and never across a
+  round trip; several writers then add throughput instead of queueing on the network.
 
 Recording must never break the run it records: a failed write (database unreachable,
 read-only file, disk full) is logged, kept in :attr:`AuditStore.last_error` /
@@ -189,7 +197,8 @@ class _Statements:
         head's row lock lasts only as long as the statement runs on the server, never
         across a round trip, so writers queue for microseconds, not for network turns.
         Parameters: the three hashed byte strings, the run's values
-        (:attr:`run_value_slots`), then each table's rows in :data:`_CHILD_ORDER`."""
+        (:attr:`run_value_slots`), then each table's rows in :data:`_CHILD_ORDER`.
+        (``sha256`` in SQL: PostgreSQL 11 or newer.)"""
         shape = tuple(len(child_params.get(t, ())) for t in _CHILD_ORDER)
         sql = self._appends.get(shape)
         if sql is None:
