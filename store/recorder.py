@@ -46,7 +46,7 @@ from collections import deque
 from typing import Any, Callable
 
 import attrs
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, select
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from enginecfg.pipeline import events
@@ -329,6 +329,7 @@ class AuditStore:
         self._checkpointer: WalCheckpointer | None = None
         self._writer: Connection | None = None  # see _writer_connection
         self._writer_pid = 0
+        self._engine_pid = os.getpid()  # the process the engine's pool belongs to
 
     # -- database ------------------------------------------------------------------------
 
@@ -340,6 +341,7 @@ class AuditStore:
         with self._engine_lock:
             if self._engine is None:
                 self._engine = _eng.make_engine(self.url)
+                self._engine_pid = os.getpid()
             if not self._ready:
                 if (self._auto_upgrade
                         and _eng.current_revision(self._engine) != _eng.head_revision()):
@@ -371,12 +373,15 @@ class AuditStore:
         if self._mirror not in (None, "env"):
             self._mirror.close()
         if self._write_lock is not None:
+            with self._write_lock:  # not while another thread writes on it
+                self._drop_writer(close=True)
             self._write_lock.close()
             self._write_lock = None
+        else:
+            self._drop_writer(close=True)
         if self._checkpointer is not None:
             self._checkpointer.close()
             self._checkpointer = None
-        self._drop_writer(close=True)
         if self._engine is not None:
             self._engine.dispose()
             self._engine = None
@@ -570,13 +575,9 @@ class AuditStore:
     def _write(self, run_row: dict[str, Any], children: dict[str, list[dict[str, Any]]]) -> int:
         """Append the run to the chain in one transaction; returns its chain position."""
         engine = self.engine
-        if self._statements is None or self._statements.dialect is not engine.dialect:
-            self._statements = _Statements(engine.dialect)
-            self._write_lock = _eng.write_lock(engine)
-            if self._checkpointer is not None:
-                self._checkpointer.close()
-            self._checkpointer = _eng.wal_checkpointer(engine)
         st = self._statements
+        if st is None or st.dialect is not engine.dialect:
+            st = self._prepare_writes(engine)
         hashes = {t: [r["row_hash"] for r in rows] for t, rows in children.items()}
         child_params = {t: st.params(t, children[t]) for t in _CHILD_ORDER if children.get(t)}
         # the run's values encoded now, outside the lock; the chain fields are filled in there
@@ -584,40 +585,83 @@ class AuditStore:
                                                   row_hash=None)])[0])
         # the run's hash too, but for the three chain fields read inside the lock
         prepared = PreparedRunHash(run_row, hashes)
+        position = None
         for attempt in range(_WRITE_ATTEMPTS):
-            try:
-                with self._write_lock:
-                    conn = self._writer_connection(engine)
+            transient = False
+            with self._write_lock:
+                conn = self._writer_connection(engine)
+                try:
                     position = self._write_once(conn, st, run_row, run_params, prepared, child_params)
+                except Exception as exc:
+                    transient = _is_transient(exc)
+                    lost = not transient and self._drop_writer(conn)
+                    if lost:  # it may have gone after the commit: then the run is there
+                        position = self._recorded_position(engine, run_row["id"])
+                    if position is None and not (attempt + 1 < _WRITE_ATTEMPTS and (transient or lost)):
+                        raise
+                except BaseException:  # interrupted mid-write: the connection's state is unknown
+                    self._drop_writer(conn)
+                    raise
+            if position is not None:
+                break
+            if transient:
+                time.sleep(0.05 * (attempt + 1))  # outside the lock
+        self._committed()
+        return position
+
+    def _prepare_writes(self, engine: Engine) -> _Statements:
+        """The statements, the write lock and the checkpointer of *engine*, made once (and
+        by one thread: two first writes at once must share one lock)."""
+        with self._engine_lock:
+            if self._statements is None or self._statements.dialect is not engine.dialect:
+                self._write_lock = _eng.write_lock(engine)
                 if self._checkpointer is not None:
-                    self._checkpointer.committed()
-                return position
-            except Exception as exc:
-                transient = _is_transient(exc)
-                lost = not transient and self._drop_writer()
-                if attempt + 1 < _WRITE_ATTEMPTS and (transient or lost):
-                    time.sleep(0.05 * (attempt + 1) if transient else 0)
-                    continue
-                raise
+                    self._checkpointer.close()
+                self._checkpointer = _eng.wal_checkpointer(engine)
+                self._statements = _Statements(engine.dialect)  # last: it marks the rest ready
+            return self._statements
+
+    def _committed(self) -> None:
+        """Tell the checkpointer of a commit; its trouble is never the run's (the run is
+        recorded, and SQLite's own checkpoint remains as a backstop)."""
+        if self._checkpointer is not None:
+            try:
+                self._checkpointer.committed()
+            except Exception:
+                pass
+
+    def _recorded_position(self, engine: Engine, run_id: str) -> int | None:
+        """The chain position of *run_id* if it is recorded (None: not, or not knowable)."""
+        try:
+            with engine.connect() as conn:
+                return conn.execute(select(Run.chain_pos).where(Run.id == run_id)).scalar()
+        except Exception:
+            return None
 
     def _writer_connection(self, engine: Engine) -> Connection:
         """The connection this process writes through, kept from run to run (used under the
         write lock): no pool checkout, reset or liveness ping on each run, which on
         PostgreSQL is a round trip of its own.  A write that fails on it drops it
-        (:meth:`_drop_writer`), so the next one starts on a fresh, pinged connection; a
-        forked child leaves its parent's alone and opens its own."""
+        (:meth:`_drop_writer`), so the next one starts on a fresh, pinged connection.  A
+        forked child neither uses nor closes its parent's connections, kept or pooled: it
+        opens its own.  (Fork while no other thread of the parent is writing: a
+        connection copied mid-write is in a state neither process can use.)"""
         pid = os.getpid()
-        if self._writer is not None and self._writer_pid != pid:
+        if self._engine_pid != pid:
             self._writer = None  # the parent's: not ours to use, nor to close
             engine.dispose(close=False)
+            self._engine_pid = pid
         if self._writer is None:
             self._writer, self._writer_pid = engine.connect(), pid
         return self._writer
 
-    def _drop_writer(self, close: bool = False) -> bool:
-        """Forget the kept connection (discarded: after a failure it is not trusted, or
-        closed when the store closes); True when it was lost (closed or broken) and a write
-        on a new one is worth trying."""
+    def _drop_writer(self, conn: Connection | None = None, close: bool = False) -> bool:
+        """Forget the kept connection (only if it is *conn*, when given): discarded after a
+        failure (not trusted), or closed when the store closes.  True when it was lost
+        (closed or broken) and a write on a new one is worth trying.  Called under the
+        write lock: no other thread is using it."""
+        if conn is not None and self._writer is not conn:
+            return False
         conn, self._writer = self._writer, None
         if conn is None or self._writer_pid != os.getpid():
             return False

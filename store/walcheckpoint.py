@@ -24,6 +24,7 @@ import atexit
 import os
 import sqlite3
 import threading
+import urllib.parse
 import weakref
 
 __all__ = ["BACKSTOP_PAGES", "WalCheckpointer"]
@@ -43,7 +44,7 @@ class WalCheckpointer:
     in a forked child, stopped by :meth:`close` or at interpreter exit."""
 
     def __init__(self, path: str, every: int = 32):
-        self.path = path
+        self.path = os.path.abspath(path)  # the file of the first write, whatever the cwd later
         self.every = every
         #: checkpoints run, and those SQLite refused (another connection was checkpointing)
         self.checkpoints = 0
@@ -53,14 +54,18 @@ class WalCheckpointer:
         self._thread: threading.Thread | None = None
         self._wake = threading.Event()
         self._stopping = False
+        self._starting = threading.Lock()
 
     def committed(self) -> None:
         """Count one commit of this process; every ``every``-th wakes the thread."""
-        self._commits += 1
+        self._commits += 1  # a rough count: two threads may count one commit as one
         if self._commits % self.every:
             return
-        if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
-            self._start()
+        if self._pid != os.getpid():
+            self._starting = threading.Lock()  # a forked child: the parent's may be held
+        with self._starting:
+            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
+                self._start()
         self._wake.set()
 
     def _start(self) -> None:
@@ -75,8 +80,9 @@ class WalCheckpointer:
     def _loop(self, wake: threading.Event) -> None:
         conn = None
         try:
-            conn = sqlite3.connect(self.path, timeout=0, isolation_level=None,
-                                   check_same_thread=False)
+            # read-write, never create: a file that is gone is not made again, empty
+            conn = sqlite3.connect(f"file:{urllib.parse.quote(self.path)}?mode=rw", uri=True, timeout=0,
+                                   isolation_level=None, check_same_thread=False)
             while True:
                 wake.wait()
                 wake.clear()

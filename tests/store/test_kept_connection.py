@@ -51,3 +51,96 @@ def test_a_failed_write_drops_the_connection(store, monkeypatch):
     emit_run()
     assert store.recorded == 2 and store._writer is not None and store._writer is not kept
     assert store.verify().ok
+
+
+def test_a_connection_lost_after_the_commit_counts_the_run_as_recorded(db_url, monkeypatch):
+    """The append committed, then the connection went before the flush wait answered: the
+    run is there, so it is recorded, not reported failed (nor written twice)."""
+    if not db_url.startswith("postgresql"):
+        pytest.skip("a server ends the connection: PostgreSQL")
+    import psycopg
+
+    store = AuditStore(db_url).attach()
+    try:
+        emit_run()
+        execute = psycopg.Cursor.execute
+        armed = [True]
+
+        def end_after_commit(self, query, *a, **k):
+            if armed[0] and query == "SELECT txid_current()":
+                armed[0] = False
+                with store.engine.connect() as admin:
+                    admin.execute(text("SELECT pg_terminate_backend(:p)"),
+                                  {"p": self.connection.info.backend_pid})
+            return execute(self, query, *a, **k)
+
+        monkeypatch.setattr(psycopg.Cursor, "execute", end_after_commit)
+        run_id = emit_run()
+        monkeypatch.undo()
+        assert not armed[0]  # the case was met
+        assert store.write_failed == 0, store.record_error
+        assert store.recorded == 2 and store.get_run(run_id)["run_id"] == run_id
+        assert store.verify().ok
+    finally:
+        store.close()
+
+
+def test_only_the_connection_that_failed_is_dropped(store):
+    """A thread's failure drops the connection it used, never one another thread has
+    opened since (the drop happens under the write lock, on that connection only)."""
+    emit_run()
+    kept = store._writer
+    other = store.engine.connect()
+    try:
+        assert store._drop_writer(other) is False and store._writer is kept
+    finally:
+        other.close()
+    emit_run()
+    assert store._writer is kept and store.write_failed == 0
+
+
+def test_a_failing_checkpointer_does_not_fail_the_run(tmp_path, monkeypatch):
+    from enginecfg.store.walcheckpoint import WalCheckpointer
+
+    def broken(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(WalCheckpointer, "committed", broken)
+    store = AuditStore(f"sqlite:///{tmp_path / 'audit.db'}").attach()
+    try:
+        for _ in range(3):
+            emit_run()
+        assert store.recorded == 3 and store.write_failed == 0 and store.verify().ok
+    finally:
+        store.close()
+
+
+def _forked_writer(store: AuditStore, runs: int, out) -> None:
+    for _ in range(runs):
+        emit_run()
+    out.put((store.recorded, store.write_failed, store.record_error))
+
+
+def test_a_forked_child_writes_on_connections_of_its_own(db_url):
+    """The parent opened the database (schema, a read) but has not written yet: its pool
+    holds a connection, which the child must not share."""
+    import multiprocessing
+
+    store = AuditStore(db_url).attach()
+    try:
+        store.list_runs()  # the parent's pool now holds a connection
+        ctx = multiprocessing.get_context("fork")
+        out = ctx.Queue()
+        child = ctx.Process(target=_forked_writer, args=(store, 15, out))
+        child.start()
+        for _ in range(15):
+            emit_run()
+        recorded, failed, error = out.get(timeout=120)
+        child.join(60)
+        assert child.exitcode == 0
+        assert (recorded, failed) == (15, 0), error
+        assert store.recorded == 15 and store.write_failed == 0, store.record_error
+        result = store.verify()
+        assert result.ok and result.runs_checked == 30
+    finally:
+        store.close()

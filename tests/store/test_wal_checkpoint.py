@@ -103,3 +103,18 @@ def test_a_forked_process_starts_a_thread_of_its_own(tmp_path):
     finally:
         checkpointer.close()
     assert not _threads()
+
+
+def test_the_thread_opens_the_file_of_the_first_write_and_never_creates_one(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    checkpointer = WalCheckpointer("rel.db", every=1)
+    assert checkpointer.path == str(tmp_path / "rel.db")  # not re-read against a later cwd
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    try:
+        checkpointer.committed()  # no such file: the thread cannot open it, and makes none
+        assert _wait(lambda: checkpointer._thread is not None and not checkpointer._thread.is_alive(), 10)
+        assert not (tmp_path / "rel.db").exists() and not list(elsewhere.iterdir())
+    finally:
+        checkpointer.close()
