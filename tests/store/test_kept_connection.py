@@ -144,3 +144,35 @@ def test_a_forked_child_writes_on_connections_of_its_own(db_url):
         assert result.ok and result.runs_checked == 30
     finally:
         store.close()
+
+
+def test_first_writes_of_several_threads_share_one_lock_and_connection(db_url, monkeypatch):
+    """The write set-up (statements, write lock, checkpointer) is made by one thread: two
+    locks would let two threads write on the one kept connection at once."""
+    import threading
+
+    from enginecfg.store import recorder
+
+    made = []
+
+    class SlowStatements(recorder._Statements):
+        def __init__(self, dialect):
+            made.append(1)
+            threading.Event().wait(0.1)  # every thread reaches the set-up meanwhile
+            super().__init__(dialect)
+
+    monkeypatch.setattr(recorder, "_Statements", SlowStatements)
+    store = AuditStore(db_url).attach()
+    try:
+        store.engine  # the schema first: only the write set-up races
+        gate = threading.Barrier(4)
+        threads = [threading.Thread(target=lambda: (gate.wait(), emit_run())) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(made) == 1
+        assert store.recorded == 4 and store.write_failed == 0, store.record_error
+        assert store.verify().ok
+    finally:
+        store.close()
