@@ -596,7 +596,7 @@ class AuditStore:
                     transient = _is_transient(exc)
                     lost = not transient and self._drop_writer(conn)
                     if lost:  # it may have gone after the commit: then the run is there
-                        position = self._recorded_position(engine, run_row["id"])
+                        position = self._recorded_position(engine, run_row)
                     if position is None and not (attempt + 1 < _WRITE_ATTEMPTS and (transient or lost)):
                         raise
                 except BaseException:  # interrupted mid-write: the connection's state is unknown
@@ -630,11 +630,14 @@ class AuditStore:
             except Exception:
                 pass
 
-    def _recorded_position(self, engine: Engine, run_id: str) -> int | None:
-        """The chain position of *run_id* if it is recorded (None: not, or not knowable)."""
+    def _recorded_position(self, engine: Engine, run_row: dict[str, Any]) -> int | None:
+        """The chain position of this very run if it is recorded (None: not, or not
+        knowable): its id, start and finish (an earlier run given the same id is not it)."""
         try:
             with engine.connect() as conn:
-                return conn.execute(select(Run.chain_pos).where(Run.id == run_id)).scalar()
+                return conn.execute(select(Run.chain_pos).where(
+                    Run.id == run_row["id"], Run.started_at == run_row["started_at"],
+                    Run.finished_at == run_row["finished_at"])).scalar()
         except Exception:
             return None
 

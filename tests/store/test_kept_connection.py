@@ -85,6 +85,38 @@ def test_a_connection_lost_after_the_commit_counts_the_run_as_recorded(db_url, m
         store.close()
 
 
+def test_a_lost_connection_does_not_pass_off_an_earlier_run_as_this_one(db_url, monkeypatch):
+    """The run's id is already recorded (a caller reused it) and the connection is lost
+    before the append: the run is not taken as recorded; the retry meets the duplicate."""
+    if not db_url.startswith("postgresql"):
+        pytest.skip("a server ends the connection: PostgreSQL")
+    import psycopg
+
+    store = AuditStore(db_url).attach()
+    try:
+        emit_run(run_id="e" * 32)
+        execute = psycopg.Cursor.execute
+        armed = [True]
+
+        def end_before_append(self, query, *a, **k):
+            if armed[0] and isinstance(query, str) and query.startswith("WITH h AS"):
+                armed[0] = False
+                with store.engine.connect() as admin:
+                    admin.execute(text("SELECT pg_terminate_backend(:p)"),
+                                  {"p": self.connection.info.backend_pid})
+            return execute(self, query, *a, **k)
+
+        monkeypatch.setattr(psycopg.Cursor, "execute", end_before_append)
+        emit_run(run_id="e" * 32)
+        monkeypatch.undo()
+        assert not armed[0]  # the case was met
+        assert store.recorded == 1 and store.write_failed == 1
+        assert "UniqueViolation" in store.record_error
+        assert store.verify().ok
+    finally:
+        store.close()
+
+
 def test_only_the_connection_that_failed_is_dropped(store):
     """A thread's failure drops the connection it used, never one another thread has
     opened since (the drop happens under the write lock, on that connection only)."""
