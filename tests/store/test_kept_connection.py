@@ -53,28 +53,35 @@ def test_a_failed_write_drops_the_connection(store, monkeypatch):
     assert store.verify().ok
 
 
+def _end_connection_at(store, monkeypatch, starts: str) -> list[bool]:
+    """End the server side of the writer's connection once, just before it sends the first
+    statement starting with *starts* (what a restart or an idle timeout does).  Returns a
+    flag list: ``[False]`` once it happened."""
+    import psycopg
+
+    execute = psycopg.Cursor.execute
+    armed = [True]
+
+    def ending(self, query, *a, **k):
+        if armed[0] and isinstance(query, str) and query.startswith(starts):
+            armed[0] = False
+            with store.engine.connect() as admin:
+                admin.execute(text("SELECT pg_terminate_backend(:p)"), {"p": self.connection.info.backend_pid})
+        return execute(self, query, *a, **k)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", ending)
+    return armed
+
+
 def test_a_connection_lost_after_the_commit_counts_the_run_as_recorded(db_url, monkeypatch):
     """The append committed, then the connection went before the flush wait answered: the
     run is there, so it is recorded, not reported failed (nor written twice)."""
     if not db_url.startswith("postgresql"):
         pytest.skip("a server ends the connection: PostgreSQL")
-    import psycopg
-
     store = AuditStore(db_url).attach()
     try:
         emit_run()
-        execute = psycopg.Cursor.execute
-        armed = [True]
-
-        def end_after_commit(self, query, *a, **k):
-            if armed[0] and query == "SELECT txid_current()":
-                armed[0] = False
-                with store.engine.connect() as admin:
-                    admin.execute(text("SELECT pg_terminate_backend(:p)"),
-                                  {"p": self.connection.info.backend_pid})
-            return execute(self, query, *a, **k)
-
-        monkeypatch.setattr(psycopg.Cursor, "execute", end_after_commit)
+        armed = _end_connection_at(store, monkeypatch, "SELECT txid_current()")
         run_id = emit_run()
         monkeypatch.undo()
         assert not armed[0]  # the case was met
@@ -90,23 +97,10 @@ def test_a_lost_connection_does_not_pass_off_an_earlier_run_as_this_one(db_url, 
     before the append: the run is not taken as recorded; the retry meets the duplicate."""
     if not db_url.startswith("postgresql"):
         pytest.skip("a server ends the connection: PostgreSQL")
-    import psycopg
-
     store = AuditStore(db_url).attach()
     try:
         emit_run(run_id="e" * 32)
-        execute = psycopg.Cursor.execute
-        armed = [True]
-
-        def end_before_append(self, query, *a, **k):
-            if armed[0] and isinstance(query, str) and query.startswith("WITH h AS"):
-                armed[0] = False
-                with store.engine.connect() as admin:
-                    admin.execute(text("SELECT pg_terminate_backend(:p)"),
-                                  {"p": self.connection.info.backend_pid})
-            return execute(self, query, *a, **k)
-
-        monkeypatch.setattr(psycopg.Cursor, "execute", end_before_append)
+        armed = _end_connection_at(store, monkeypatch, "WITH h AS")
         emit_run(run_id="e" * 32)
         monkeypatch.undo()
         assert not armed[0]  # the case was met
