@@ -1,7 +1,7 @@
 """Speed at scale, side by side in one run.
 
     python -P bench/scale_bench.py [--sizes 1,10,100,1000] [--cli-runs 3] [--store-runs 300]
-                                   [--writers 8] [--skip-store]
+                                   [--store-rounds 3] [--writers 8] [--skip-store]
 
 1. N distinct configs in one process (N = 1, 10, 100, 1,000; each a Qwen3.5-27B config with
    one extra key, never seen by any cache): enginecfg (``EngineConfig.from_pretrained`` +
@@ -14,7 +14,8 @@
    transformers"`` and beside a process that builds the same config with ``AutoConfig``;
    median of ``--cli-runs``.
 3. Audit-store throughput: 1 and ``--writers`` writer processes on one SQLite file, and on
-   PostgreSQL when ``ENGINECFG_TEST_PG_URL`` is set (see bench/store_bench.py).
+   PostgreSQL when ``ENGINECFG_TEST_PG_URL`` is set, alternating round by round (see
+   bench/store_bench.py).
 4. ``Pipeline()`` per call beside one reused pipeline (warm config).
 
 This checkout's enginecfg is measured (its root goes first on ``sys.path``), whatever else
@@ -163,7 +164,7 @@ def bench_cli(runs: int, tmp: Path) -> dict:
     return med
 
 
-def bench_store(runs: int, writers: int, tmp: Path) -> dict:
+def bench_store(runs: int, writers: int, tmp: Path, rounds: int = 3) -> dict:
     sys.path.insert(0, str(BENCH))
     import store_bench
 
@@ -178,11 +179,9 @@ def bench_store(runs: int, writers: int, tmp: Path) -> dict:
                 return f"sqlite:///{tmp / f'{tag}-{uuid.uuid4().hex[:6]}.db'}"
             return schemas.new()
 
-        one = store_bench._one_writer(fresh("one"), runs)
-        many = store_bench._many_writers(fresh("many"), writers, runs)
-        out[name] = (one, many)
-        print(f"store {name:10s}: 1 writer {one:7.0f} runs/s  |  {writers} writers {many:7.0f} runs/s aggregate "
-              f"(x{many / one:.2f})  ({runs} runs per writer)", flush=True)
+        got = store_bench.alternating(fresh, writers, runs, rounds)
+        out[name] = got
+        print("store " + store_bench.summary(name, writers, runs, got).replace("\n", "\nstore "), flush=True)
         if schemas is not None:
             schemas.close()
     return out
@@ -214,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="1,10,100,1000")
     ap.add_argument("--cli-runs", type=int, default=3)
     ap.add_argument("--store-runs", type=int, default=300)
+    ap.add_argument("--store-rounds", type=int, default=3)
     ap.add_argument("--writers", type=int, default=8)
     ap.add_argument("--reuse-runs", type=int, default=300)
     ap.add_argument("--skip-store", action="store_true")
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         if "cli" in only:
             bench_cli(args.cli_runs, tmp)
         if "store" in only and not args.skip_store:
-            bench_store(args.store_runs, args.writers, tmp)
+            bench_store(args.store_runs, args.writers, tmp, args.store_rounds)
         if "reuse" in only:
             bench_pipeline_reuse(args.reuse_runs)
     print(f"# done, load {os.getloadavg()[0]:.1f}")

@@ -6,6 +6,9 @@
   through the signal bus into a fresh SQLite file; runs/s, median of ``--repeat``;
 * 8 writers: 8 processes (spawn) released together by a barrier, into one file;
   aggregate runs/s = all runs / (last finish - first start), median of ``--repeat``;
+* the two alternate, one round = one writer then 8 writers, and the ratio is taken round by
+  round (median, with the lowest and highest): on a shared machine whose speed drifts from
+  minute to minute, a ratio of two medians taken minutes apart measures the drift;
 * the same two on PostgreSQL when ``ENGINECFG_TEST_PG_URL`` is set (a schema per repeat);
 * ``field_history`` with ``--changes`` changes stored (bulk-inserted, 10 per run, into a
   temporary SQLite file): median latency of the default query (newest 50 runs), of
@@ -53,6 +56,27 @@ def _worker(url: str, n: int, barrier, queue) -> None:
         emit_run()
     queue.put((t0, time.time(), store.write_failed))
     store.close()
+
+
+def alternating(fresh, writers: int, n: int, rounds: int) -> dict[str, list[float]]:
+    """``rounds`` rounds of one writer then ``writers`` writers (each into a fresh database
+    from ``fresh(tag)``): the rates of each and the ratio of each round."""
+    one, many, ratio = [], [], []
+    for _ in range(rounds):
+        one.append(_one_writer(fresh("one"), n))
+        many.append(_many_writers(fresh("many"), writers, n))
+        ratio.append(many[-1] / one[-1])
+    return {"one": one, "many": many, "ratio": ratio}
+
+
+def summary(name: str, writers: int, n: int, got: dict[str, list[float]]) -> str:
+    med = statistics.median
+    rounds = len(got["ratio"])
+    return (f"{name:10s} 1 writer : {med(got['one']):8.0f} runs/s (median of {rounds} x {n} runs)\n"
+            f"{name:10s} {writers} writers: {med(got['many']):8.0f} runs/s aggregate (median of "
+            f"{rounds} x {writers}x{n} runs)\n"
+            f"{name:10s} {writers} writers / 1 writer, round by round: median x{med(got['ratio']):.2f} "
+            f"(x{min(got['ratio']):.2f}-x{max(got['ratio']):.2f})")
 
 
 def _many_writers(url: str, writers: int, n: int) -> float:
@@ -180,13 +204,8 @@ def main(argv: list[str] | None = None) -> int:
                     return f"sqlite:///{Path(tmp) / f'{tag}-{uuid.uuid4().hex[:6]}.db'}"
                 return schemas.new()
 
-            one = [_one_writer(fresh("one"), args.runs) for _ in range(args.repeat)]
-            many = [_many_writers(fresh("many"), args.writers, args.runs)
-                    for _ in range(args.repeat)]
-            print(f"{name:10s} 1 writer : {statistics.median(one):8.0f} runs/s (median of "
-                  f"{args.repeat} x {args.runs} runs)")
-            print(f"{name:10s} {args.writers} writers: {statistics.median(many):8.0f} runs/s "
-                  f"aggregate (median of {args.repeat} x {args.writers}x{args.runs} runs)")
+            got = alternating(fresh, args.writers, args.runs, args.repeat)
+            print(summary(name, args.writers, args.runs, got), flush=True)
             if schemas is not None:
                 schemas.close()
         if not args.skip_history:

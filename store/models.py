@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from typing import Any
 
 from sqlalchemy import (
@@ -114,26 +113,15 @@ def normalise_json(value: Any) -> Any:
 
 def encode_json(value: Any) -> tuple[Any, str]:
     """``(normalise_json(value), text)``: ``text`` is the exact text a :class:`JSONValue`
-    column stores on SQLite for that value.  One ``dumps`` in the common case; a value with
-    a non-finite number or a tag key (``$float`` / ``$esc``) is encoded a second time, the
-    way the column's processor rewrites it."""
+    column stores on SQLite for that value.  One ``dumps`` and one ``loads`` in the common
+    case; a text that may hold a non-finite number or a tag key (``$float`` / ``$esc``) is
+    encoded again the column's own way, from the normalised value (a false alarm, such as
+    "NaN" inside a string, only costs that second encoding)."""
     text = _dumps_any(value)
     normalised = json.loads(text)
-    if _FLOAT_TAG in text or _ESC_TAG in text:  # a tag to escape: the column's own way
+    if "NaN" in text or "Infinity" in text or _FLOAT_TAG in text or _ESC_TAG in text:
         return normalised, _dumps_column(_encode_nonfinite(normalised))
-    if "NaN" in text or "Infinity" in text:  # rewritten in the text, strings left alone
-        return normalised, _NONFINITE_TOKEN.sub(_tagged, text)
     return normalised, text
-
-
-#: a JSON string (skipped), or a non-finite number as ``json.dumps`` writes it
-_NONFINITE_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|-?Infinity|NaN')
-_TAGGED = {"NaN": '{"$float": "nan"}', "Infinity": '{"$float": "inf"}', "-Infinity": '{"$float": "-inf"}'}
-
-
-def _tagged(match: "re.Match[str]") -> str:
-    token = match[0]
-    return token if token[0] == '"' else _TAGGED[token]
 
 
 class Base(DeclarativeBase):
