@@ -6,6 +6,7 @@ import atexit
 import gc
 import json
 import os
+import shutil
 import tempfile
 import uuid
 from pathlib import Path
@@ -77,3 +78,12 @@ def pytest_sessionfinish(session):
     gc.collect()
     gc.freeze()
     atexit.register(gc.unfreeze)
+
+
+def pytest_unconfigure(config):
+    # the session's folder (its snapshot cache and default audit database) goes with it;
+    # a store still open at exit has its files open already, and its checkpointer never
+    # creates a file that is gone
+    tmp = os.environ.get("ENGINECFG_TEST_TMP")
+    if tmp and os.path.basename(tmp).startswith("enginecfg-tests-"):
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import json
 import math
 import os
@@ -188,13 +189,26 @@ def _good_value(name: str):
 _ARG_NAMES = sorted(ENGINE_ARGS) + ["no_such_arg", "blocksize", "max_model_length", ""]
 
 
+@functools.cache
+def _arg_value(name: str):
+    """The strategy of one argument's value, built once: hypothesis validates a strategy the
+    first time it draws from it, and a strategy rebuilt for every draw is validated every
+    time (most of this file's generation time, measured), for the same examples."""
+    good = _good_value(name) if name in ENGINE_ARGS else st.integers()
+    return st.one_of(good, good, json_values)
+
+
+@functools.cache
+def _arg_names(max_size: int):
+    return st.lists(st.sampled_from(_ARG_NAMES), max_size=max_size, unique=True)
+
+
 @st.composite
 def engine_args(draw, max_size=4):
-    names = draw(st.lists(st.sampled_from(_ARG_NAMES), max_size=max_size, unique=True))
+    names = draw(_arg_names(max_size))
     args = {}
     for name in names:
-        good = _good_value(name) if name in ENGINE_ARGS else st.integers()
-        args[name] = draw(st.one_of(good, good, json_values))
+        args[name] = draw(_arg_value(name))
     return args
 
 
@@ -376,10 +390,10 @@ def test_cli_nested_type_errors_one_line_no_traceback(tmp_path, path, value, cod
 # -- a failed run is recorded as failed ------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def fuzz_store():
+def fuzz_store(tmp_path_factory):
     from enginecfg.store import AuditStore
 
-    d = tempfile.mkdtemp(prefix="enginecfg-fuzz-")
+    d = tmp_path_factory.mktemp("fuzz-store")
     store = AuditStore(f"sqlite:///{d}/audit.db").attach()
     yield store
     store.close()
