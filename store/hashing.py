@@ -82,7 +82,23 @@ CHILD_ORDER = {"stage_executions": "stage_order", "changes": "seq", "messages": 
 
 def canonical(value: Any) -> bytes:
     """Deterministic JSON bytes: sorted keys, no whitespace, NaN/Infinity spelled out."""
-    return canonical_json(value, ascii_only=False).encode("utf-8")
+    return _utf8(canonical_json(value, ascii_only=False))
+
+
+def _utf8(text: str) -> bytes:
+    """The UTF-8 bytes of a canonical text.  A lone surrogate (a JSON value's ``\\udXXX``
+    escape, a file name's undecodable byte) has none: it is written as that escape, which
+    no other text's canonical JSON can spell, since a backslash of the text itself is
+    written doubled.  Every other text encodes exactly as before."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace")
+
+
+def _canonical_text(value: Any) -> str:
+    """:func:`canonical` before its UTF-8 encoding (for texts that are cut and joined first)."""
+    return canonical_json(value, ascii_only=False)
 
 
 def _sha(value: Any) -> str:
@@ -156,7 +172,7 @@ class PreparedRunHash:
         self.order = tuple(k for k in sorted(body) if k in CHAIN_FIELDS)
         # one encoding of the whole body, a marker in each chain field's place: the texts
         # between the markers are the texts between those fields' values
-        text = canonical({k: _MARKER if k in CHAIN_FIELDS else v for k, v in body.items()}).decode("utf-8")
+        text = _canonical_text({k: _MARKER if k in CHAIN_FIELDS else v for k, v in body.items()})
         self.pieces = text.split(_MARKER_TEXT)
         if len(self.pieces) != len(self.order) + 1:  # a value held the marker: member by member
             self.pieces, text = [], "{"
@@ -166,12 +182,12 @@ class PreparedRunHash:
                     self.pieces.append(text)
                     text = ""
                 else:
-                    text += canonical(body[k]).decode("utf-8")
+                    text += _canonical_text(body[k])
             self.pieces.append(text + "}")
 
     def finish(self, **chain: Any) -> str:
         """The run's hash, given the chain fields its layout hashes."""
-        return hashlib.sha256(self._text(chain).encode("utf-8")).hexdigest()
+        return hashlib.sha256(_utf8(self._text(chain))).hexdigest()
 
     def around_head(self, **known: Any) -> tuple[bytes, bytes, bytes]:
         """The hashed bytes but for the head-dependent values, for a database that reads the
@@ -180,7 +196,7 @@ class PreparedRunHash:
         as is inside its quotes), given every other chain field in ``known``."""
         text = self._text({**known, "chain_pos": _CUT, "prev_hash": _CUT_TEXT})
         a, b, c = text.split(_CUT_MARK)
-        return a.encode("utf-8"), b.encode("utf-8"), c.encode("utf-8")
+        return _utf8(a), _utf8(b), _utf8(c)
 
     def _text(self, chain: Mapping[str, Any]) -> str:
         out = [self.pieces[0]]
@@ -192,7 +208,7 @@ class PreparedRunHash:
 
 #: a text no run value holds: it stands for a value while the rest is encoded around it
 _MARKER = "\x00enginecfg-" + secrets.token_hex(16)
-_MARKER_TEXT = canonical(_MARKER).decode("utf-8")
+_MARKER_TEXT = _canonical_text(_MARKER)
 
 
 def child_hashes(table: str, rows: Sequence[Mapping[str, Any]], layout_number: int | None = None) -> list[str]:
@@ -205,10 +221,10 @@ def child_hashes(table: str, rows: Sequence[Mapping[str, Any]], layout_number: i
     for row in rows:
         docs.append({"table": table, **{f: row.get(f) for f in fields}})
         docs.append(_MARKER)
-    texts = canonical(docs[:-1]).decode("utf-8")[1:-1].split("," + _MARKER_TEXT + ",")
+    texts = _canonical_text(docs[:-1])[1:-1].split("," + _MARKER_TEXT + ",")
     if len(texts) != len(rows):  # a value held the marker
         return [child_hash(table, row, layout_number) for row in rows]
-    return [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
+    return [hashlib.sha256(_utf8(t)).hexdigest() for t in texts]
 
 
 #: splits the hashed text where the database writes the head's values (a character no
@@ -223,14 +239,14 @@ def _encode_chain(value: Any) -> str:
         return _CUT_MARK
     if value is _CUT_TEXT:  # a text value: its quotes stay in the hashed text
         return '"' + _CUT_MARK + '"'
-    return canonical(value).decode("utf-8")
+    return _canonical_text(value)
 
 
 def _member(key: str) -> str:
     """``"key":`` as canonical JSON writes an object's member name."""
     text = _MEMBER_NAMES.get(key)
     if text is None:
-        text = _MEMBER_NAMES[key] = canonical(key).decode("utf-8") + ":"
+        text = _MEMBER_NAMES[key] = _canonical_text(key) + ":"
     return text
 
 

@@ -42,6 +42,8 @@ __all__ = [
     "AUDIT_TABLES",
     "GENESIS_HASH",
     "JSONValue",
+    "TEXT_COLUMNS",
+    "storable_text",
 ]
 
 GENESIS_HASH = "0" * 64
@@ -267,3 +269,26 @@ class ChainHead(Base):
 
 #: Tables whose rows may never be updated or deleted (the triggers' list).
 AUDIT_TABLES = ("runs", "stage_executions", "changes", "messages", "validation_checks")
+
+
+def storable_text(value: str) -> str:
+    """*value* as a text column can hold it, which is as it is unless it holds a lone
+    surrogate: what Python makes of a file name's byte that is not UTF-8 (a model folder
+    named in Latin-1, say, as ``os`` functions and ``sys.argv`` give it), or of a
+    ``\\udXXX`` escape in a JSON file.  No driver can send such a text, so each lone
+    surrogate is written as its JSON escape, ``\\udcff``; the run's hash covers the text
+    as stored.  (JSON columns need none of this: their text escapes it already.)"""
+    if value.isascii():
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
+#: The text columns of each audit table (what :func:`storable_text` applies to).
+TEXT_COLUMNS: dict[str, tuple[str, ...]] = {
+    model.__tablename__: tuple(c.name for c in model.__table__.columns if isinstance(c.type, String))
+    for model in (Run, StageExecution, Change, Message, ValidationCheck)
+}

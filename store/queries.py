@@ -17,7 +17,7 @@ from sqlalchemy import Select, exists, or_, select
 
 from enginecfg.pipeline.errors import InvalidInputError
 from enginecfg.store.hashing import CHILD_ORDER
-from enginecfg.store.models import Base, Change, JSONValue, Run
+from enginecfg.store.models import Base, Change, JSONValue, Run, storable_text
 
 __all__ = [
     "UnknownRunError",
@@ -91,6 +91,7 @@ def _model_filter(q: Select, model: str | None) -> Select:
     """Exact model source, or a path ending in ``/<model>`` (the model folder's name)."""
     if model is None:
         return q
+    model = storable_text(model)  # as the store wrote it (a path's undecodable byte escaped)
     return q.where(or_(Run.model == model, Run.model.endswith("/" + model, autoescape=True)))
 
 
@@ -101,9 +102,9 @@ def list_runs(store, *, model: str | None = None, architecture: str | None = Non
     """Stored runs, newest first (by start time), filtered; ``limit`` None means all."""
     q = _model_filter(select(*_SUMMARY_COLS), model)
     if architecture is not None:
-        q = q.where(Run.architecture == architecture)
+        q = q.where(Run.architecture == storable_text(architecture))
     if status is not None:
-        q = q.where(Run.status == status)
+        q = q.where(Run.status == storable_text(status))
     if since is not None:
         q = q.where(Run.started_at >= _epoch(since))
     if until is not None:
@@ -119,7 +120,7 @@ def resolve_run_id(conn, run_id: str) -> str:
     """The full id of the one run whose id is, or starts with, ``run_id``."""
     if not isinstance(run_id, str) or not run_id.strip():
         raise UnknownRunError("run id must not be empty", field="run_id")
-    run_id = run_id.strip()
+    run_id = storable_text(run_id.strip())
     if conn.execute(select(Run.id).where(Run.id == run_id)).scalar() is not None:
         return run_id
     found = conn.execute(select(Run.id).where(Run.id.startswith(run_id, autoescape=True))
@@ -212,6 +213,7 @@ def field_history(store, field: str, *, model: str | None = None, limit: int | N
     if not field or not isinstance(field, str):
         raise InvalidInputError.for_value("field", field, "a dotted config field path")
     out: list[dict[str, Any]] = []
+    stored_field = storable_text(field)  # changes.field as the store wrote it
     cols = (Run.id, Run.started_at, Run.chain_pos, Run.model, Run.architecture, Run.status,
             Run.result, Run.engine_args)
     with store.engine.connect() as conn:
@@ -219,7 +221,7 @@ def field_history(store, field: str, *, model: str | None = None, limit: int | N
             # newest runs first through the started_at index, each probed through the
             # (field, run_id) index: stops after `limit` hits instead of sorting them all
             base = select(*cols).where(exists().where(Change.run_id == Run.id,
-                                                      Change.field == field))
+                                                      Change.field == stored_field))
         else:
             base = select(*cols)
         base = _model_filter(base, model).order_by(Run.started_at.desc(), Run.chain_pos.desc())
@@ -232,7 +234,7 @@ def field_history(store, field: str, *, model: str | None = None, limit: int | N
             ids = [r.id for r in runs]
             by_run: dict[str, list[dict[str, Any]]] = {}
             for c in conn.execute(select(_CHANGES).where(Change.run_id.in_(ids),
-                                                          Change.field == field)
+                                                          Change.field == stored_field)
                                   .order_by(Change.run_id, Change.seq)):
                 by_run.setdefault(c.run_id, []).append(_change_dict(c))
             for r in runs:
@@ -267,7 +269,7 @@ def why(store, run_id: str, field: str) -> dict[str, Any]:
                          .where(Run.id == rid)).one()
         changes = [_change_dict(c) for c in conn.execute(
             select(_CHANGES).where(Change.run_id == rid).order_by(Change.seq))
-            if _touches(c.field, field)]
+            if _touches(c.field, storable_text(field))]
     initial = lookup(_config_of(r.input_config), field)
     final = lookup(_config_of(r.result), field)
     exact = [c for c in changes if c["field"] == field]

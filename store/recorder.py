@@ -59,9 +59,11 @@ from enginecfg.store.models import (
     Message,
     Run,
     StageExecution,
+    TEXT_COLUMNS,
     ValidationCheck,
     encode_json,
     normalise_json,
+    storable_text,
 )
 
 __all__ = ["AuditStore", "WriteFailure"]
@@ -265,6 +267,17 @@ def _with_json(row: dict[str, Any], **values: Any) -> dict[str, Any]:
             continue
         row[name], texts[name] = encode_json(value)
     return row
+
+
+def _storable_texts(table: str, rows: list[dict[str, Any]]) -> None:
+    """Make each text column's value one the drivers can send (:func:`storable_text`),
+    before the rows are hashed: the hash covers what is stored."""
+    names = TEXT_COLUMNS[table]
+    for row in rows:
+        for name in names:
+            value = row.get(name)
+            if type(value) is str and not value.isascii():
+                row[name] = storable_text(value)
 
 
 def impact_columns(document: Any) -> dict[str, Any]:
@@ -567,6 +580,9 @@ class AuditStore:
                    input_config=s.input_config, result=document, source=s.source)
         children = {"stage_executions": stages, "changes": changes, "messages": messages,
                     "validation_checks": checks}
+        _storable_texts("runs", [run_row])
+        for table, rows in children.items():
+            _storable_texts(table, rows)
         for table, rows in children.items():
             for row, digest in zip(rows, child_hashes(table, rows, run_row["hash_layout"])):
                 row["row_hash"] = digest
