@@ -139,7 +139,9 @@ _NESTED = ("top", "text_config", "llm_config", "vision_config", "quantization_co
 _WORDS = ["", "auto", "bfloat16", "float16", "float32", "fp8", "float64", "mamba", "attention",
           "full_attention", "linear_attention", "sliding_attention", "conv", "mean", "avg", "cls", "last",
           "modelopt", "NVFP4", "yarn", "longrope", "llama", "qwen3_5", "gemma4", "nemotron_h", "M*-",
-          "\x00", "é", "LlamaForCausalLM"]
+          "\x00", "é", "LlamaForCausalLM",
+          # lone surrogates: a \udXXX escape in config.json, a file name's undecodable byte
+          "Qwen\ud800ForCausalLM", "caf\udce9"]
 _EDGE_INTS = [0, -1, 1, 2, 3, 7, 64, 2**31, 2**31 - 1, 2**63, -2**63, 10**30, -10**30]
 _EDGE_FLOATS = [0.0, -0.0, 0.5, 1.0, 2.0, -3.5, 1e308, -1e308, 5e-324, math.nan, math.inf, -math.inf]
 
