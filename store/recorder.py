@@ -269,6 +269,9 @@ def _with_json(row: dict[str, Any], **values: Any) -> dict[str, Any]:
     return row
 
 
+_INT64_MIN, _INT64_MAX = -2 ** 63, 2 ** 63 - 1
+
+
 def _storable_texts(table: str, rows: list[dict[str, Any]]) -> None:
     """Make each text column's value one the drivers can send (:func:`storable_text`),
     before the rows are hashed: the hash covers what is stored."""
@@ -281,16 +284,25 @@ def _storable_texts(table: str, rows: list[dict[str, Any]]) -> None:
 
 
 def impact_columns(document: Any) -> dict[str, Any]:
-    """The headline KV-cache figures of a run document's ``impact`` (None when absent)."""
+    """The headline KV-cache figures of a run document's ``impact``, as their columns hold
+    them.  None when a figure is absent, and when a column cannot hold it: NaN (SQLite would
+    store NULL, PostgreSQL NaN, and NaN equals nothing when ``verify`` compares), a count
+    that is not finite or not a 64-bit integer, a number too large for a double.  The
+    result document keeps every figure exactly; a figure the columns cannot hold must not
+    keep the run out of the store, nor make ``verify`` report it edited."""
     impact = document.get("impact") if isinstance(document, dict) else None
     if not isinstance(impact, dict):
         impact = {}
 
     def number(key: str, kind: type) -> Any:
         value = impact.get(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
             return None
-        return kind(value)
+        try:
+            value = kind(value)
+        except (OverflowError, ValueError):  # int(inf), float(10**400)
+            return None
+        return value if kind is float or _INT64_MIN <= value <= _INT64_MAX else None
 
     return {"kv_tokens": number("kv_tokens", int),
             "max_concurrency": number("max_concurrency", float),

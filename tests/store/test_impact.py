@@ -69,3 +69,51 @@ def test_migration_0003_impact_adds_and_removes_the_columns(db_url):
         assert eng.current_revision(engine) == eng.head_revision()
     finally:
         engine.dispose()
+
+
+def _publish(run_id: str, impact: dict) -> None:
+    import time
+
+    from enginecfg.pipeline import events
+    from enginecfg.testing import base_config
+
+    cfg = base_config()
+    events.run_started.send(run_id, event=events.RunStarted(
+        run_id=run_id, started_at=time.time(), model="/models/m", architecture="A", engine_args={},
+        input_config=cfg, input_fingerprint="f" * 64, stages=()))
+    doc = {"status": "resolved", "config": cfg, "impact": impact, "fingerprint": "e" * 64}
+    events.run_finished.send(run_id, event=events.RunFinished(
+        run_id=run_id, finished_at=time.time(), status="resolved", document=doc,
+        fingerprint="e" * 64))
+
+
+def test_figures_the_columns_cannot_hold_keep_the_run_and_verify(store):
+    """A NaN, an infinite count, a count past 64 bits, a number past a double: the run is
+    recorded, its result keeps the figure, its column is NULL, and verify calls it intact
+    (before: the first three kept the run out of the store; a NaN concurrency was stored
+    and then reported as an edited run on every verify)."""
+    import math
+
+    cases = {
+        "1" * 32: ({"kv_tokens": 2 ** 70}, {"kv_tokens": None}),
+        "2" * 32: ({"kv_tokens": math.inf, "max_model_len_fits": math.nan}, {"kv_tokens": None, "max_model_len_fits": None}),
+        "3" * 32: ({"max_concurrency": math.nan}, {"max_concurrency": None}),
+        "4" * 32: ({"max_concurrency": 10 ** 400}, {"max_concurrency": None}),
+        "5" * 32: ({"max_concurrency": math.inf, "kv_tokens": 2 ** 63 - 1}, {"max_concurrency": math.inf, "kv_tokens": 2 ** 63 - 1}),
+    }
+    for run_id, (impact, _) in cases.items():
+        _publish(run_id, impact)
+    assert store.write_failed == 0, store.record_error
+    assert store.recorded == len(cases)
+    for run_id, (impact, columns) in cases.items():
+        with store.engine.connect() as conn:
+            held = conn.execute(text("SELECT kv_tokens, max_concurrency, max_model_len_fits "
+                                     "FROM runs WHERE id = :id"), {"id": run_id}).one()._asdict()
+        for key, value in columns.items():
+            assert held[key] == value, (run_id, key, held[key])
+        stored = store.get_run(run_id)["result"]["impact"]
+        assert set(stored) == set(impact)
+        for key, value in impact.items():  # the document keeps the exact figure
+            assert stored[key] == value or (math.isnan(stored[key]) and math.isnan(value))
+    report = store.verify()
+    assert report.ok and report.runs_checked == len(cases), report
