@@ -272,12 +272,16 @@ AUDIT_TABLES = ("runs", "stage_executions", "changes", "messages", "validation_c
 
 
 def storable_text(value: str) -> str:
-    """*value* as a text column can hold it, which is as it is unless it holds a lone
-    surrogate: what Python makes of a file name's byte that is not UTF-8 (a model folder
-    named in Latin-1, say, as ``os`` functions and ``sys.argv`` give it), or of a
-    ``\\udXXX`` escape in a JSON file.  No driver can send such a text, so each lone
-    surrogate is written as its JSON escape, ``\\udcff``; the run's hash covers the text
-    as stored.  (JSON columns need none of this: their text escapes it already.)"""
+    """*value* as every backend's text column can hold it, which is as it is but for two
+    characters no driver sends: NUL (PostgreSQL's text refuses it; a ``\\u0000`` escape in
+    a JSON file gives one), and a lone surrogate (what Python makes of a file name's byte
+    that is not UTF-8, a model folder named in Latin-1, say, as ``os`` functions and
+    ``sys.argv`` give it, or of a ``\\udXXX`` escape in a JSON file).  Each is written as
+    its JSON escape (``\\u0000``, ``\\udcff``), the same on SQLite and PostgreSQL; the
+    run's hash covers the text as stored.  (JSON columns need none of this: their text
+    escapes both already.)"""
+    if "\x00" in value:
+        value = value.replace("\x00", "\\u0000")
     if value.isascii():
         return value
     try:

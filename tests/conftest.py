@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import json
 import os
@@ -25,11 +26,11 @@ BACKENDS = [
 ]
 
 
-@pytest.fixture(params=BACKENDS)
-def db_url(request, tmp_path):
+@contextlib.contextmanager
+def fresh_database(backend: str, folder: Path):
     """A fresh, empty audit database URL (PostgreSQL: a schema of its own, dropped afterwards)."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'audit.db'}"
+    if backend == "sqlite":
+        yield f"sqlite:///{folder / 'audit.db'}"
         return
     from sqlalchemy import text
 
@@ -40,10 +41,26 @@ def db_url(request, tmp_path):
     with admin.begin() as conn:
         conn.execute(text(f"CREATE SCHEMA {schema}"))
     url = normalise_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"})
-    yield url.render_as_string(hide_password=False)
-    with admin.begin() as conn:
-        conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
-    admin.dispose()
+    try:
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with admin.begin() as conn:
+            conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
+        admin.dispose()
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request, tmp_path):
+    """A fresh, empty audit database URL, on SQLite and on PostgreSQL."""
+    with fresh_database(request.param, tmp_path) as url:
+        yield url
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def module_db_url(request, tmp_path_factory):
+    """:func:`db_url` shared by the tests of one module."""
+    with fresh_database(request.param, tmp_path_factory.mktemp("db")) as url:
+        yield url
 
 
 def pytest_configure(config):

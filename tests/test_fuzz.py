@@ -392,11 +392,11 @@ def test_cli_nested_type_errors_one_line_no_traceback(tmp_path, path, value, cod
 # -- a failed run is recorded as failed ------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def fuzz_store(tmp_path_factory):
+def fuzz_store(module_db_url):
+    """On both backends: each refuses texts of its own (PostgreSQL, NUL)."""
     from enginecfg.store import AuditStore
 
-    d = tmp_path_factory.mktemp("fuzz-store")
-    store = AuditStore(f"sqlite:///{d}/audit.db").attach()
+    store = AuditStore(module_db_url).attach()
     yield store
     store.close()
 

@@ -1,10 +1,12 @@
-"""Text no database driver can send: a lone surrogate.
+"""Text a database driver cannot send: a lone surrogate, and NUL on PostgreSQL.
 
-Python holds one for a file name's byte that is not UTF-8 (a model folder named in Latin-1,
-as ``sys.argv`` and ``os`` functions give it) and for a ``\\udXXX`` escape in a JSON file.
-A run that holds one is recorded all the same (its text columns spell the surrogate as its
-JSON escape, its JSON documents keep it exactly), its hashes verify, and the audit commands
-find it by the text the user gives them.  Before, such a run resolved and was not recorded.
+Python holds a lone surrogate for a file name's byte that is not UTF-8 (a model folder named
+in Latin-1, as ``sys.argv`` and ``os`` functions give it) and for a ``\\udXXX`` escape in a
+JSON file; a ``\\u0000`` escape gives NUL, which PostgreSQL's text refuses.  A run that
+holds either is recorded all the same (its text columns spell the character as its JSON
+escape, on both backends; its JSON documents keep it exactly), its hashes verify, and the
+audit commands find it by the text the user gives them.  Before, such a run resolved and
+was not recorded.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from support import CONFIGS, run_cli
 
 LATIN1_FOLDER = os.fsdecode(b"caf\xe9-7b")  # what a process is given for that folder name
 LONE = "Qwen\ud800ForCausalLM"  # json.loads of "Qwen\\ud800ForCausalLM"
+NUL = "gemma\x00"  # json.loads of "gemma\\u0000"
 
 
 def test_the_names_hold_lone_surrogates():
@@ -39,6 +42,8 @@ def test_the_names_hold_lone_surrogates():
 def test_storable_text_escapes_only_lone_surrogates():
     assert storable_text("/models/" + LATIN1_FOLDER) == "/models/caf\\udce9-7b"
     assert storable_text(LONE) == "Qwen\\ud800ForCausalLM"
+    assert storable_text(NUL) == "gemma\\u0000"
+    assert storable_text("\x00" + LATIN1_FOLDER) == "\\u0000caf\\udce9-7b"
     for text in ("plain", "é ∞ 模型", "a\\ud800 literal", ""):
         assert storable_text(text) is text
 
@@ -60,10 +65,13 @@ def _publish(run_id: str, model: str) -> dict:
         new=LATIN1_FOLDER, reason=f"renamed for {model}", level="INFO"))
     events.warning_issued.send(run_id, event=events.WarningIssued(
         run_id=run_id, seq=1, stage="defaults", level="WARNING", message=f"{LONE} is not known"))
+    events.warning_issued.send(run_id, event=events.WarningIssued(
+        run_id=run_id, seq=2, stage="defaults", level="INFO", message=f"model type {NUL!s}"))
     events.stage_finished.send(run_id, event=events.StageFinished(
         run_id=run_id, stage="defaults", order=0, outcome="changed", duration_s=0.001, changes=1,
         error=None))
     cfg["hf_config"][LATIN1_FOLDER] = LATIN1_FOLDER
+    cfg["hf_config"]["model_type"] = NUL
     doc = {"status": "resolved", "run_id": run_id, "model": model, "config": cfg,
            "fingerprint": "e" * 64}
     events.run_finished.send(run_id, event=events.RunFinished(
@@ -94,6 +102,8 @@ def test_a_run_with_lone_surrogates_is_recorded_verifies_and_is_found(db_url):
         assert (change["old"], change["new"]) == (LONE, LATIN1_FOLDER)
         assert change["reason"] == "renamed for /models/caf\\udce9-7b"
         assert row["messages"][0]["message"] == "Qwen\\ud800ForCausalLM is not known"
+        assert row["messages"][1]["message"] == "model type gemma\\u0000"
+        assert row["result"]["config"]["hf_config"]["model_type"] == NUL
 
         report = store.verify()
         assert report.ok and report.runs_checked == 3, report
