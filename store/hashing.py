@@ -88,8 +88,10 @@ def canonical(value: Any) -> bytes:
 def _utf8(text: str) -> bytes:
     """The UTF-8 bytes of a canonical text.  A lone surrogate (a JSON value's ``\\udXXX``
     escape, a file name's undecodable byte) has none: it is written as that escape, which
-    no other text's canonical JSON can spell, since a backslash of the text itself is
-    written doubled.  Every other text encodes exactly as before."""
+    the canonical JSON of no other value spells, since a backslash inside a value is
+    written doubled.  (Text columns are hashed as stored, after
+    :func:`enginecfg.store.models.storable_text`.)
+    Every other text encodes exactly as before."""
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:

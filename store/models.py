@@ -278,8 +278,11 @@ def storable_text(value: str) -> str:
     that is not UTF-8, a model folder named in Latin-1, say, as ``os`` functions and
     ``sys.argv`` give it, or of a ``\\udXXX`` escape in a JSON file).  Each is written as
     its JSON escape (``\\u0000``, ``\\udcff``), the same on SQLite and PostgreSQL; the
-    run's hash covers the text as stored.  (JSON columns need none of this: their text
-    escapes both already.)"""
+    run's hash covers the text as stored.  The escape is spelled with ordinary characters,
+    so a text that holds those very characters (a folder literally named ``caf\\udce9``)
+    is stored alike: a filter finds both, and the run's JSON documents, which hold either
+    exactly, tell them apart.  (JSON columns need none of this: their text escapes both,
+    and a backslash as ``\\\\``.)"""
     if "\x00" in value:
         value = value.replace("\x00", "\\u0000")
     if value.isascii():

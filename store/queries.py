@@ -87,12 +87,32 @@ _SUMMARY_COLS = (Run.id, Run.chain_pos, Run.started_at, Run.finished_at, Run.sta
                  Run.pid, Run.enginecfg_version, Run.engine_args, Run.error)
 
 
-def _model_filter(q: Select, model: str | None) -> Select:
+def _spellings(dialect: str, text: str) -> list[str]:
+    """How a text column may hold the user's *text*: as the store writes it
+    (:func:`storable_text`: NUL and a lone surrogate, such as a path's undecodable byte,
+    escaped), and on SQLite also as it is, the way a NUL was stored before it was escaped."""
+    stored = storable_text(text)
+    if stored != text and dialect == "sqlite" and "\x00" in text:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return [stored]
+        return [stored, text]
+    return [stored]
+
+
+def _is(column: Any, dialect: str, text: str) -> Any:
+    forms = _spellings(dialect, text)
+    return column == forms[0] if len(forms) == 1 else column.in_(forms)
+
+
+def _model_filter(q: Select, model: str | None, dialect: str) -> Select:
     """Exact model source, or a path ending in ``/<model>`` (the model folder's name)."""
     if model is None:
         return q
-    model = storable_text(model)  # as the store wrote it (a path's undecodable byte escaped)
-    return q.where(or_(Run.model == model, Run.model.endswith("/" + model, autoescape=True)))
+    return q.where(or_(*[cond for form in _spellings(dialect, model)
+                         for cond in (Run.model == form,
+                                      Run.model.endswith("/" + form, autoescape=True))]))
 
 
 def list_runs(store, *, model: str | None = None, architecture: str | None = None,
@@ -100,11 +120,12 @@ def list_runs(store, *, model: str | None = None, architecture: str | None = Non
               until: float | _dt.datetime | None = None, limit: int | None = 50
               ) -> list[dict[str, Any]]:
     """Stored runs, newest first (by start time), filtered; ``limit`` None means all."""
-    q = _model_filter(select(*_SUMMARY_COLS), model)
+    dialect = store.engine.dialect.name
+    q = _model_filter(select(*_SUMMARY_COLS), model, dialect)
     if architecture is not None:
-        q = q.where(Run.architecture == storable_text(architecture))
+        q = q.where(_is(Run.architecture, dialect, architecture))
     if status is not None:
-        q = q.where(Run.status == storable_text(status))
+        q = q.where(_is(Run.status, dialect, status))
     if since is not None:
         q = q.where(Run.started_at >= _epoch(since))
     if until is not None:
@@ -120,7 +141,7 @@ def resolve_run_id(conn, run_id: str) -> str:
     """The full id of the one run whose id is, or starts with, ``run_id``."""
     if not isinstance(run_id, str) or not run_id.strip():
         raise UnknownRunError("run id must not be empty", field="run_id")
-    run_id = storable_text(run_id.strip())
+    run_id = storable_text(run_id.strip())  # ids are hex: another text only has to be sendable
     if conn.execute(select(Run.id).where(Run.id == run_id)).scalar() is not None:
         return run_id
     found = conn.execute(select(Run.id).where(Run.id.startswith(run_id, autoescape=True))
@@ -213,7 +234,7 @@ def field_history(store, field: str, *, model: str | None = None, limit: int | N
     if not field or not isinstance(field, str):
         raise InvalidInputError.for_value("field", field, "a dotted config field path")
     out: list[dict[str, Any]] = []
-    stored_field = storable_text(field)  # changes.field as the store wrote it
+    dialect = store.engine.dialect.name
     cols = (Run.id, Run.started_at, Run.chain_pos, Run.model, Run.architecture, Run.status,
             Run.result, Run.engine_args)
     with store.engine.connect() as conn:
@@ -221,10 +242,10 @@ def field_history(store, field: str, *, model: str | None = None, limit: int | N
             # newest runs first through the started_at index, each probed through the
             # (field, run_id) index: stops after `limit` hits instead of sorting them all
             base = select(*cols).where(exists().where(Change.run_id == Run.id,
-                                                      Change.field == stored_field))
+                                                      _is(Change.field, dialect, field)))
         else:
             base = select(*cols)
-        base = _model_filter(base, model).order_by(Run.started_at.desc(), Run.chain_pos.desc())
+        base = _model_filter(base, model, dialect).order_by(Run.started_at.desc(), Run.chain_pos.desc())
         page, offset = max(limit or 0, 200), 0
         while limit is None or len(out) < limit:
             runs = conn.execute(base.limit(page).offset(offset)).all()
@@ -234,7 +255,7 @@ def field_history(store, field: str, *, model: str | None = None, limit: int | N
             ids = [r.id for r in runs]
             by_run: dict[str, list[dict[str, Any]]] = {}
             for c in conn.execute(select(_CHANGES).where(Change.run_id.in_(ids),
-                                                          Change.field == stored_field)
+                                                          _is(Change.field, dialect, field))
                                   .order_by(Change.run_id, Change.seq)):
                 by_run.setdefault(c.run_id, []).append(_change_dict(c))
             for r in runs:
@@ -263,16 +284,17 @@ def why(store, run_id: str, field: str) -> dict[str, Any]:
     it) in order, each with its stage and reason.  ``found`` is false when the run neither
     holds nor changed such a field.
     """
+    forms = _spellings(store.engine.dialect.name, field)  # changes.field as stored
     with store.engine.connect() as conn:
         rid = resolve_run_id(conn, run_id)
         r = conn.execute(select(Run.input_config, Run.result, Run.status, Run.model)
                          .where(Run.id == rid)).one()
         changes = [_change_dict(c) for c in conn.execute(
             select(_CHANGES).where(Change.run_id == rid).order_by(Change.seq))
-            if _touches(c.field, storable_text(field))]
+            if any(_touches(c.field, form) for form in forms)]
     initial = lookup(_config_of(r.input_config), field)
     final = lookup(_config_of(r.result), field)
-    exact = [c for c in changes if c["field"] == field]
+    exact = [c for c in changes if c["field"] in forms]
     if final is _MISSING and exact:
         final = exact[-1]["new"]
     if initial is _MISSING and exact:
@@ -315,7 +337,7 @@ def known_fields(store) -> list[str]:
 def check_field(store, field: str) -> None:
     """Raise :class:`UnknownFieldError` (with the closest names) unless *field* is known."""
     names = known_fields(store)
-    if field in names:
+    if field in names or storable_text(field) in names:  # a changed field as stored
         return
     from enginecfg.pipeline.suggest import closest
 

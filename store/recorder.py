@@ -279,7 +279,7 @@ def _storable_texts(table: str, rows: list[dict[str, Any]]) -> None:
     for row in rows:
         for name in names:
             value = row.get(name)
-            if type(value) is str and ("\x00" in value or not value.isascii()):
+            if isinstance(value, str) and ("\x00" in value or not value.isascii()):
                 row[name] = storable_text(value)
 
 

@@ -124,7 +124,7 @@ def _check_run(run: dict[str, Any], kids: dict[str, list[dict[str, Any]]],
                                         f"of run {rid} (position {pos}) does not match its hash",
                                         table, rid, pos, key))
     projected = impact_columns(run["result"])
-    if any(run.get(k) != v for k, v in projected.items()) and not child_trouble:
+    if any(not _held_as(run.get(k), v) for k, v in projected.items()) and not child_trouble:
         child_trouble = True
         problems.append(Problem("edited_run", f"run {rid} (position {pos}): its impact columns "
                                 "do not match the impact of its stored result", "runs", rid, pos))
@@ -189,3 +189,9 @@ def verify(store) -> VerifyResult:
                                         "which is not in the chain", table, rid))
     return VerifyResult(ok=not problems, runs_checked=checked, head_position=head_pos,
                         head_hash=head_hash, problems=tuple(problems))
+
+
+def _held_as(column: Any, projected: Any) -> bool:
+    """Whether an impact column holds its projection.  A NaN figure projects to NULL; a
+    PostgreSQL run recorded before that held NaN in the column, which is the same figure."""
+    return column == projected or (projected is None and isinstance(column, float) and column != column)

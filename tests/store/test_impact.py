@@ -117,3 +117,24 @@ def test_figures_the_columns_cannot_hold_keep_the_run_and_verify(store):
             assert stored[key] == value or (math.isnan(stored[key]) and math.isnan(value))
     report = store.verify()
     assert report.ok and report.runs_checked == len(cases), report
+
+
+def test_a_nan_concurrency_held_in_its_column_before_still_verifies(store, monkeypatch):
+    """Runs recorded before a NaN figure projected to NULL hold NaN in the column on
+    PostgreSQL (SQLite turns it into NULL itself): the same figure, so not an edit."""
+    import math
+
+    from enginecfg.store import recorder
+
+    real = recorder.impact_columns
+    with monkeypatch.context() as m:  # the writer as it was: the NaN into the column
+        m.setattr(recorder, "impact_columns", lambda doc: {**real(doc), "max_concurrency": math.nan})
+        _publish("6" * 32, {"max_concurrency": math.nan, "kv_tokens": 5})
+    assert store.write_failed == 0, store.record_error
+    report = store.verify()
+    assert report.ok, report
+    # an edit is still an edit
+    with store.engine.begin() as conn:
+        drop_triggers(conn)
+        conn.execute(text("UPDATE runs SET max_concurrency = 2.5 WHERE id = :id"), {"id": "6" * 32})
+    assert not store.verify().ok
