@@ -119,6 +119,9 @@ def encode_json(value: Any) -> tuple[Any, str]:
     case; a text that may hold a non-finite number or a tag key (``$float`` / ``$esc``) is
     encoded again the column's own way, from the normalised value (a false alarm, such as
     "NaN" inside a string, only costs that second encoding)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or (kind is float and math.isfinite(value)):
+        return value, _dumps_any(value)  # comes back as it is (most changed values): no loads
     text = _dumps_any(value)
     normalised = json.loads(text)
     if "NaN" in text or "Infinity" in text or _FLOAT_TAG in text or _ESC_TAG in text:

@@ -18,6 +18,8 @@ VALUES = [
     "a string",
     7,
     {"dtype": object()},  # not JSON: encoded through str() as every column value is
+    # scalars, which take a shorter way
+    "NaN", "$float", True, False, 2 ** 70, -0.0, 1e-300, 0.1, "é \x00 \ud800",
 ]
 NOT_FINITE = [{"x": float("nan")}, [float("inf")], {"$float": "inf"}, {"s": "NaN in a string"},
               {"$esc": {"a": 1}},
