@@ -269,9 +269,6 @@ def _with_json(row: dict[str, Any], **values: Any) -> dict[str, Any]:
     return row
 
 
-_INT64_MIN, _INT64_MAX = -2 ** 63, 2 ** 63 - 1
-
-
 def _storable_texts(table: str, rows: list[dict[str, Any]]) -> None:
     """Make each text column's value one the drivers can send (:func:`storable_text`),
     before the rows are hashed: the hash covers what is stored."""
@@ -281,6 +278,9 @@ def _storable_texts(table: str, rows: list[dict[str, Any]]) -> None:
             value = row.get(name)
             if isinstance(value, str) and ("\x00" in value or not value.isascii()):
                 row[name] = storable_text(value)
+
+
+_INT64_MIN, _INT64_MAX = -2 ** 63, 2 ** 63 - 1
 
 
 def impact_columns(document: Any) -> dict[str, Any]:
@@ -595,7 +595,6 @@ class AuditStore:
         _storable_texts("runs", [run_row])
         for table, rows in children.items():
             _storable_texts(table, rows)
-        for table, rows in children.items():
             for row, digest in zip(rows, child_hashes(table, rows, run_row["hash_layout"])):
                 row["row_hash"] = digest
         return run_row, children
