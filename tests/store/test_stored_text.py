@@ -49,8 +49,8 @@ def test_storable_text_escapes_only_nul_and_lone_surrogates():
 
 
 def _publish(run_id: str, model: str) -> dict:
-    """One run whose every kind of text holds a lone surrogate: the model path, the
-    architecture, a changed field, a reason, a message, the input and result documents."""
+    """One run whose every kind of text holds a lone surrogate or NUL: the model path, the
+    architecture, changed fields, a reason, messages, the input and result documents."""
     cfg = base_config()
     cfg["model_config"]["architecture"] = LONE
     cfg["hf_config"][LATIN1_FOLDER] = LONE
