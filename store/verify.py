@@ -10,6 +10,13 @@ together with its hash).  Each run is checked by the hash layout it names
 (``runs.hash_layout``), its child rows by the same one.  Finally the last run must be the one ``chain_head`` names (a run
 removed from, or appended to, the tail), and no child row may belong to no run.
 
+The whole walk reads one snapshot of the database, so that a store written while it is
+verified (a fleet's engines recording runs) is judged as it stood when the walk began: a run
+appended meanwhile is neither in the walk nor in the head it is compared with.  On SQLite
+the transaction the first read opens is such a snapshot (WAL); on PostgreSQL the walk runs at
+``REPEATABLE READ`` (at the default ``READ COMMITTED`` every statement saw the newest
+commits, and a run appended during the walk was reported as added to the tail).
+
 An attacker who can rewrite every hash *and* the chain head consistently is out of reach of
 any self-contained check; signed checkpoints kept elsewhere close that
 (:mod:`enginecfg.store.checkpoint`).
@@ -140,6 +147,8 @@ def verify(store) -> VerifyResult:
     problems: list[Problem] = []
     runs = Run.__table__
     with store.engine.connect() as conn:
+        if conn.dialect.name == "postgresql":  # one snapshot for the whole walk (see above)
+            conn.execution_options(isolation_level="REPEATABLE READ")
         head = conn.execute(select(ChainHead.position, ChainHead.head_hash)
                             .where(ChainHead.id == 1)).one_or_none()
         expected_pos, prev_hash, checked = 1, GENESIS_HASH, 0

@@ -203,3 +203,30 @@ def test_verify_cli_exit_codes_and_json(chain, capsys):
     assert doc["ok"] is False and doc["first_bad"]["run_id"] == ids[1]
     assert doc["first_bad"]["table"] == "changes" and doc["first_bad"]["key"] == 2
 
+
+
+def test_a_run_appended_while_verify_walks_is_not_taken_for_tampering(store, monkeypatch):
+    """A store written during ``audit verify`` (engines recording runs meanwhile): the walk
+    judges the snapshot it began with.  The run appended after the head was read, committed
+    before the walk's next read, is neither walked nor reported; the next walk takes it in.
+    (On PostgreSQL at READ COMMITTED it was reported as added to the tail.)"""
+    from enginecfg.store import verify as verify_module
+
+    first = [emit_run() for _ in range(3)]
+    real_children = verify_module._children
+    appended: list[str] = []
+
+    def children_then_append(conn, run_ids):
+        found = real_children(conn, run_ids)
+        if not appended:
+            appended.append(emit_run())  # committed through the store's own writer connection
+        return found
+
+    monkeypatch.setattr(verify_module, "_children", children_then_append)
+    report = store.verify()
+    assert appended and store.recorded == len(first) + 1
+    assert report.ok, report.problems
+    assert report.runs_checked == len(first)
+    monkeypatch.undo()
+    again = store.verify()
+    assert again.ok and again.runs_checked == len(first) + 1
