@@ -47,6 +47,7 @@ __all__ = [
     "display_url",
     "make_engine",
     "write_connection",
+    "one_snapshot",
     "write_lock",
     "WriteLock",
     "wal_checkpointer",
@@ -138,6 +139,16 @@ def write_connection(engine: Engine) -> Iterator[Connection]:
         conn.execution_options(**{_WRITE_OPTION: True})
         with conn.begin():
             yield conn
+
+
+def one_snapshot(conn: Connection) -> Connection:
+    """Make every read of *conn*'s next transaction see one snapshot of the database (for a
+    walk of many statements while writers append).  SQLite's read transaction, begun by the
+    first read, is one already (WAL); PostgreSQL's default ``READ COMMITTED`` lets each
+    statement see the newest commits, so the connection reads at ``REPEATABLE READ``."""
+    if conn.dialect.name == "postgresql":
+        conn.execution_options(isolation_level="REPEATABLE READ")
+    return conn
 
 
 class WriteLock:

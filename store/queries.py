@@ -16,6 +16,7 @@ from typing import Any, TextIO
 from sqlalchemy import Select, exists, or_, select
 
 from enginecfg.pipeline.errors import InvalidInputError
+from enginecfg.store.engine import one_snapshot
 from enginecfg.store.hashing import CHILD_ORDER
 from enginecfg.store.models import Base, Change, JSONValue, Run, storable_text
 
@@ -237,7 +238,9 @@ def field_history(store, field: str, *, model: str | None = None, limit: int | N
     dialect = store.engine.dialect.name
     cols = (Run.id, Run.started_at, Run.chain_pos, Run.model, Run.architecture, Run.status,
             Run.result, Run.engine_args)
-    with store.engine.connect() as conn:
+    # pages of runs, newest first: one snapshot, or runs recorded meanwhile would shift the
+    # pages and repeat runs across them
+    with one_snapshot(store.engine.connect()) as conn:
         if changed_only:
             # newest runs first through the started_at index, each probed through the
             # (field, run_id) index: stops after `limit` hits instead of sorting them all

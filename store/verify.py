@@ -30,6 +30,7 @@ from typing import Any
 import attrs
 from sqlalchemy import exists, select
 
+from enginecfg.store.engine import one_snapshot
 from enginecfg.store.recorder import impact_columns
 from enginecfg.store.hashing import (
     CHILD_ORDER,
@@ -146,9 +147,7 @@ def verify(store) -> VerifyResult:
     """Walk the chain of ``store`` (an :class:`~enginecfg.store.AuditStore`)."""
     problems: list[Problem] = []
     runs = Run.__table__
-    with store.engine.connect() as conn:
-        if conn.dialect.name == "postgresql":  # one snapshot for the whole walk (see above)
-            conn.execution_options(isolation_level="REPEATABLE READ")
+    with one_snapshot(store.engine.connect()) as conn:  # see the module docstring
         head = conn.execute(select(ChainHead.position, ChainHead.head_hash)
                             .where(ChainHead.id == 1)).one_or_none()
         expected_pos, prev_hash, checked = 1, GENESIS_HASH, 0

@@ -139,3 +139,24 @@ def test_export_rejects_unknown_format_and_table(store):
         store.export(io.StringIO(), fmt="xml")
     with pytest.raises(InvalidInputError, match="table"):
         store.export(io.StringIO(), table="sqlite_master")
+
+
+def test_history_pages_read_one_snapshot_while_runs_are_recorded(store, monkeypatch):
+    """``field_history`` reads runs newest first, a page at a time: a run recorded between two
+    pages must not shift the next page (which repeated a run on PostgreSQL at READ COMMITTED)."""
+    from enginecfg.store import queries
+
+    ids = [emit_run(model=f"/models/m{i % 3}") for i in range(205)]  # more than one page
+    real = queries._change_dict
+    appended: list[str] = []
+
+    def change_then_append(c):
+        if not appended:
+            appended.append(emit_run(model="/models/new"))  # through the store's own writer
+        return real(c)
+
+    monkeypatch.setattr(queries, "_change_dict", change_then_append)
+    got = [h["run_id"] for h in store.field_history("cache_config.block_size", limit=None)]
+    assert appended
+    assert len(got) == len(set(got)), "a run came back twice"
+    assert sorted(got) == sorted(ids)
