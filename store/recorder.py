@@ -175,8 +175,9 @@ class _Statements:
         self.chain_slots = [(name, i, proc) for i, (name, proc) in enumerate(self.inserts["runs"][1])
                             if name in ("chain_pos", "prev_hash", "recorded_at", "row_hash")]
         head = q(ChainHead.__table__.name)
-        lock = "" if self.sqlite else " FOR UPDATE"
-        self.select_head = f"SELECT position, head_hash FROM {head} WHERE id = 1{lock}"
+        #: SQLite: the head read and moved inside ``BEGIN IMMEDIATE`` (PostgreSQL takes and
+        #: moves it within :meth:`append`)
+        self.select_head = f"SELECT position, head_hash FROM {head} WHERE id = 1"
         self.update_head = f"UPDATE {head} SET position = {mark}, head_hash = {mark} WHERE id = 1"
 
         #: PostgreSQL: the run's values bound to :meth:`append` (the head-dependent ones are
