@@ -76,7 +76,7 @@ def _summary(r: Any) -> dict[str, Any]:
         "finished_at": _iso(r.finished_at), "status": r.status, "model": r.model,
         "architecture": r.architecture, "changes": r.n_changes, "messages": r.n_messages,
         "checks": r.n_checks, "kv_tokens": r.kv_tokens, "max_concurrency": r.max_concurrency,
-        "host": r.host, "pid": r.pid,
+        "host": r.host, "pid": r.pid, "os_user": r.os_user, "actor": r.actor,
         "enginecfg_version": r.enginecfg_version, "engine_args": r.engine_args,
         "error": err.get("message") if err else None,
     }
@@ -85,7 +85,7 @@ def _summary(r: Any) -> dict[str, Any]:
 _SUMMARY_COLS = (Run.id, Run.chain_pos, Run.started_at, Run.finished_at, Run.status, Run.model,
                  Run.architecture, Run.n_changes, Run.n_messages, Run.n_checks,
                  Run.kv_tokens, Run.max_concurrency, Run.host,
-                 Run.pid, Run.enginecfg_version, Run.engine_args, Run.error)
+                 Run.pid, Run.os_user, Run.actor, Run.enginecfg_version, Run.engine_args, Run.error)
 
 
 def _spellings(dialect: str, text: str) -> list[str]:
@@ -118,11 +118,14 @@ def _model_filter(q: Select, model: str | None, dialect: str) -> Select:
 
 def list_runs(store, *, model: str | None = None, architecture: str | None = None,
               status: str | None = None, since: float | _dt.datetime | None = None,
-              until: float | _dt.datetime | None = None, limit: int | None = 50
-              ) -> list[dict[str, Any]]:
-    """Stored runs, newest first (by start time), filtered; ``limit`` None means all."""
+              until: float | _dt.datetime | None = None, limit: int | None = 50,
+              actor: str | None = None) -> list[dict[str, Any]]:
+    """Stored runs, newest first (by start time), filtered; ``limit`` None means all.
+    ``actor`` matches the actor named explicitly or the operating-system user."""
     dialect = store.engine.dialect.name
     q = _model_filter(select(*_SUMMARY_COLS), model, dialect)
+    if actor is not None:
+        q = q.where(or_(_is(Run.actor, dialect, actor), _is(Run.os_user, dialect, actor)))
     if architecture is not None:
         q = q.where(_is(Run.architecture, dialect, architecture))
     if status is not None:
@@ -186,6 +189,7 @@ def get_run(store, run_id: str) -> dict[str, Any]:
             result=r.result, result_fingerprint=r.result_fingerprint, error=r.error,
             failed_stage=r.failed_stage, recorded_at=_iso(r.recorded_at),
             prev_hash=r.prev_hash, row_hash=r.row_hash, source=r.source,
+            hash_layout=r.hash_layout,
         )
         kids = _children(conn, rid)
         out["stages"] = kids["stage_executions"]

@@ -31,7 +31,7 @@ import attrs
 from sqlalchemy import exists, select
 
 from enginecfg.store.engine import one_snapshot
-from enginecfg.store.recorder import impact_columns
+from enginecfg.store.rows import impact_columns
 from enginecfg.store.hashing import (
     CHILD_ORDER,
     UnknownLayoutError,

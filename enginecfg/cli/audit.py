@@ -343,12 +343,25 @@ def _cmd_audit_verify(args: argparse.Namespace) -> int:
 
 @_guard
 def _cmd_audit_checkpoint(args: argparse.Namespace) -> int:
+    import os
+
     from enginecfg.store import checkpoint as cp
 
-    doc = cp.cmd_checkpoint(_store(args), args.key_file, args.output, sys.stdout)
-    if args.output not in (None, "-"):
-        print(f"checkpoint of position {doc['position']} signed with key {doc['key_id']} "
-              f"({doc['alg']}) written to {args.output}", file=sys.stderr)
+    doc = cp.make_checkpoint(_store(args), cp.load_key(args.key_file))
+    text = cp.checkpoint_text(doc)
+    if args.output in (None, "-"):
+        sys.stdout.write(text)
+        return 0
+    try:  # a new file: an earlier checkpoint is never overwritten
+        fd = os.open(args.output, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        raise InvalidInputError.for_value("output", args.output, "a path that does not exist "
+                                          "yet (a checkpoint is never overwritten)",
+                                          flag="--output") from None
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    print(f"checkpoint of position {doc['position']} signed with key {doc['key_id']} "
+          f"({doc['alg']}) written to {args.output}", file=sys.stderr)
     return 0
 
 
@@ -358,7 +371,12 @@ def _cmd_audit_keygen(args: argparse.Namespace) -> int:
 
     from enginecfg.store import checkpoint as cp
 
-    key = cp.cmd_keygen(args.out, args.public)
+    try:
+        key = cp.generate_key(args.out, args.public)
+    except FileExistsError:
+        raise InvalidInputError.for_value("key_file", args.out, "a path that does not exist "
+                                          "yet (an existing key is never overwritten)",
+                                          flag="--out") from None
     print(f"Ed25519 key {key.key_id}: private key {args.out} (keep it with the signer only), "
           f"public key {args.public or Path(args.out).with_suffix('.pub.pem')}")
     return 0
