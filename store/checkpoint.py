@@ -56,6 +56,7 @@ __all__ = [
     "read_checkpoints",
     "check_against",
     "verify_with_checkpoints",
+    "read_mirror",
     "checkpoint_text",
     "mirror_table",
 ]
@@ -381,17 +382,39 @@ def mirror_table(metadata=None):
                  Column("document", Text, nullable=False))
 
 
-def _read_mirror_db(url: str) -> list[tuple[str, dict[str, Any]]]:
+def read_mirror(target: str) -> list[tuple[str, dict[str, Any]]]:
+    """The checkpoints the mirror *target* holds (``ENGINECFG_AUDIT_MIRROR``): none (an
+    empty list) where it has not written one yet."""
+    if "://" in target:
+        return _read_mirror_db(target, empty_ok=True)
+    path = Path(target)
+    if not path.exists() or (path.is_file() and not path.read_bytes().strip()):
+        return []
+    return read_checkpoints(target)
+
+
+def _read_mirror_db(url: str, empty_ok: bool = False) -> list[tuple[str, dict[str, Any]]]:
+    from sqlalchemy import inspect
+
     from enginecfg.store.engine import display_url, make_engine
 
-    engine = make_engine(url)
+    try:
+        engine = make_engine(url, read_only=empty_ok)
+    except InvalidInputError:  # a SQLite mirror file not written yet
+        if empty_ok:
+            return []
+        raise
     try:
         table = mirror_table()
         with engine.connect() as conn:
+            if empty_ok and not inspect(conn).has_table(table.name):
+                return []
             rows = conn.execute(select(table.c.id, table.c.document)
                                 .order_by(table.c.id)).all()
     finally:
         engine.dispose()
+    if not rows and empty_ok:
+        return []
     if not rows:
         raise CheckpointError(f"invalid --checkpoint {display_url(url)}: its {_MIRROR_TABLE} "
                               "table holds no checkpoint", field="checkpoint")
@@ -408,12 +431,25 @@ def _read_mirror_db(url: str) -> list[tuple[str, dict[str, Any]]]:
 # -- verify -------------------------------------------------------------------------------
 
 
-def verify_with_checkpoints(store, sources: Iterable[str], keys: Sequence[AuditKey]
-                            ) -> VerifyResult:
-    """The chain's own walk plus, for every checkpoint in ``sources``, proof that the
-    database extends it.  Every signature is checked first: one that does not verify (or
+def verify_with_checkpoints(store, sources: Iterable[str], keys: Sequence[AuditKey], *,
+                            mirror: str | None = None) -> VerifyResult:
+    """The chain's own walk plus, for every checkpoint in ``sources`` and in the *mirror*
+    (``ENGINECFG_AUDIT_MIRROR``, which may hold none yet), proof that the database extends
+    it: a store that shrank, was rewritten or was replaced by another one (an emptied one
+    included) is reported.  Every signature is checked first: one that does not verify (or
     whose key was not given) is refused with :class:`CheckpointError` before any verdict."""
+    sources = list(sources)
     docs = [pair for s in sources for pair in read_checkpoints(s)]
+    note = None
+    if mirror:
+        from enginecfg.store.engine import display_url
+
+        shown = display_url(mirror) if "://" in mirror else mirror
+        found = read_mirror(mirror)
+        docs += found
+        sources.append(shown)
+        note = (f"{shown}: {len(found)} checkpoint(s)" if found
+                else f"{shown}: no checkpoint written yet")
     for where, doc in docs:
         check_signature(doc, keys, where)
     base = verify(store)
@@ -421,7 +457,8 @@ def verify_with_checkpoints(store, sources: Iterable[str], keys: Sequence[AuditK
     for where, doc in sorted(docs, key=lambda p: p[1]["position"]):
         problems.extend(check_against(store, doc, where))
     return attrs.evolve(base, ok=not problems, problems=tuple(problems),
-                        checkpoints_checked=len(docs))
+                        checkpoints_checked=len(docs), checkpoint_sources=tuple(sources),
+                        mirror=note)
 
 
 def checkpoint_text(doc: Mapping[str, Any]) -> str:

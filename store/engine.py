@@ -326,8 +326,16 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     _run_locked(engine, lambda cfg: command.upgrade(cfg, revision))
 
 
-def downgrade(engine: Engine, revision: str) -> None:
-    """Downgrade the schema to ``revision`` (``base`` drops every audit table)."""
+def downgrade(engine: Engine, revision: str, *, before=None) -> None:
+    """Downgrade the schema to ``revision`` (``base`` drops every audit table), under the
+    write lock.  ``before(connection)`` runs first, in the same transaction (it may raise to
+    refuse).  This is the bare migration: :func:`enginecfg.store.downgrade.downgrade` is the
+    one that refuses to lose audit history."""
     from alembic import command
 
-    _run_locked(engine, lambda cfg: command.downgrade(cfg, revision))
+    def run(cfg) -> None:
+        if before is not None:
+            before(cfg.attributes["connection"])
+        command.downgrade(cfg, revision)
+
+    _run_locked(engine, run)

@@ -13,12 +13,13 @@ import json
 from collections.abc import Iterable
 from typing import Any, TextIO
 
-from sqlalchemy import Select, exists, or_, select
+from sqlalchemy import Connection, Select, exists, inspect, or_, select
+from sqlalchemy import text as sql_text
 
 from enginecfg.pipeline.errors import InvalidInputError
 from enginecfg.store.engine import one_snapshot
 from enginecfg.store.hashing import CHILD_ORDER
-from enginecfg.store.models import Base, Change, JSONValue, Run, storable_text
+from enginecfg.store.models import AUDIT_TABLES, Base, Change, JSONValue, Run, storable_text
 
 __all__ = [
     "UnknownRunError",
@@ -31,6 +32,9 @@ __all__ = [
     "why",
     "diff_runs",
     "export",
+    "export_all",
+    "EXPORT_FORMAT",
+    "store_state",
     "lookup",
     "flatten",
     "known_fields",
@@ -459,3 +463,59 @@ def export(store, out: TextIO, *, fmt: str = "jsonl", table: str = "runs", raw: 
                              for k, v in row.items()})
         n += 1
     return n
+
+
+#: the first line of ``enginecfg export --all`` names this format
+EXPORT_FORMAT = "enginecfg-audit-export/1"
+
+
+def store_state(conn: Connection) -> dict[str, Any]:
+    """What identifies the store's history now, at whatever revision it is: its id and
+    creation time (when the schema has them), its chain head, and each audit table's row
+    count (tables that do not exist are left out)."""
+    have = set(inspect(conn).get_table_names())
+    out: dict[str, Any] = {"store_id": None, "created_at": None, "head_position": 0,
+                           "head_hash": "0" * 64, "rows": {}}
+    if "chain_head" in have:
+        cols = {c["name"] for c in inspect(conn).get_columns("chain_head")}
+        wanted = ["position", "head_hash"] + [c for c in ("store_id", "created_at") if c in cols]
+        head = conn.execute(sql_text(f"SELECT {', '.join(wanted)} FROM chain_head WHERE id = 1")
+                            ).mappings().one_or_none()
+        if head is not None:
+            out.update(head_position=head["position"], head_hash=head["head_hash"],
+                       store_id=head.get("store_id"), created_at=head.get("created_at"))
+    for table in AUDIT_TABLES:
+        if table in have:
+            out["rows"][table] = conn.execute(sql_text(f"SELECT COUNT(*) FROM {table}")).scalar()
+    return out
+
+
+def export_all(store, out: TextIO) -> dict[str, int]:
+    """Every row of every audit table, stored values exactly (as the hashes cover them),
+    from one snapshot, as JSON lines: a header naming the store, its creation time, its
+    chain head and schema revision; one ``{"table": ..., "row": ...}`` line per row; and a
+    closing line counting them (an export cut short has none).  What ``enginecfg db
+    downgrade --i-have-exported`` checks.  Returns the row count of each table."""
+    import time as _time
+
+    from enginecfg.store.engine import current_revision
+
+    counts: dict[str, int] = {}
+    revision = current_revision(store.engine)
+    with one_snapshot(store.engine.connect()) as conn:
+        state = store_state(conn)
+        header = {"format": EXPORT_FORMAT, "store_id": state["store_id"],
+                  "created_at": _iso(state["created_at"]), "revision": revision,
+                  "head_position": state["head_position"], "head_hash": state["head_hash"],
+                  "exported_at": _iso(_time.time())}
+        out.write(json.dumps(header) + "\n")
+        for table in EXPORT_TABLES:
+            t = Base.metadata.tables[table]
+            order = [t.c.chain_pos] if table == "runs" else [t.c.run_id, t.c[CHILD_ORDER[table]]]
+            counts[table] = 0
+            rows = conn.execution_options(yield_per=1000).execute(select(t).order_by(*order))
+            for row in rows.mappings():
+                out.write(json.dumps({"table": table, "row": dict(row)}, default=str) + "\n")
+                counts[table] += 1
+    out.write(json.dumps({"end": True, "rows": counts}) + "\n")
+    return counts
