@@ -114,10 +114,12 @@ class AuditPages:
             return self._send(start_response, "200 OK", self._page(template, **ctx),
                               head=method == "HEAD")
         except InvalidInputError as exc:
-            status = "404 Not Found" if type(exc).__name__ == "UnknownRunError" else "400 Bad Request"
+            from enginecfg.store.queries import UnknownRunError
+
+            status, title = (("404 Not Found", "not found") if isinstance(exc, UnknownRunError)
+                             else ("400 Bad Request", "bad request"))
             return self._send(start_response, status,
-                              self._page("error.html", title="not found" if status[0] == "4" and
-                                         status.startswith("404") else "bad request",
+                              self._page("error.html", title=title,
                                          message=" ".join(str(exc).split())),
                               head=method == "HEAD")
 
@@ -245,6 +247,7 @@ def open_pages(url: str | None, *, checkpoints: Iterable[str] = (), keys: Iterab
 def serve(pages: AuditPages, host: str = "127.0.0.1", port: int = 8100, *,
           ready: Callable[[str], None] | None = None) -> None:
     """Serve *pages* until interrupted; ``ready(url)`` is called once it listens."""
+    import socket
     from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
     class Quiet(WSGIRequestHandler):
@@ -252,7 +255,7 @@ def serve(pages: AuditPages, host: str = "127.0.0.1", port: int = 8100, *,
             pass
 
     class Server(WSGIServer):
-        address_family = __import__("socket").AF_INET6 if ":" in host else __import__("socket").AF_INET
+        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
 
     httpd = make_server(host, port, pages, server_class=Server, handler_class=Quiet)
     shown = f"[{host}]" if ":" in host else host
