@@ -86,7 +86,7 @@ def plan(engine: Engine, target: str) -> DowngradePlan:
             allowed = ", ".join(ids[1:] + ["base"]) if len(ids) > 1 else "base"
             raise InvalidInputError.for_value("revision", target, f"a revision below the "
                                               f"current one ({current or 'base'}): {allowed}, "
-                                              "or -N", field="revision")
+                                              "or -N")
         undone, name = chain[:ids.index(found.revision)], found.revision
     steps = tuple(Step(r.revision, getattr(r.module, "downgrade_loses", "this revision's "
                                            "columns and tables")) for r in undone)

@@ -117,6 +117,10 @@ def test_an_empty_store_downgrades_without_an_export(db_url):
         eng.upgrade(engine)
     finally:
         engine.dispose()
+    one = run_cli("db", "downgrade", "-1", "--db", db_url)
+    assert one.returncode == 0 and REVISIONS[1] in one.stdout, one.stderr
+    bad = run_cli("db", "downgrade", "nonsense", "--db", db_url)
+    assert bad.returncode == 2 and "a revision below the current one" in bad.stderr
     assert run_cli("db", "downgrade", "base", "--db", db_url).returncode == 0
 
 
