@@ -62,7 +62,8 @@ _frozen = attrs.frozen(kw_only=True)
 class RunStarted:
     run_id: str
     started_at: float                 # time.time()
-    model: str                        # the model path (or "<dict>") as the caller gave it
+    model: str                        # the model path (or "<dict>") as the caller gave it;
+                                      # a local path that failed to load: made absolute
     architecture: str | None
     engine_args: dict[str, Any]       # vLLM EngineArgs names, as given
     input_config: dict[str, Any]      # the config document before any stage ran
@@ -113,6 +114,9 @@ class StageFinished:
     duration_s: float
     changes: int = 0
     error: str | None = None
+    #: "built-in" or "<distribution> <version>", as in StageStarted (a skipped stage has
+    #: no StageStarted: its origin comes here; None from an emitter that does not say)
+    origin: str | None = None
 
 
 @_frozen

@@ -331,7 +331,7 @@ class Pipeline:
             if events.stage_finished.receivers:
                 events.stage_finished.send(run.run_id, event=events.StageFinished(
                     run_id=run.run_id, stage=stage.name, order=order, outcome="skipped",
-                    duration_s=time.perf_counter() - t0, changes=n))
+                    duration_s=time.perf_counter() - t0, changes=n, origin=stage.origin))
             return
         if events.stage_started.receivers:
             events.stage_started.send(run.run_id, event=events.StageStarted(
@@ -347,7 +347,7 @@ class Pipeline:
         if events.stage_finished.receivers:
             events.stage_finished.send(run.run_id, event=events.StageFinished(
                 run_id=run.run_id, stage=stage.name, order=order, outcome="changed" if n else "unchanged",
-                duration_s=time.perf_counter() - t0, changes=n))
+                duration_s=time.perf_counter() - t0, changes=n, origin=stage.origin))
 
     @staticmethod
     def _wrap(stage: Stage, exc: Exception, doing: str) -> StageError:
@@ -367,7 +367,7 @@ class Pipeline:
                 pass
         events.stage_finished.send(run.run_id, event=events.StageFinished(
             run_id=run.run_id, stage=stage.name, order=order, outcome="failed",
-            duration_s=time.perf_counter() - t0, changes=0, error=str(exc)))
+            duration_s=time.perf_counter() - t0, changes=0, error=str(exc), origin=stage.origin))
         self._publish_failure(run.run_id, exc, run.cfg, run.changes, run.messages, run.facts)
         raise exc
 
@@ -398,7 +398,7 @@ class Pipeline:
             # engine-argument errors wait for the step where vLLM reports them (arg_order)
             cfg = load_pretrained(path, engine_args, revision, defer_argument_errors=True)
         except EngineCfgError as exc:
-            self.record_failed_load(run_id, exc, str(path), engine_args)
+            self.record_failed_load(run_id, exc, _failed_model(path), engine_args)
             raise
         return self.run(cfg, run_id=run_id)
 
@@ -445,3 +445,17 @@ class Pipeline:
             engine_args=_jsonable(engine_args), input_config={}, input_fingerprint=fingerprint({}),
             stages=tuple(self.stage_names)))
         return self._publish_failure(run_id, exc, None, model=model, engine_args=engine_args)
+
+
+def _failed_model(path: Any) -> str:
+    """The model of a run whose config did not load, as the record names it: a local path
+    made absolute (the name typed means nothing read from another directory), a Hugging
+    Face repo id as given."""
+    import os
+
+    from enginecfg.pipeline.sources import is_repo_id
+
+    text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else str(path)
+    if not isinstance(text, str) or (not os.path.exists(text) and "/" in text and is_repo_id(text)):
+        return str(text)
+    return os.path.abspath(text)

@@ -8,6 +8,13 @@ hash-chained, in SQLite (the embedded default) or PostgreSQL.
 
 The pipeline never imports this package; the store only subscribes to
 :mod:`enginecfg.pipeline.events`.
+
+Its parts: ``recorder`` (the subscriber, :class:`AuditStore`), ``rows`` (row building),
+``dialects`` (the SQL of SQLite and PostgreSQL), ``connection`` (the kept connection,
+locks, retries), ``mirror`` (checkpoints written elsewhere), ``queries`` and ``verify``
+(reading), ``checkpoint`` (signed checkpoints), ``downgrade`` (schema downgrades that
+refuse to lose history), ``engine`` (URLs, engines, migrations), ``models`` and
+``hashing``.
 """
 
 if __name__ == "store":  # imported by its bare name from a checkout root on sys.path
@@ -26,6 +33,7 @@ _EXPORTS = {
     "Problem": "enginecfg.store.verify",
     "UnknownRunError": "enginecfg.store.queries",
     "AmbiguousRunError": "enginecfg.store.queries",
+    "HistoryLossError": "enginecfg.store.downgrade",
 }
 
 
@@ -37,4 +45,4 @@ def __getattr__(name: str):
 
 
 __all__ = ["AuditStore", "WriteFailure", "VerifyResult", "Problem", "UnknownRunError",
-           "AmbiguousRunError"]
+           "AmbiguousRunError", "HistoryLossError"]

@@ -14,12 +14,9 @@ other content of at least 16 bytes; the same secret signs and verifies).  Each c
 names the key's id, so that after a key rotation old checkpoints still verify with the old
 key (see ``docs/audit.md``).
 
-Optionally the store writes a checkpoint every N runs to a mirror (``ENGINECFG_AUDIT_MIRROR``:
-a file, to which one JSON line is appended per checkpoint, or a database URL, whose
-``audit_checkpoints`` table receives them), signed with ``ENGINECFG_AUDIT_KEY``.
-
-The CLI calls :func:`cmd_checkpoint`, :func:`cmd_keygen` and :func:`verify_with_checkpoints`;
-everything else here works without it.
+Optionally the store writes a checkpoint every N runs to a mirror (``ENGINECFG_AUDIT_MIRROR``,
+see :mod:`enginecfg.store.mirror`), signed with ``ENGINECFG_AUDIT_KEY``; this module reads
+such a mirror (:func:`read_checkpoints`) as it reads a checkpoint file.
 """
 
 from __future__ import annotations
@@ -32,7 +29,7 @@ import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import attrs
 from sqlalchemy import select
@@ -40,7 +37,7 @@ from sqlalchemy import select
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError
 from enginecfg.store.hashing import canonical
 from enginecfg.store.models import ChainHead, Run
-from enginecfg.store.verify import Problem, VerifyResult
+from enginecfg.store.verify import Problem, VerifyResult, verify
 
 __all__ = [
     "FORMAT",
@@ -50,7 +47,6 @@ __all__ = [
     "AuditKey",
     "CheckpointError",
     "NotIntactError",
-    "Mirror",
     "load_key",
     "parse_key",
     "generate_key",
@@ -60,8 +56,9 @@ __all__ = [
     "read_checkpoints",
     "check_against",
     "verify_with_checkpoints",
-    "cmd_checkpoint",
-    "cmd_keygen",
+    "read_mirror",
+    "checkpoint_text",
+    "mirror_table",
 ]
 
 FORMAT = "enginecfg-audit-checkpoint/1"
@@ -194,7 +191,8 @@ def load_key(key_file: str | os.PathLike | None = None, *,
 
 def generate_key(private_path: str | os.PathLike,
                  public_path: str | os.PathLike | None = None) -> AuditKey:
-    """Write a new Ed25519 private key (mode 0600) and its public key; returns the key."""
+    """Write a new Ed25519 private key (mode 0600) and its public key; returns the key.
+    An existing private key file is never overwritten (``FileExistsError``)."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -257,7 +255,7 @@ def make_checkpoint(store, key: AuditKey, *, verify_first: bool = True) -> dict[
     if not key.can_sign:
         key.sign(b"")  # raises the key's own explanation
     if verify_first:
-        res = store.verify()
+        res = verify(store)
         if not res.ok:
             raise NotIntactError("audit history NOT intact; no checkpoint signed: "
                                  f"{res.first_bad.message}")
@@ -373,7 +371,8 @@ def read_checkpoints(source: str) -> list[tuple[str, dict[str, Any]]]:
     return [(f"{source}#{i}", d) for i, d in enumerate(docs, start=1)]
 
 
-def _mirror_table(metadata):
+def mirror_table(metadata=None):
+    """The mirror database's table of checkpoints (one JSON document a row)."""
     from sqlalchemy import Column, Integer, MetaData, String, Table, Text
 
     return Table(_MIRROR_TABLE, metadata if metadata is not None else MetaData(),
@@ -383,17 +382,39 @@ def _mirror_table(metadata):
                  Column("document", Text, nullable=False))
 
 
-def _read_mirror_db(url: str) -> list[tuple[str, dict[str, Any]]]:
+def read_mirror(target: str) -> list[tuple[str, dict[str, Any]]]:
+    """The checkpoints the mirror *target* holds (``ENGINECFG_AUDIT_MIRROR``): none (an
+    empty list) where it has not written one yet."""
+    if "://" in target:
+        return _read_mirror_db(target, empty_ok=True)
+    path = Path(target)
+    if not path.exists() or (path.is_file() and not path.read_bytes().strip()):
+        return []
+    return read_checkpoints(target)
+
+
+def _read_mirror_db(url: str, empty_ok: bool = False) -> list[tuple[str, dict[str, Any]]]:
+    from sqlalchemy import inspect
+
     from enginecfg.store.engine import display_url, make_engine
 
-    engine = make_engine(url)
     try:
-        table = _mirror_table(None)
+        engine = make_engine(url, read_only=empty_ok)
+    except InvalidInputError:  # a SQLite mirror file not written yet
+        if empty_ok:
+            return []
+        raise
+    try:
+        table = mirror_table()
         with engine.connect() as conn:
+            if empty_ok and not inspect(conn).has_table(table.name):
+                return []
             rows = conn.execute(select(table.c.id, table.c.document)
                                 .order_by(table.c.id)).all()
     finally:
         engine.dispose()
+    if not rows and empty_ok:
+        return []
     if not rows:
         raise CheckpointError(f"invalid --checkpoint {display_url(url)}: its {_MIRROR_TABLE} "
                               "table holds no checkpoint", field="checkpoint")
@@ -410,116 +431,36 @@ def _read_mirror_db(url: str) -> list[tuple[str, dict[str, Any]]]:
 # -- verify -------------------------------------------------------------------------------
 
 
-def verify_with_checkpoints(store, sources: Iterable[str], keys: Sequence[AuditKey]
-                            ) -> VerifyResult:
-    """The chain's own walk plus, for every checkpoint in ``sources``, proof that the
-    database extends it.  Every signature is checked first: one that does not verify (or
+def verify_with_checkpoints(store, sources: Iterable[str], keys: Sequence[AuditKey], *,
+                            mirror: str | None = None) -> VerifyResult:
+    """The chain's own walk plus, for every checkpoint in ``sources`` and in the *mirror*
+    (``ENGINECFG_AUDIT_MIRROR``, which may hold none yet), proof that the database extends
+    it: a store that shrank, was rewritten or was replaced by another one (an emptied one
+    included) is reported.  Every signature is checked first: one that does not verify (or
     whose key was not given) is refused with :class:`CheckpointError` before any verdict."""
+    sources = list(sources)
     docs = [pair for s in sources for pair in read_checkpoints(s)]
+    note = None
+    if mirror:
+        from enginecfg.store.engine import display_url
+
+        shown = display_url(mirror) if "://" in mirror else mirror
+        found = read_mirror(mirror)
+        docs += found
+        sources.append(shown)
+        note = (f"{shown}: {len(found)} checkpoint(s)" if found
+                else f"{shown}: no checkpoint written yet")
     for where, doc in docs:
         check_signature(doc, keys, where)
-    base = store.verify()
+    base = verify(store)
     problems = list(base.problems)
     for where, doc in sorted(docs, key=lambda p: p[1]["position"]):
         problems.extend(check_against(store, doc, where))
     return attrs.evolve(base, ok=not problems, problems=tuple(problems),
-                        checkpoints_checked=len(docs))
+                        checkpoints_checked=len(docs), checkpoint_sources=tuple(sources),
+                        mirror=note)
 
 
-# -- the mirror ---------------------------------------------------------------------------
-
-
-class Mirror:
-    """Writes a checkpoint to a second location every ``every`` runs.
-
-    ``target``: a file path (one JSON line appended per checkpoint, fsynced) or a database
-    URL (a row in its ``audit_checkpoints`` table, created when missing).  Built from the
-    environment by :meth:`from_env`; the recorder calls :meth:`after_write` after each run it
-    committed, and a failure there is the recorder's to log, never the run's.
-    """
-
-    def __init__(self, target: str, key: AuditKey, every: int = DEFAULT_MIRROR_EVERY):
-        if every < 1:
-            raise InvalidInputError.for_value(MIRROR_EVERY_ENV, every, "a positive integer")
-        self.target, self.key, self.every = target, key, every
-        self._engine = None
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "Mirror | None":
-        env = os.environ if env is None else env
-        target = env.get(MIRROR_ENV)
-        if not target:
-            return None
-        raw_every = env.get(MIRROR_EVERY_ENV, str(DEFAULT_MIRROR_EVERY))
-        try:
-            every = int(raw_every)
-        except ValueError:
-            raise InvalidInputError.for_value(MIRROR_EVERY_ENV, raw_every,
-                                              "a positive integer") from None
-        return cls(target, load_key(env=env), every)
-
-    def due(self, position: int) -> bool:
-        return position % self.every == 0
-
-    def after_write(self, store, position: int) -> dict[str, Any] | None:
-        """Write a checkpoint when ``position`` is a multiple of ``every``; returns it."""
-        if not self.due(position):
-            return None
-        doc = make_checkpoint(store, self.key, verify_first=False)
-        self.write(doc)
-        return doc
-
-    def write(self, doc: Mapping[str, Any]) -> None:
-        line = json.dumps(doc, sort_keys=True)
-        if "://" not in self.target:
-            fd = os.open(self.target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            with os.fdopen(fd, "a", encoding="utf-8") as fh:
-                fh.write(line + "\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            return
-        from sqlalchemy import MetaData, insert
-
-        from enginecfg.store.engine import make_engine
-
-        if self._engine is None:
-            self._engine = make_engine(self.target)
-            meta = MetaData()
-            self._table = _mirror_table(meta)
-            meta.create_all(self._engine)
-        with self._engine.begin() as conn:
-            conn.execute(insert(self._table).values(
-                store_id=doc["store_id"], position=doc["position"],
-                created_at=doc["created_at"], document=line))
-
-    def close(self) -> None:
-        if self._engine is not None:
-            self._engine.dispose()
-            self._engine = None
-
-
-# -- what the CLI calls -------------------------------------------------------------------
-
-
-def cmd_checkpoint(store, key_file: str | None, output: str | None, out: IO[str]) -> dict:
-    """``audit checkpoint``: sign the head of ``store`` and write it to ``output`` (a file,
-    created; ``-``/None: ``out``).  Returns the checkpoint."""
-    doc = make_checkpoint(store, load_key(key_file))
-    text = json.dumps(doc, indent=1, sort_keys=True) + "\n"
-    if output in (None, "-"):
-        out.write(text)
-    else:
-        fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    return doc
-
-
-def cmd_keygen(private_path: str, public_path: str | None = None) -> AuditKey:
-    """``audit keygen``: a new Ed25519 key pair (the private file must not exist yet)."""
-    try:
-        return generate_key(private_path, public_path)
-    except FileExistsError:
-        raise InvalidInputError.for_value("key_file", private_path, "a path that does not "
-                                          "exist yet (an existing key is never overwritten)",
-                                          flag="--out") from None
+def checkpoint_text(doc: Mapping[str, Any]) -> str:
+    """A checkpoint as it is written to a file: indented JSON, keys sorted, one newline."""
+    return json.dumps(doc, indent=1, sort_keys=True) + "\n"

@@ -118,17 +118,44 @@ def _sqlite_on_begin(conn: Connection) -> None:
     conn.exec_driver_sql(f"BEGIN {mode}")
 
 
-def make_engine(url: str | URL, **kwargs) -> Engine:
-    """An engine for ``url`` with the audit store's connection settings."""
+def _sqlite_read_only(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()
+    try:
+        cur.execute("PRAGMA query_only = ON")  # every write statement is refused
+    finally:
+        cur.close()
+
+
+def make_engine(url: str | URL, *, read_only: bool = False, **kwargs) -> Engine:
+    """An engine for ``url`` with the audit store's connection settings.  ``read_only``:
+    every connection refuses to write (SQLite ``query_only``; PostgreSQL read-only
+    transactions), and a SQLite file that does not exist is not created."""
     u = normalise_url(url)
     if u.get_backend_name() == "sqlite":
         if u.database and u.database != ":memory:" and not u.database.startswith("file:"):
-            Path(u.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            path = Path(u.database).expanduser()
+            if read_only and not path.exists():
+                from enginecfg.pipeline.errors import InvalidInputError
+
+                raise InvalidInputError(f"invalid --db {display_url(u)}: the file {path} does "
+                                        "not exist; allowed: an existing audit database",
+                                        field="db")
+            path.parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(u, connect_args={"timeout": BUSY_TIMEOUT_S}, **kwargs)
         event.listen(engine, "connect", _sqlite_on_connect)
         event.listen(engine, "begin", _sqlite_on_begin)
+        if read_only:
+            event.listen(engine, "connect", _sqlite_read_only)
         return engine
     kwargs.setdefault("pool_pre_ping", True)
+    if read_only and u.get_backend_name() == "postgresql":
+        # the URL's own options (a search_path, say) are kept: connect_args would replace them
+        args = dict(kwargs.get("connect_args") or {})
+        given = args.get("options") or u.query.get("options") or ""
+        if isinstance(given, tuple):
+            given = " ".join(given)
+        args["options"] = (given + " -c default_transaction_read_only=on").strip()
+        kwargs["connect_args"] = args
     return create_engine(u, **kwargs)
 
 
@@ -299,8 +326,16 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     _run_locked(engine, lambda cfg: command.upgrade(cfg, revision))
 
 
-def downgrade(engine: Engine, revision: str) -> None:
-    """Downgrade the schema to ``revision`` (``base`` drops every audit table)."""
+def downgrade(engine: Engine, revision: str, *, before=None) -> None:
+    """Downgrade the schema to ``revision`` (``base`` drops every audit table), under the
+    write lock.  ``before(connection)`` runs first, in the same transaction (it may raise to
+    refuse).  This is the bare migration: :func:`enginecfg.store.downgrade.downgrade` is the
+    one that refuses to lose audit history."""
     from alembic import command
 
-    _run_locked(engine, lambda cfg: command.downgrade(cfg, revision))
+    def run(cfg) -> None:
+        if before is not None:
+            before(cfg.attributes["connection"])
+        command.downgrade(cfg, revision)
+
+    _run_locked(engine, run)

@@ -73,6 +73,8 @@ LAYOUT_STEPS: list[Mapping[str, tuple[str, ...]]] = [
     # 1: the fields up to revision 0003_impact ("source" hashed only when set; the impact
     #    columns are not hashed: verify compares them with the hashed result)
     {"runs": RUN_FIELDS, **CHILD_FIELDS},
+    # 2: who ran it (revision 0007_actor): the operating-system user and the explicit actor
+    {"runs": ("os_user", "actor")},
 ]
 
 #: The column each child table is ordered by within a run.

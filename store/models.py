@@ -39,6 +39,7 @@ __all__ = [
     "Message",
     "ValidationCheck",
     "ChainHead",
+    "AuditLoss",
     "AUDIT_TABLES",
     "GENESIS_HASH",
     "JSONValue",
@@ -168,6 +169,12 @@ class Run(Base):
     kv_tokens: Mapped[int | None] = mapped_column(BigInteger)
     max_concurrency: Mapped[float | None] = mapped_column(Double)
     max_model_len_fits: Mapped[int | None] = mapped_column(BigInteger)
+    #: who ran it: the operating-system user of the recording process (revision 0007_actor;
+    #: NULL in runs recorded before it), and the actor named explicitly (``--actor``,
+    #: ``ENGINECFG_ACTOR``: a service account, a CI job; NULL: none named).  Hashed from
+    #: layout 2 on.
+    os_user: Mapped[str | None] = mapped_column(String(255))
+    actor: Mapped[str | None] = mapped_column(String(255))
     #: the hash layout (field lists, :mod:`enginecfg.store.hashing`) the row was hashed with
     hash_layout: Mapped[int] = mapped_column(Integer, nullable=False, server_default=text("1"))
     prev_hash: Mapped[str] = mapped_column(String(64), nullable=False)
@@ -179,6 +186,8 @@ class Run(Base):
         Index("ix_runs_status", "status"),
         Index("ix_runs_started_at", "started_at"),
         Index("ix_runs_max_concurrency", "max_concurrency"),
+        Index("ix_runs_actor", "actor"),
+        Index("ix_runs_os_user", "os_user"),
     )
 
 
@@ -268,6 +277,38 @@ class ChainHead(Base):
     #: the database's identity, drawn once when the schema is created (or upgraded to 0006_hash_layout);
     #: checkpoints name it so that one is never checked against another database
     store_id: Mapped[str | None] = mapped_column(String(32))
+    #: when the store was created (revision 0008_store_record; for a store created before
+    #: it, the time its first run was recorded, or of the upgrade when it held none)
+    created_at: Mapped[float | None] = mapped_column(Double)
+
+
+class AuditLoss(Base):
+    """A loss of audit history an operator chose: a schema downgrade that dropped or
+    rewrote audit tables of a store holding runs, after exporting them.
+
+    Its table survives every downgrade (the record of a loss is not lost by the loss
+    itself) and is append-only; ``audit verify`` reports every row.
+    """
+
+    __tablename__ = "audit_losses"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    recorded_at: Mapped[float] = mapped_column(Double, nullable=False)
+    #: the store's identity, chain head and number of runs when it happened
+    store_id: Mapped[str | None] = mapped_column(String(32))
+    head_position: Mapped[int] = mapped_column(Integer, nullable=False)
+    head_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    runs: Mapped[int] = mapped_column(Integer, nullable=False)
+    from_revision: Mapped[str] = mapped_column(String(64), nullable=False)
+    to_revision: Mapped[str] = mapped_column(String(64), nullable=False)
+    #: what the downgrade dropped or rewrote, in words
+    dropped: Mapped[str] = mapped_column(Text, nullable=False)
+    #: the export the operator named, and its sha256 (it holds the history lost)
+    export_path: Mapped[str] = mapped_column(Text, nullable=False)
+    export_sha256: Mapped[str] = mapped_column(String(64), nullable=False)
+    os_user: Mapped[str | None] = mapped_column(String(255))
+    actor: Mapped[str | None] = mapped_column(String(255))
+    host: Mapped[str | None] = mapped_column(String(255))
 
 
 #: Tables whose rows may never be updated or deleted (the triggers' list).

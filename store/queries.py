@@ -13,12 +13,13 @@ import json
 from collections.abc import Iterable
 from typing import Any, TextIO
 
-from sqlalchemy import Select, exists, or_, select
+from sqlalchemy import Connection, Select, exists, inspect, or_, select
+from sqlalchemy import text as sql_text
 
 from enginecfg.pipeline.errors import InvalidInputError
 from enginecfg.store.engine import one_snapshot
 from enginecfg.store.hashing import CHILD_ORDER
-from enginecfg.store.models import Base, Change, JSONValue, Run, storable_text
+from enginecfg.store.models import AUDIT_TABLES, Base, Change, JSONValue, Run, storable_text
 
 __all__ = [
     "UnknownRunError",
@@ -31,6 +32,9 @@ __all__ = [
     "why",
     "diff_runs",
     "export",
+    "export_all",
+    "EXPORT_FORMAT",
+    "store_state",
     "lookup",
     "flatten",
     "known_fields",
@@ -76,7 +80,7 @@ def _summary(r: Any) -> dict[str, Any]:
         "finished_at": _iso(r.finished_at), "status": r.status, "model": r.model,
         "architecture": r.architecture, "changes": r.n_changes, "messages": r.n_messages,
         "checks": r.n_checks, "kv_tokens": r.kv_tokens, "max_concurrency": r.max_concurrency,
-        "host": r.host, "pid": r.pid,
+        "host": r.host, "pid": r.pid, "os_user": r.os_user, "actor": r.actor,
         "enginecfg_version": r.enginecfg_version, "engine_args": r.engine_args,
         "error": err.get("message") if err else None,
     }
@@ -85,7 +89,7 @@ def _summary(r: Any) -> dict[str, Any]:
 _SUMMARY_COLS = (Run.id, Run.chain_pos, Run.started_at, Run.finished_at, Run.status, Run.model,
                  Run.architecture, Run.n_changes, Run.n_messages, Run.n_checks,
                  Run.kv_tokens, Run.max_concurrency, Run.host,
-                 Run.pid, Run.enginecfg_version, Run.engine_args, Run.error)
+                 Run.pid, Run.os_user, Run.actor, Run.enginecfg_version, Run.engine_args, Run.error)
 
 
 def _spellings(dialect: str, text: str) -> list[str]:
@@ -118,11 +122,14 @@ def _model_filter(q: Select, model: str | None, dialect: str) -> Select:
 
 def list_runs(store, *, model: str | None = None, architecture: str | None = None,
               status: str | None = None, since: float | _dt.datetime | None = None,
-              until: float | _dt.datetime | None = None, limit: int | None = 50
-              ) -> list[dict[str, Any]]:
-    """Stored runs, newest first (by start time), filtered; ``limit`` None means all."""
+              until: float | _dt.datetime | None = None, limit: int | None = 50,
+              actor: str | None = None) -> list[dict[str, Any]]:
+    """Stored runs, newest first (by start time), filtered; ``limit`` None means all.
+    ``actor`` matches the actor named explicitly or the operating-system user."""
     dialect = store.engine.dialect.name
     q = _model_filter(select(*_SUMMARY_COLS), model, dialect)
+    if actor is not None:
+        q = q.where(or_(_is(Run.actor, dialect, actor), _is(Run.os_user, dialect, actor)))
     if architecture is not None:
         q = q.where(_is(Run.architecture, dialect, architecture))
     if status is not None:
@@ -186,6 +193,7 @@ def get_run(store, run_id: str) -> dict[str, Any]:
             result=r.result, result_fingerprint=r.result_fingerprint, error=r.error,
             failed_stage=r.failed_stage, recorded_at=_iso(r.recorded_at),
             prev_hash=r.prev_hash, row_hash=r.row_hash, source=r.source,
+            hash_layout=r.hash_layout,
         )
         kids = _children(conn, rid)
         out["stages"] = kids["stage_executions"]
@@ -455,3 +463,59 @@ def export(store, out: TextIO, *, fmt: str = "jsonl", table: str = "runs", raw: 
                              for k, v in row.items()})
         n += 1
     return n
+
+
+#: the first line of ``enginecfg export --all`` names this format
+EXPORT_FORMAT = "enginecfg-audit-export/1"
+
+
+def store_state(conn: Connection) -> dict[str, Any]:
+    """What identifies the store's history now, at whatever revision it is: its id and
+    creation time (when the schema has them), its chain head, and each audit table's row
+    count (tables that do not exist are left out)."""
+    have = set(inspect(conn).get_table_names())
+    out: dict[str, Any] = {"store_id": None, "created_at": None, "head_position": 0,
+                           "head_hash": "0" * 64, "rows": {}}
+    if "chain_head" in have:
+        cols = {c["name"] for c in inspect(conn).get_columns("chain_head")}
+        wanted = ["position", "head_hash"] + [c for c in ("store_id", "created_at") if c in cols]
+        head = conn.execute(sql_text(f"SELECT {', '.join(wanted)} FROM chain_head WHERE id = 1")
+                            ).mappings().one_or_none()
+        if head is not None:
+            out.update(head_position=head["position"], head_hash=head["head_hash"],
+                       store_id=head.get("store_id"), created_at=head.get("created_at"))
+    for table in AUDIT_TABLES:
+        if table in have:
+            out["rows"][table] = conn.execute(sql_text(f"SELECT COUNT(*) FROM {table}")).scalar()
+    return out
+
+
+def export_all(store, out: TextIO) -> dict[str, int]:
+    """Every row of every audit table, stored values exactly (as the hashes cover them),
+    from one snapshot, as JSON lines: a header naming the store, its creation time, its
+    chain head and schema revision; one ``{"table": ..., "row": ...}`` line per row; and a
+    closing line counting them (an export cut short has none).  What ``enginecfg db
+    downgrade --i-have-exported`` checks.  Returns the row count of each table."""
+    import time as _time
+
+    from enginecfg.store.engine import current_revision
+
+    counts: dict[str, int] = {}
+    revision = current_revision(store.engine)
+    with one_snapshot(store.engine.connect()) as conn:
+        state = store_state(conn)
+        header = {"format": EXPORT_FORMAT, "store_id": state["store_id"],
+                  "created_at": _iso(state["created_at"]), "revision": revision,
+                  "head_position": state["head_position"], "head_hash": state["head_hash"],
+                  "exported_at": _iso(_time.time())}
+        out.write(json.dumps(header) + "\n")
+        for table in EXPORT_TABLES:
+            t = Base.metadata.tables[table]
+            order = [t.c.chain_pos] if table == "runs" else [t.c.run_id, t.c[CHILD_ORDER[table]]]
+            counts[table] = 0
+            rows = conn.execution_options(yield_per=1000).execute(select(t).order_by(*order))
+            for row in rows.mappings():
+                out.write(json.dumps({"table": table, "row": dict(row)}, default=str) + "\n")
+                counts[table] += 1
+    out.write(json.dumps({"end": True, "rows": counts}) + "\n")
+    return counts

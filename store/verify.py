@@ -31,7 +31,7 @@ import attrs
 from sqlalchemy import exists, select
 
 from enginecfg.store.engine import one_snapshot
-from enginecfg.store.recorder import impact_columns
+from enginecfg.store.rows import impact_columns
 from enginecfg.store.hashing import (
     CHILD_ORDER,
     UnknownLayoutError,
@@ -40,7 +40,7 @@ from enginecfg.store.hashing import (
     layout,
     run_hash,
 )
-from enginecfg.store.models import GENESIS_HASH, ChainHead, Run, Base
+from enginecfg.store.models import GENESIS_HASH, AuditLoss, Base, ChainHead, Run
 
 __all__ = ["Problem", "VerifyResult", "verify"]
 
@@ -54,7 +54,8 @@ _COUNT_COLUMN = {"stage_executions": "n_stages", "changes": "n_changes",
 class Problem:
     """One record that does not fit the chain.
 
-    ``kind``: ``missing_run``, ``broken_link``, ``missing_rows``, ``extra_rows``,
+    ``kind``: ``recorded_loss`` (history an operator dropped after exporting it, see
+    :mod:`.downgrade`), ``missing_run``, ``broken_link``, ``missing_rows``, ``extra_rows``,
     ``edited_row``, ``edited_run``, ``unknown_layout``, ``head_mismatch`` or ``orphan_rows``;
     against a checkpoint also ``checkpoint_mismatch`` or ``checkpoint_other_db``.  ``table`` and
     ``key`` name the row (``key`` is the child's seq/stage_order, None for a run row).
@@ -82,6 +83,16 @@ class VerifyResult:
     problems: tuple[Problem, ...] = ()
     #: signed checkpoints the chain was checked against (see :mod:`.checkpoint`)
     checkpoints_checked: int = 0
+    #: what was checked: the store's identity and creation time (epoch seconds; None
+    #: where unknown), and the first and last chain positions walked (None: no run)
+    store_id: str | None = None
+    created_at: float | None = None
+    first_position: int | None = None
+    last_position: int | None = None
+    #: where the checkpoints came from (files, mirror URLs), and a note on the mirror
+    #: (``ENGINECFG_AUDIT_MIRROR``) when one is configured
+    checkpoint_sources: tuple[str, ...] = ()
+    mirror: str | None = None
 
     @property
     def first_bad(self) -> Problem | None:
@@ -91,6 +102,9 @@ class VerifyResult:
         return {"ok": self.ok, "runs_checked": self.runs_checked,
                 "head_position": self.head_position, "head_hash": self.head_hash,
                 "checkpoints_checked": self.checkpoints_checked,
+                "store_id": self.store_id, "created_at": _iso(self.created_at),
+                "first_position": self.first_position, "last_position": self.last_position,
+                "checkpoint_sources": list(self.checkpoint_sources), "mirror": self.mirror,
                 "first_bad": self.first_bad.to_dict() if self.first_bad else None,
                 "problems": [p.to_dict() for p in self.problems]}
 
@@ -148,10 +162,13 @@ def verify(store) -> VerifyResult:
     problems: list[Problem] = []
     runs = Run.__table__
     with one_snapshot(store.engine.connect()) as conn:  # see the module docstring
-        head = conn.execute(select(ChainHead.position, ChainHead.head_hash)
+        head = conn.execute(select(ChainHead.position, ChainHead.head_hash, ChainHead.store_id,
+                                   ChainHead.created_at)
                             .where(ChainHead.id == 1)).one_or_none()
+        problems.extend(recorded_losses(conn))
         expected_pos, prev_hash, checked = 1, GENESIS_HASH, 0
         last_pos = 0
+        first_pos: int | None = None
         after: int | None = None
         while len(problems) < _MAX_PROBLEMS:
             q = select(runs).order_by(runs.c.chain_pos).limit(_BATCH)
@@ -174,6 +191,8 @@ def verify(store) -> VerifyResult:
                         "before it: a run was deleted, inserted or moved", "runs", rid, pos))
                 _check_run(run, kids.get(rid, {}), problems)
                 prev_hash, expected_pos, last_pos = run["row_hash"], pos + 1, pos
+                if first_pos is None:
+                    first_pos = pos
                 checked += 1
             after = batch[-1]["chain_pos"]
         if head is None:
@@ -196,7 +215,36 @@ def verify(store) -> VerifyResult:
                 problems.append(Problem("orphan_rows", f"{table} rows belong to run {rid}, "
                                         "which is not in the chain", table, rid))
     return VerifyResult(ok=not problems, runs_checked=checked, head_position=head_pos,
-                        head_hash=head_hash, problems=tuple(problems))
+                        head_hash=head_hash, problems=tuple(problems),
+                        store_id=head.store_id if head is not None else None,
+                        created_at=head.created_at if head is not None else None,
+                        first_position=first_pos, last_position=last_pos if checked else None)
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    import datetime as _dt
+
+    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def recorded_losses(conn) -> list[Problem]:
+    """One ``recorded_loss`` problem per loss of history recorded in ``audit_losses``."""
+    out = []
+    for loss in conn.execute(select(AuditLoss.__table__).order_by(AuditLoss.id)):
+        who = loss.os_user or "an unknown user"
+        if loss.actor:
+            who += f" (actor {loss.actor})"
+        out.append(Problem(
+            "recorded_loss",
+            f"audit history was dropped on purpose: on {_iso(loss.recorded_at)} {who} on "
+            f"{loss.host or 'an unknown host'} downgraded store {loss.store_id} from revision "
+            f"{loss.from_revision} to {loss.to_revision} while it held {loss.runs} run(s), head "
+            f"at position {loss.head_position} ({loss.head_hash[:16]}); lost: {loss.dropped}; "
+            f"the history before it is in the export {loss.export_path} (sha256 "
+            f"{loss.export_sha256})", "audit_losses", None, loss.head_position, loss.id))
+    return out
 
 
 def _held_as(column: Any, projected: Any) -> bool:

@@ -3,8 +3,8 @@
 tests/store/test_concurrency.py kills synthetic writers mid-run and mid-transaction; here
 the process killed is the ``enginecfg run`` command itself, running the real pipeline.  The
 hold points come from a stage plugin made "installed" for the child only (a ``.dist-info``
-folder on its ``PYTHONPATH``): it blocks inside its own ``run`` (mid-run) or, through the
-store's ``_before_commit`` hook, inside the write transaction.
+folder on its ``PYTHONPATH``): it blocks inside its own ``run`` (mid-run) or, by replacing
+the write statements' ``commit`` in the child, inside the write transaction.
 
 Then the faults of the database itself: a read-only database file, a full disk (a tiny
 tmpfs; these tests run as root) and a PostgreSQL server restarted between runs.  Each test
@@ -91,10 +91,9 @@ def _verified(url: str) -> int:
 
 _HOLD_STAGE = textwrap.dedent('''
     """A stage that holds the run where the test kills it."""
-    import os, time, weakref
+    import os, time
     from pathlib import Path
     from enginecfg import Stage
-    from enginecfg.pipeline import events
 
 
     def _hold(*_):
@@ -112,12 +111,13 @@ _HOLD_STAGE = textwrap.dedent('''
             ctx.set("scheduler_config", "max_num_batched_tokens", 8192, reason="a change that must not be kept")
             if os.environ["HOLD_MODE"] == "stage":
                 _hold()
-            for receiver in list(events.run_finished.receivers.values()):
-                if isinstance(receiver, weakref.ref):
-                    receiver = receiver()
-                store = getattr(receiver, "__self__", None)
-                if store is not None and hasattr(store, "_before_commit"):
-                    store._before_commit = _hold          # inside the write transaction
+            if os.environ["HOLD_MODE"] == "write":
+                from enginecfg.store import dialects
+
+                # held where COMMIT would be sent, inside the write transaction (on
+                # PostgreSQL the rows then follow the run's statement, as a large run's do)
+                dialects.PostgreSQLStatements.max_params = 1
+                dialects.Statements.commit = lambda self, cur: _hold()
 ''')
 
 

@@ -160,6 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--db", default=None, metavar="URL",
                      help="audit database URL (default: ENGINECFG_DB, else a SQLite file in the user data "
                           "directory)")
+    run.add_argument("--actor", default=None, metavar="NAME",
+                     help="who runs this, recorded with the run beside the OS user (a service account, "
+                          "a CI job); default: ENGINECFG_ACTOR")
     run.add_argument("--audit-best-effort", action="store_true",
                      help="if the audit record cannot be written, still exit with the run's status")
     run.set_defaults(func=_cmd_run)
@@ -359,7 +362,7 @@ def _cmd_run(ns: argparse.Namespace) -> int:
         try:
             from enginecfg.store import AuditStore
 
-            store = AuditStore(ns.db).attach()
+            store = AuditStore(ns.db, actor=ns.actor).attach()
         except EngineCfgError as exc:
             sys.stderr.write(f"enginecfg: audit store unavailable: {' '.join(str(exc).split())}\n")
             if not ns.audit_best_effort:

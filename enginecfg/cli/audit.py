@@ -13,36 +13,17 @@ bad input (unknown run id, bad URL or an unreachable database, bad time), exit 1
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import functools
 import json
-import re
 import sys
 from typing import Any, Callable
 
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError
+from enginecfg.ui.facts import parse_time
 
 __all__ = ["register", "parse_time"]
 
-_REL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _opened: list[Any] = []  # stores a handler opened, closed when it returns
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def parse_time(text: str, *, flag: str = "--since") -> float:
-    """``2025-12-01``, ``2025-12-01T10:00[:00][+02:00]`` (naive = UTC) or ``30m``/``2h``/``7d`` ago."""
-    m = _REL.match(text)
-    if m:
-        return _dt.datetime.now(_dt.timezone.utc).timestamp() - float(m[1]) * _UNIT_S[m[2]]
-    try:
-        when = _dt.datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise InvalidInputError.for_value(
-            flag.lstrip("-"), text, "an ISO date or time (2025-12-01, 2025-12-01T10:00) or an "
-            "age such as 30m, 2h, 7d", flag=flag) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=_dt.timezone.utc)
-    return when.timestamp()
 
 
 def _fail(message: str, code: int) -> int:
@@ -104,6 +85,12 @@ def _store(args: argparse.Namespace, *, auto_upgrade: bool = True):
     return store
 
 
+def store_queries():
+    from enginecfg.store import queries
+
+    return queries
+
+
 def _dump(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
 
@@ -146,14 +133,18 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     since = parse_time(args.since, flag="--since") if args.since else None
     until = parse_time(args.until, flag="--until") if args.until else None
     rows = _store(args).list_runs(model=args.model, architecture=args.architecture,
-                                  status=args.status, since=since, until=until, limit=args.limit)
+                                  status=args.status, since=since, until=until, limit=args.limit,
+                                  actor=args.actor)
     if args.json:
         _dump(rows)
         return 0
-    _print_table(args, ["run_id", "started_at", "status", "model", "architecture", "changes",
-                        "engine flags"],
+    from enginecfg.ui.facts import who_ran
+
+    _print_table(args, ["run_id", "started_at", "status", "model", "architecture", "actor",
+                        "changes", "engine flags"],
                  [[r["run_id"][:12], _time(r["started_at"]), r["status"], r["model"],
-                   r["architecture"], r["changes"], _flags(r["engine_args"])] for r in rows],
+                   r["architecture"], who_ran(r), r["changes"], _flags(r["engine_args"])]
+                  for r in rows],
                  names=(0, 1, 2, 4), title=f"{len(rows)} run(s), newest first")
     return 0
 
@@ -173,14 +164,22 @@ def _cmd_show(args: argparse.Namespace) -> int:
                     c["level"], c["reason"], c.get("explanation")] for c in run["changes"]])
         return 0
     from enginecfg.cli.tables import paragraph, render
+    from enginecfg.ui.facts import capacity_rows, source_rows, validation_rows, who_ran
 
     keys = ["run_id", "position", "status", "model", "architecture", "started_at",
-            "finished_at", "host", "pid", "enginecfg_version", "input_fingerprint",
-            "result_fingerprint", "row_hash"]
+            "finished_at"]
+    after = ["host", "pid", "enginecfg_version", "input_fingerprint", "result_fingerprint",
+             "row_hash"]
     out = [render(["key", "value"],
-                  [[k, run[k]] for k in keys] + [["engine flags", _flags(run["engine_args"])]]
+                  [[k, run[k]] for k in keys] + [["actor", who_ran(run) or "(not recorded)"]]
+                  + [[k, run[k]] for k in after]
+                  + [["engine flags", _flags(run["engine_args"])]]
                   + ([["error", _v(run["error"])]] if run["error"] else []),
                   names=(0,), title=f"run {run['run_id']}")]
+    out.append(render(["key", "value"], source_rows(run), names=(0,), title="source"))
+    out.append(render(["key", "value"], validation_rows(run), names=(0,),
+                      title="GPU validation"))
+    out.append(render(["key", "value"], capacity_rows(run), names=(0,), title="capacity"))
     out.append(render(["#", "stage", "origin", "outcome", "changes", "seconds", "error"],
                       [[s["stage_order"], s["stage"], s["origin"], s["outcome"], s["n_changes"],
                         None if s["duration_s"] is None else f"{s['duration_s']:.6f}", s["error"]]
@@ -275,6 +274,18 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 @_guard
 def _cmd_export(args: argparse.Namespace) -> int:
     store = _store(args)
+    if args.all:
+        if args.format != "jsonl" or args.table != "runs" or args.raw:
+            raise InvalidInputError("--all exports every table, raw, as JSON lines: it takes "
+                                    "neither --format csv, --table nor --raw", field="all")
+        if args.output in (None, "-"):
+            counts = store_queries().export_all(store, sys.stdout)
+        else:
+            with open(args.output, "w", encoding="utf-8", newline="") as fh:
+                counts = store_queries().export_all(store, fh)
+            print(f"exported every table ({', '.join(f'{n} {t}' for t, n in counts.items())}) "
+                  f"to {args.output}", file=sys.stderr)
+        return 0
     if args.output in (None, "-"):
         n = store.export(sys.stdout, fmt=args.format, table=args.table, raw=args.raw)
     else:
@@ -297,10 +308,15 @@ def _cmd_db_upgrade(args: argparse.Namespace) -> int:
 @_guard
 def _cmd_db_downgrade(args: argparse.Namespace) -> int:
     from enginecfg.store import engine as eng
+    from enginecfg.store.downgrade import downgrade
 
     store = _store(args, auto_upgrade=False)
-    eng.downgrade(store.engine, args.revision)
+    done = downgrade(store.engine, args.revision, exported=args.i_have_exported,
+                     who=store.identity)
     print(f"{store.display_url}: at revision {eng.current_revision(store.engine) or 'base'}")
+    if args.i_have_exported and done.loses:
+        print(f"enginecfg: the loss is recorded in the store (audit_losses) and `audit verify` "
+              f"reports it; the history before it is in {args.i_have_exported}", file=sys.stderr)
     return 0
 
 
@@ -319,20 +335,25 @@ def _cmd_db_current(args: argparse.Namespace) -> int:
 
 @_guard
 def _cmd_audit_verify(args: argparse.Namespace) -> int:
-    if args.checkpoint:
-        from enginecfg.store import checkpoint as cp
+    import os
 
+    from enginecfg.store import checkpoint as cp
+
+    mirror = None if args.no_mirror else os.environ.get(cp.MIRROR_ENV) or None
+    if args.checkpoint or mirror:
         keys = [cp.load_key(f) for f in args.key_file] or [cp.load_key()]
-        res = cp.verify_with_checkpoints(_store(args), args.checkpoint, keys)
+        res = cp.verify_with_checkpoints(_store(args), args.checkpoint, keys, mirror=mirror)
     else:
         res = _store(args).verify()
     if args.json:
         _dump(res.to_dict())
-    elif res.ok:
-        anchored = (f"; extends {res.checkpoints_checked} signed checkpoint(s)"
-                    if res.checkpoints_checked else "")
+        return 0 if res.ok else 1
+    print(verify_summary(res))
+    if res.ok:
         print(f"audit history intact: {res.runs_checked} run(s), head at position "
-              f"{res.head_position} ({res.head_hash[:16]}){anchored}")
+              f"{res.head_position} ({res.head_hash[:16]})"
+              + (f"; extends {res.checkpoints_checked} signed checkpoint(s)"
+                 if res.checkpoints_checked else ""))
     else:
         bad = res.first_bad
         print(f"audit history NOT intact: {len(res.problems)} problem(s); first: {bad.message}")
@@ -341,14 +362,43 @@ def _cmd_audit_verify(args: argparse.Namespace) -> int:
     return 0 if res.ok else 1
 
 
+def verify_summary(res: Any) -> str:
+    """What a verification checked, in words: the store, its creation, the positions
+    walked, and the checkpoints (the mirror's included)."""
+    created = _time(res.to_dict()["created_at"]) or "unknown"
+    walked = (f"positions {res.first_position}..{res.last_position}"
+              if res.first_position is not None else "no run")
+    parts = [f"checked store {res.store_id or '(no id)'} (created {created}): {walked}, "
+             f"head at position {res.head_position}"]
+    if res.checkpoint_sources:
+        parts.append(f"against {res.checkpoints_checked} signed checkpoint(s) from "
+                     + ", ".join(res.checkpoint_sources))
+    if res.mirror:
+        parts.append(f"mirror {res.mirror}")
+    return "; ".join(parts)
+
+
 @_guard
 def _cmd_audit_checkpoint(args: argparse.Namespace) -> int:
+    import os
+
     from enginecfg.store import checkpoint as cp
 
-    doc = cp.cmd_checkpoint(_store(args), args.key_file, args.output, sys.stdout)
-    if args.output not in (None, "-"):
-        print(f"checkpoint of position {doc['position']} signed with key {doc['key_id']} "
-              f"({doc['alg']}) written to {args.output}", file=sys.stderr)
+    doc = cp.make_checkpoint(_store(args), cp.load_key(args.key_file))
+    text = cp.checkpoint_text(doc)
+    if args.output in (None, "-"):
+        sys.stdout.write(text)
+        return 0
+    try:  # a new file: an earlier checkpoint is never overwritten
+        fd = os.open(args.output, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        raise InvalidInputError.for_value("output", args.output, "a path that does not exist "
+                                          "yet (a checkpoint is never overwritten)",
+                                          flag="--output") from None
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    print(f"checkpoint of position {doc['position']} signed with key {doc['key_id']} "
+          f"({doc['alg']}) written to {args.output}", file=sys.stderr)
     return 0
 
 
@@ -358,9 +408,49 @@ def _cmd_audit_keygen(args: argparse.Namespace) -> int:
 
     from enginecfg.store import checkpoint as cp
 
-    key = cp.cmd_keygen(args.out, args.public)
+    try:
+        key = cp.generate_key(args.out, args.public)
+    except FileExistsError:
+        raise InvalidInputError.for_value("key_file", args.out, "a path that does not exist "
+                                          "yet (an existing key is never overwritten)",
+                                          flag="--out") from None
     print(f"Ed25519 key {key.key_id}: private key {args.out} (keep it with the signer only), "
           f"public key {args.public or Path(args.out).with_suffix('.pub.pem')}")
+    return 0
+
+
+@_guard
+def _cmd_ui(args: argparse.Namespace) -> int:
+    import os
+
+    from enginecfg.store import checkpoint as cp
+    from enginecfg.ui.pages import open_pages, serve
+
+    if not 0 <= args.port <= 65535:
+        raise InvalidInputError.for_value("port", args.port, "0 (any free port) to 65535",
+                                          flag="--port")
+    if args.db is not None and not args.db.strip():
+        raise InvalidInputError.for_value("db", args.db, "a SQLAlchemy database URL", flag="--db")
+    keys = [cp.load_key(f) for f in args.key_file]
+    mirror = None if args.no_mirror else os.environ.get(cp.MIRROR_ENV) or None
+    pages = open_pages(args.db, checkpoints=args.checkpoint, keys=keys, mirror=mirror,
+                       bound_to=args.host)
+    _opened.append(pages.store)
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"enginecfg: note: serving on {args.host}: whoever reaches this address can read "
+              "the audit history", file=sys.stderr)
+
+    def ready(url: str) -> None:
+        print(f"enginecfg ui: {pages.store.display_url} (read-only) at {url} ; Ctrl-C stops",
+              flush=True)
+
+    try:
+        serve(pages, args.host, args.port, ready=ready)
+    except KeyboardInterrupt:
+        print("enginecfg ui: stopped", file=sys.stderr)
+    except OSError as exc:
+        raise InvalidInputError(f"invalid --host/--port {args.host}:{args.port}: cannot listen "
+                                f"there ({exc.strerror or exc})", field="port") from None
     return 0
 
 
@@ -388,6 +478,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--status", choices=("resolved", "rejected", "invalid"))
     p.add_argument("--since", metavar="TIME", help="ISO date/time (UTC) or an age: 30m, 2h, 7d")
     p.add_argument("--until", metavar="TIME", help="ISO date/time (UTC) or an age")
+    p.add_argument("--actor", metavar="NAME",
+                   help="runs by this actor (--actor / ENGINECFG_ACTOR) or operating-system user")
     p.add_argument("--limit", type=int, default=50, metavar="N")
     _add_json(p, csv=True)
     _add_db(p)
@@ -432,6 +524,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--raw", action="store_true",
                    help="the stored values exactly (epoch-second floats, the runs table's 'id'), "
                         "as the row hashes cover them; default: ISO times and 'run_id'")
+    p.add_argument("--all", action="store_true",
+                   help="every table, raw, with a header naming the store and its chain head: "
+                        "the export `db downgrade --i-have-exported` checks")
     _add_db(p)
     p.set_defaults(func=_cmd_export)
 
@@ -442,8 +537,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("revision", nargs="?", default="head", metavar="REV")
     _add_db(p)
     p.set_defaults(func=_cmd_db_upgrade)
-    p = dbsub.add_parser("downgrade", help="downgrade the schema to REV (base: drop it all)")
-    p.add_argument("revision", metavar="REV")
+    p = dbsub.add_parser("downgrade", help="downgrade the schema to REV (base: drop it all); "
+                                           "refused on a store holding runs unless exported")
+    p.add_argument("revision", metavar="REV", help="a revision below the current one, base, or -N")
+    p.add_argument("--i-have-exported", metavar="FILE", default=None,
+                   help="the store was exported to FILE (`enginecfg export --all -o FILE`) as it "
+                        "is now: checked, then the downgrade may drop history; the loss is "
+                        "recorded and `audit verify` reports it")
     _add_db(p)
     p.set_defaults(func=_cmd_db_downgrade)
     p = dbsub.add_parser("current", help="the schema revision the database is at")
@@ -461,6 +561,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--key-file", action="append", default=[], metavar="FILE",
                    help="key that verifies the checkpoints (repeatable, one per key); "
                         "default: $ENGINECFG_AUDIT_KEY")
+    p.add_argument("--no-mirror", action="store_true",
+                   help="do not check against the mirror ($ENGINECFG_AUDIT_MIRROR), which is "
+                        "checked by default when set")
     _add_json(p)
     _add_db(p)
     p.set_defaults(func=_cmd_audit_verify)
@@ -472,6 +575,21 @@ def register(subparsers: Any) -> None:
                    help="write it to this new file instead of stdout")
     _add_db(p)
     p.set_defaults(func=_cmd_audit_checkpoint)
+    p = subparsers.add_parser("ui", help="a read-only web page over the audit store (runs, "
+                                         "changes, history charts, diffs, verification)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8100, metavar="N",
+                   help="port (default 8100; 0: any free port, printed)")
+    p.add_argument("--checkpoint", action="append", default=[], metavar="FILE|URL",
+                   help="signed checkpoints the verify page checks (repeatable)")
+    p.add_argument("--key-file", action="append", default=[], metavar="FILE",
+                   help="key that verifies them (repeatable); default: $ENGINECFG_AUDIT_KEY")
+    p.add_argument("--no-mirror", action="store_true",
+                   help="do not check against $ENGINECFG_AUDIT_MIRROR on the verify page")
+    _add_db(p)
+    p.set_defaults(func=_cmd_ui)
+
     p = asub.add_parser("keygen", help="make an Ed25519 key pair for checkpoints")
     p.add_argument("--out", required=True, metavar="FILE", help="private key file (new)")
     p.add_argument("--public", metavar="FILE", default=None,

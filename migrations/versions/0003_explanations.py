@@ -17,6 +17,8 @@ revision = "0003_explanations"
 down_revision = "0002"
 branch_labels = None
 depends_on = None
+#: what :func:`downgrade` loses of the audit history; ``enginecfg db downgrade`` reads it
+downgrade_loses = ("changes.explanation: the rule and numbers behind every change")
 
 
 def upgrade() -> None:

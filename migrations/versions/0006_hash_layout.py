@@ -20,6 +20,8 @@ revision = "0006_hash_layout"
 down_revision = "0003_impact"
 branch_labels = None
 depends_on = None
+#: what :func:`downgrade` loses of the audit history; ``enginecfg db downgrade`` reads it
+downgrade_loses = ("runs.hash_layout and chain_head.store_id: the store's identity (its checkpoints no longer match) and the hash layout of every run (runs hashed with a later layout no longer verify)")
 
 
 def upgrade() -> None:

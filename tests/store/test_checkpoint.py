@@ -12,6 +12,7 @@ from sqlalchemy import select, text
 
 from enginecfg.store import AuditStore
 from enginecfg.store import checkpoint as cp
+from enginecfg.store.mirror import Mirror
 from enginecfg.testing import emit_run
 from enginecfg.store.hashing import CHILD_ORDER, layout, run_hash
 from enginecfg.store.models import Base, ChainHead, Run
@@ -227,7 +228,7 @@ def test_malformed_checkpoint_files_are_refused(chain, key, tmp_path):
 
 def test_mirror_to_a_file_every_n_runs(db_url, key, tmp_path):
     target = tmp_path / "mirror.jsonl"
-    store = AuditStore(db_url, mirror=cp.Mirror(str(target), key, every=2)).attach()
+    store = AuditStore(db_url, mirror=Mirror(str(target), key, every=2)).attach()
     try:
         ids = [emit_run() for _ in range(5)]
         docs = [json.loads(line) for line in target.read_text().splitlines()]
@@ -272,16 +273,21 @@ def test_a_broken_mirror_never_breaks_recording(db_url, tmp_path, monkeypatch):
         store.close()
 
 
-def test_cmd_checkpoint_writes_stdout_or_a_new_file(chain, tmp_path, monkeypatch):
+def test_audit_checkpoint_writes_stdout_or_a_new_file(chain, tmp_path, monkeypatch):
+    from support import run_cli
+
     store, ids = chain
     monkeypatch.setenv(cp.KEY_ENV, SECRET)
-    out = io.StringIO()
-    doc = cp.cmd_checkpoint(store, None, None, out)
-    assert json.loads(out.getvalue()) == doc and doc["position"] == 5 and doc["run_id"] == ids[4]
+    proc = run_cli("audit", "checkpoint", "--db", store.url)
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 0 and doc["position"] == 5 and doc["run_id"] == ids[4]
+    cp.check_signature(doc, [cp.load_key()], "stdout")
     path = tmp_path / "cp.json"
-    cp.cmd_checkpoint(store, None, str(path), out)
-    with pytest.raises(FileExistsError):
-        cp.cmd_checkpoint(store, None, str(path), out)
+    assert run_cli("audit", "checkpoint", "--db", store.url, "-o", str(path)).returncode == 0
+    before = path.read_text()
+    again = run_cli("audit", "checkpoint", "--db", store.url, "-o", str(path))
+    assert again.returncode == 2 and "never overwritten" in again.stderr
+    assert path.read_text() == before
 
 
 def test_the_command_line(chain, tmp_path, monkeypatch):

@@ -61,7 +61,12 @@ _CHILD = textwrap.dedent("""
     if mode == "mid-run":
         emit_run(run_id="d" * 32, stop_after_changes=True, between=hold)
     else:
-        store._before_commit = hold              # inside the write transaction
+        from enginecfg.store import dialects
+        # held inside the write transaction, where COMMIT would be sent; on PostgreSQL the
+        # run's rows then go after its statement, in an explicit transaction (as a large
+        # run's do)
+        dialects.PostgreSQLStatements.max_params = 1
+        dialects.Statements.commit = lambda self, cur: hold()
         emit_run(run_id="d" * 32)
 """)
 

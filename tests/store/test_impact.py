@@ -124,11 +124,11 @@ def test_a_nan_concurrency_held_in_its_column_before_still_verifies(store, monke
     PostgreSQL (SQLite turns it into NULL itself): the same figure, so not an edit."""
     import math
 
-    from enginecfg.store import recorder
+    from enginecfg.store import rows
 
-    real = recorder.impact_columns
+    real = rows.impact_columns
     with monkeypatch.context() as m:  # the writer as it was: the NaN into the column
-        m.setattr(recorder, "impact_columns", lambda doc: {**real(doc), "max_concurrency": math.nan})
+        m.setattr(rows, "impact_columns", lambda doc: {**real(doc), "max_concurrency": math.nan})
         _publish("6" * 32, {"max_concurrency": math.nan, "kv_tokens": 5})
     assert store.write_failed == 0, store.record_error
     report = store.verify()

@@ -7,15 +7,16 @@ import pytest
 from sqlalchemy import text
 
 from enginecfg.store import AuditStore
+from enginecfg.store.connection import Writer
 from enginecfg.testing import emit_run
 
 
 def test_runs_share_one_connection(store):
     emit_run()
-    kept = store._writer
+    kept = store._writer.kept
     emit_run()
     emit_run(fail="rejected")
-    assert store._writer is kept and store.recorded == 3 and store.write_failed == 0
+    assert store._writer.kept is kept and store.recorded == 3 and store.write_failed == 0
 
 
 def test_a_connection_lost_between_runs_is_replaced_and_no_run_is_lost(db_url):
@@ -24,13 +25,13 @@ def test_a_connection_lost_between_runs_is_replaced_and_no_run_is_lost(db_url):
     store = AuditStore(db_url).attach()
     try:
         emit_run()
-        kept = store._writer
+        kept = store._writer.kept
         pid = kept.connection.driver_connection.info.backend_pid
         with store.engine.connect() as admin:  # what a restart or an idle timeout does to it
             assert admin.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid}).scalar()
         run_id = emit_run()
         assert store.write_failed == 0, store.record_error
-        assert store.recorded == 2 and store._writer is not kept
+        assert store.recorded == 2 and store._writer.kept is not kept
         assert store.get_run(run_id)["run_id"] == run_id
         assert store.verify().ok
     finally:
@@ -39,17 +40,17 @@ def test_a_connection_lost_between_runs_is_replaced_and_no_run_is_lost(db_url):
 
 def test_a_failed_write_drops_the_connection(store, monkeypatch):
     emit_run()
-    kept = store._writer
+    kept = store._writer.kept
 
     def refuse(*_a, **_k):
         raise RuntimeError("a write that fails")
 
-    monkeypatch.setattr(type(store), "_write_once", refuse)
+    monkeypatch.setattr(Writer, "_write_once", refuse)
     emit_run()
-    assert store.write_failed == 1 and store._writer is None  # not trusted after a failure
+    assert store.write_failed == 1 and store._writer.kept is None  # not trusted after a failure
     monkeypatch.undo()
     emit_run()
-    assert store.recorded == 2 and store._writer is not None and store._writer is not kept
+    assert store.recorded == 2 and store._writer.kept is not None and store._writer.kept is not kept
     assert store.verify().ok
 
 
@@ -115,14 +116,14 @@ def test_only_the_connection_that_failed_is_dropped(store):
     """A thread's failure drops the connection it used, never one another thread has
     opened since (the drop happens under the write lock, on that connection only)."""
     emit_run()
-    kept = store._writer
+    kept = store._writer.kept
     other = store.engine.connect()
     try:
-        assert store._drop_writer(other) is False and store._writer is kept
+        assert store._writer.drop(other) is False and store._writer.kept is kept
     finally:
         other.close()
     emit_run()
-    assert store._writer is kept and store.write_failed == 0
+    assert store._writer.kept is kept and store.write_failed == 0
 
 
 def test_a_failing_checkpointer_does_not_fail_the_run(tmp_path, monkeypatch):
@@ -177,17 +178,17 @@ def test_first_writes_of_several_threads_share_one_lock_and_connection(db_url, m
     locks would let two threads write on the one kept connection at once."""
     import threading
 
-    from enginecfg.store import recorder
+    from enginecfg.store import dialects
 
     made = []
+    real = dialects.statements_for
 
-    class SlowStatements(recorder._Statements):
-        def __init__(self, dialect):
-            made.append(1)
-            threading.Event().wait(0.1)  # every thread reaches the set-up meanwhile
-            super().__init__(dialect)
+    def slow_statements(dialect):
+        made.append(1)
+        threading.Event().wait(0.1)  # every thread reaches the set-up meanwhile
+        return real(dialect)
 
-    monkeypatch.setattr(recorder, "_Statements", SlowStatements)
+    monkeypatch.setattr(dialects, "statements_for", slow_statements)
     store = AuditStore(db_url).attach()
     try:
         store.engine  # the schema first: only the write set-up races

@@ -76,9 +76,22 @@ def test_store_upgrades_on_first_use_and_data_survives_reupgrade(db_url):
     again.close()
 
 
-def test_downgrade_to_0001_and_back_keeps_old_runs_verifiable(db_url):
-    with AuditStore(db_url).attach() as store:
-        rid = emit_run()
+def _layout_1_run(store, monkeypatch) -> str:
+    """A run as enginecfg recorded it before hash layout 2 (no one's name hashed): what a
+    schema down to 0001 can hold whole."""
+    from enginecfg.store import hashing
+
+    with monkeypatch.context() as m:
+        m.setattr(hashing, "LAYOUT_STEPS", hashing.LAYOUT_STEPS[:1])
+        with store.attach():
+            rid = emit_run()
+    assert store.get_run(rid)["hash_layout"] == 1
+    return rid
+
+
+def test_downgrade_to_0001_and_back_keeps_old_runs_verifiable(db_url, monkeypatch):
+    store = AuditStore(db_url)
+    rid = _layout_1_run(store, monkeypatch)
     engine = store.engine
     eng.downgrade(engine, "0001")
     eng.upgrade(engine)
@@ -145,10 +158,10 @@ def _columns(engine, table: str) -> set[str]:
     return {c["name"] for c in inspect(engine).get_columns(table)}
 
 
-def test_0003_explanations_round_trip_keeps_runs_verifiable(db_url):
+def test_0003_explanations_round_trip_keeps_runs_verifiable(db_url, monkeypatch):
     """The explanation column comes and goes with 0003; the hash chain does not depend on it."""
-    with AuditStore(db_url).attach() as store:
-        rid = emit_run()
+    store = AuditStore(db_url)
+    rid = _layout_1_run(store, monkeypatch)
     engine = store.engine
     assert "explanation" in _columns(engine, "changes")
     eng.downgrade(engine, "0002")
@@ -160,11 +173,11 @@ def test_0003_explanations_round_trip_keeps_runs_verifiable(db_url):
     store.close()
 
 
-def test_0003_sources_round_trip_keeps_runs_verifiable(db_url):
+def test_0003_sources_round_trip_keeps_runs_verifiable(db_url, monkeypatch):
     """runs.source comes and goes with its revision; runs written without it still verify, and
     a run's recorded source is covered by its hash."""
-    with AuditStore(db_url).attach() as store:
-        rid = emit_run()
+    store = AuditStore(db_url)
+    rid = _layout_1_run(store, monkeypatch)
     engine = store.engine
     assert "source" in _columns(engine, "runs")
     eng.downgrade(engine, "0003_explanations")

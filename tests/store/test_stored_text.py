@@ -185,12 +185,12 @@ def test_a_literal_escape_and_the_character_are_told_apart_by_the_documents(stor
 def test_a_nul_stored_raw_before_it_was_escaped_is_still_found_on_sqlite(tmp_path, monkeypatch):
     """SQLite stored NUL as it is until it was escaped: those rows still verify, and a
     filter finds them by the text as typed."""
-    from enginecfg.store import recorder
+    from enginecfg.store import rows
 
     store = AuditStore(f"sqlite:///{tmp_path / 'audit.db'}").attach()
     try:
         with monkeypatch.context() as m:
-            m.setattr(recorder, "_storable_texts", lambda table, rows: None)  # the old writer
+            m.setattr(rows, "storable_texts", lambda table, rows: None)  # the old writer
             old = emit_run(model="/models/gemma\x00", architecture="Gemma\x00")
         new = emit_run(model="/models/gemma\x00", architecture="Gemma\x00")
         assert store.write_failed == 0, store.record_error

@@ -33,7 +33,7 @@ def test_the_thread_checkpoints_while_the_writer_records(tmp_path):
     store = AuditStore(f"sqlite:///{db}").attach()
     try:
         emit_run()
-        checkpointer = store._checkpointer
+        checkpointer = store._writer.checkpointer
         assert isinstance(checkpointer, WalCheckpointer) and checkpointer.path == str(db)
         with store.engine.connect() as conn:  # SQLite's own checkpoint is only a backstop
             assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == BACKSTOP_PAGES
@@ -61,7 +61,7 @@ def test_no_thread_before_it_is_needed_and_none_for_postgresql_or_memory(tmp_pat
     store = AuditStore(f"sqlite:///{tmp_path / 'audit.db'}").attach()
     try:
         emit_run()
-        assert store._checkpointer._thread is None and not _threads()  # one commit: not yet
+        assert store._writer.checkpointer._thread is None and not _threads()  # one commit: not yet
     finally:
         store.close()
     from sqlalchemy import create_engine

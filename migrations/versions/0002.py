@@ -16,6 +16,8 @@ revision = "0002"
 down_revision = "0001"
 branch_labels = None
 depends_on = None
+#: what :func:`downgrade` loses of the audit history; ``enginecfg db downgrade`` reads it
+downgrade_loses = ("the validation_checks table and runs.n_checks: every GPU validation check; runs recorded with checks no longer verify")
 
 _INDICES = (
     ("ix_runs_model", "runs", ["model"]),

@@ -16,6 +16,8 @@ revision = "0003_sources"
 down_revision = "0003_explanations"
 branch_labels = None
 depends_on = None
+#: what :func:`downgrade` loses of the audit history; ``enginecfg db downgrade`` reads it
+downgrade_loses = ("runs.source: where each model came from and its files' sha256 (hashed: runs recorded with a source no longer verify)")
 
 
 def upgrade() -> None:

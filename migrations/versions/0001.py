@@ -16,6 +16,8 @@ revision = "0001"
 down_revision = None
 branch_labels = None
 depends_on = None
+#: what :func:`downgrade` loses of the audit history; ``enginecfg db downgrade`` reads it
+downgrade_loses = ("every audit table: runs, stage executions, changes, messages and the chain head (the store's identity with it)")
 
 _TABLES = ("runs", "stage_executions", "changes", "messages")
 

@@ -17,6 +17,9 @@ revision = "0003_impact"
 down_revision = "0003_sources"
 branch_labels = None
 depends_on = None
+#: what :func:`downgrade` loses of the audit history; ``enginecfg db downgrade`` reads it
+downgrade_loses = ("runs.kv_tokens, max_concurrency and max_model_len_fits: an upgrade does "
+                   "not refill them, so runs recorded with KV figures no longer verify")
 
 _COLUMNS = (
     ("kv_tokens", sa.BigInteger),
