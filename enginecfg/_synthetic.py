@@ -15,8 +15,7 @@ import uuid
 from typing import Any, Callable
 
 from enginecfg.pipeline import events
-from enginecfg.pipeline.canonical import fingerprint
-from enginecfg.pipeline.jsoncopy import copy_json
+from enginecfg.pipeline.jsonvalue import fingerprint, to_json
 
 __all__ = ["base_config", "emit_run", "write_runs"]
 
@@ -63,7 +62,7 @@ def emit_run(*, run_id: str | None = None, model: str = "/models/Qwen3-Next-80B-
     run_id = run_id or uuid.uuid4().hex
     engine_args = {"block_size": block_size} if block_size is not None else {}
     cfg = base_config(block_size)
-    input_config = copy_json(cfg)  # as the pipeline copies its input document
+    input_config = to_json(cfg)  # as the pipeline copies its input document
     events.run_started.send(run_id, event=events.RunStarted(
         run_id=run_id, started_at=time.time(), model=model, architecture=architecture,
         engine_args=engine_args, input_config=input_config,

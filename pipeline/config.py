@@ -17,13 +17,14 @@ import attrs
 from enginecfg.pipeline import typed
 from enginecfg.pipeline.errors import FrozenConfigError, InvalidInputError
 from enginecfg.pipeline.hfview import HFConfigView
+from enginecfg.pipeline.jsonvalue import to_json
 
 __all__ = [
     "ATTENTION_BACKENDS",
     "CACHE_DTYPES",
     "MAMBA_DTYPES",
     "MAMBA_CACHE_MODES",
-    "MODEL_DTYPES",
+    "RESOLVED_DTYPES",
     "POOLING_TYPES",
     "ModelConfig",
     "CacheConfig",
@@ -49,8 +50,8 @@ CACHE_DTYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "f
 #: MambaDType literal (what a caller may pass; a stage may assign other table keys)
 MAMBA_DTYPES = ("auto", "float32", "float16")
 MAMBA_CACHE_MODES = ("all", "align", "none")
-#: resolved model dtypes
-MODEL_DTYPES = ("float32", "float16", "bfloat16")
+#: the dtypes a resolved model config holds (``--dtype``'s choices are engine_args.DTYPE_CHOICES)
+RESOLVED_DTYPES = ("float32", "float16", "bfloat16")
 POOLING_TYPES = ("MEAN", "CLS", "LAST", "ALL", "STEP")
 _MAMBA_ASSIGNABLE = MAMBA_DTYPES + ("bfloat16", "half", "float", "fp8", "fp8_e4m3", "fp8_e5m2",
                                     "int8", "fp8_inc", "fp8_ds_mla")
@@ -141,7 +142,7 @@ class ModelConfig:
     hf_text_config: HFConfigView | None = attrs.field(default=None, repr=False, eq=False)
     runner_type: str = attrs.field(default="generate", validator=one_of(("generate", "pooling")))
     convert_type: str = attrs.field(default="none")
-    dtype: str = attrs.field(default="bfloat16", validator=one_of(MODEL_DTYPES))
+    dtype: str = attrs.field(default="bfloat16", validator=one_of(RESOLVED_DTYPES))
     max_model_len: int = attrs.field(default=2048, validator=positive_int())
     head_size: int = attrs.field(default=0, validator=non_negative_int())
     total_num_kv_heads: int = attrs.field(default=0, validator=non_negative_int())
@@ -372,7 +373,7 @@ class EngineConfig:
                 out.containers = [c for c in since.containers if c[3] not in moved]
             out.reread = [key for _, _, key, _ in out.containers]
             for sec, field, key, _ in out.containers:
-                out[key] = _copy_json(getattr(sec, field))
+                out[key] = to_json(getattr(sec, field))
         else:
             out = ConfigState()
             moved = SECTIONS
@@ -389,7 +390,7 @@ class EngineConfig:
                 value = getattr(sec, field)
                 if value.__class__ in (list, dict):
                     out.containers.append((sec, field, key, name))
-                    value = _copy_json(value)
+                    value = to_json(value)
                 out[key] = value
                 if short:
                     out.reread.append(key)
@@ -421,7 +422,7 @@ class EngineConfig:
         # reported as they stand, whatever their type (the pooling stage wrote them)
         for name in ("is_causal", "patch_size"):
             if typed.has(hf, name):
-                out[name] = _copy_json(typed.attr(hf, name, typed.ANY))
+                out[name] = to_json(typed.attr(hf, name, typed.ANY))
         llm = typed.attr(hf, "llm_config", typed.ANY)
         if isinstance(llm, HFConfigView):
             out["llm_config"] = ({"is_causal": typed.attr(llm, "is_causal", typed.ANY)}
@@ -490,12 +491,3 @@ def _tracked_fields(cls: type) -> tuple[tuple[str, str], ...]:
         _TRACKED[cls] = fields
     return fields
 
-
-def _copy_json(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _copy_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_copy_json(v) for v in value]
-    if isinstance(value, HFConfigView):
-        return f"<{value.class_name}>"
-    return value

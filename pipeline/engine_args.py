@@ -15,14 +15,13 @@ from typing import Any
 import attrs
 
 from enginecfg.pipeline.config import ATTENTION_BACKENDS, CACHE_DTYPES, MAMBA_CACHE_MODES, MAMBA_DTYPES
+from enginecfg.pipeline.jsonvalue import BOOL, INT, STR
 
-__all__ = ["EngineArg", "ENGINE_ARGS", "MODEL_DTYPES", "human_readable_int", "human_readable_int_or_auto",
+__all__ = ["EngineArg", "ENGINE_ARGS", "DTYPE_CHOICES", "human_readable_int", "human_readable_int_or_auto",
            "parse_flag_text", "to_flags"]
 
-INT, BOOL, STR = "int", "bool", "str"
-
-#: ModelConfig.dtype's string choices
-MODEL_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+#: ``--dtype``'s choices (what the model config resolves them to: config.RESOLVED_DTYPES)
+DTYPE_CHOICES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 
 
 @attrs.frozen
@@ -92,7 +91,7 @@ _ARGS = (
         "Context length, prompt plus output. Unset: derived from the model config. Takes "
         + _SUFFIXES + "; -1 or auto: the longest that fits in GPU memory (enginecfg, which sees "
         "no GPU memory, uses the model's own maximum).")),
-    EngineArg("dtype", ("--dtype",), STR, choices=tuple(sorted(MODEL_DTYPES)), help=(
+    EngineArg("dtype", ("--dtype",), STR, choices=tuple(sorted(DTYPE_CHOICES)), help=(
         "Data type of weights and activations. auto: FP16 for FP32 and FP16 checkpoints, BF16 for "
         "BF16 ones; half and float16: FP16; bfloat16; float and float32: FP32.")),
     EngineArg("max_num_batched_tokens", ("--max-num-batched-tokens",), INT, nullable=True,

@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from enginecfg.pipeline.canonical import canonical_json
+from enginecfg.pipeline.jsonvalue import canonical_json
 from enginecfg.pipeline.errors import InvalidInputError
 
 __all__ = ["snapshot_for", "snapshots_for", "missing", "start_worker", "remember_bytes", "cache_dir", "transformers_version", "clear_memory",

@@ -26,7 +26,8 @@ from enginecfg.pipeline.config import (
 )
 from enginecfg.pipeline import typed
 from enginecfg.pipeline.arg_order import split_engine_args
-from enginecfg.pipeline.engine_args import BOOL, ENGINE_ARGS, INT, STR
+from enginecfg.pipeline.engine_args import ENGINE_ARGS
+from enginecfg.pipeline.jsonvalue import BOOL, INT, to_json
 from enginecfg.pipeline.suggest import did_you_mean
 from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
 from enginecfg.pipeline import hfcache
@@ -42,8 +43,6 @@ __all__ = ["load_pretrained", "load_pretrained_many", "prefetch_pretrained", "lo
            "parse_engine_args"]
 
 # -- engine arguments (vLLM EngineArgs names; the table is :mod:`.engine_args`) -------------
-
-_INT, _BOOL, _STR = INT, BOOL, STR
 
 
 def _bad(name: str, value: Any, allowed: str) -> InvalidInputError:
@@ -74,7 +73,7 @@ def _parse_one(name: str, value: Any) -> Any:
         if not nullable:
             raise _bad(name, value, "a value (None is not allowed)")
         return None
-    if kind == _INT:
+    if kind == INT:
         if isinstance(value, bool) or not isinstance(value, int):
             raise _bad(name, value, "an integer")
         if name == "max_model_len":
@@ -82,7 +81,7 @@ def _parse_one(name: str, value: Any) -> Any:
                 raise _bad(name, value, "a positive integer, or -1 for the model's maximum")
         elif value < 1:
             raise _bad(name, value, "a positive integer")
-    elif kind == _BOOL:
+    elif kind == BOOL:
         if not isinstance(value, bool):
             raise _bad(name, value, "true or false")
     else:
@@ -222,17 +221,17 @@ def load_pretrained_many(paths: Any, engine_args: dict[str, Any]) -> list[Engine
     return [load_pretrained(p, engine_args) for p in paths]
 
 
-def _json_copy(config: dict[str, Any]) -> dict[str, Any]:
+def _as_read_from_json(config: dict[str, Any]) -> dict[str, Any]:
     """The caller's dict read as its config.json would be (the transformers worker sees it so).
 
-    A cycle, nesting deeper than JSON decoding allows, or a key JSON cannot hold is bad input,
-    not a ``ValueError`` / ``RecursionError`` / ``TypeError`` from deep inside the loader.
+    A value that contains itself, nesting deeper than Python recurses, or a key JSON cannot
+    hold is bad input, not a ``RecursionError`` / ``TypeError`` from deep inside the loader.
     """
     try:
-        return json.loads(json.dumps(config, default=str))
+        return to_json(config, strict=True)
     except RecursionError:
-        reason = "it is nested too deeply"
-    except (ValueError, TypeError) as exc:
+        reason = "it is nested too deeply (or contains itself)"
+    except TypeError as exc:
         reason = " ".join(str(exc).split())
     raise InvalidInputError(f"invalid hf_config: {reason}; allowed: a dict of JSON data", field="hf_config")
 
@@ -240,7 +239,7 @@ def _json_copy(config: dict[str, Any]) -> dict[str, Any]:
 def load_hf_config(config: Any, engine_args: dict[str, Any]) -> EngineConfig:
     args, deferred = split_engine_args(engine_args, _parse_one, ENGINE_ARGS)
     if isinstance(config, dict):
-        return _eager(_build("<dict>", _json_copy(config), None, engine_args, args,
+        return _eager(_build("<dict>", _as_read_from_json(config), None, engine_args, args,
                              deferred=deferred), False)
     if hasattr(config, "to_dict") and hasattr(config, "attribute_map"):
         snap = snapshot_of(config)

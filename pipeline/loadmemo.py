@@ -29,7 +29,8 @@ import attrs
 
 from enginecfg.pipeline import hfcache
 from enginecfg.pipeline.config import SECTIONS, EngineConfig
-from enginecfg.pipeline.memo import ContentMemo, Unkeyable, content_key, copy_json
+from enginecfg.pipeline.jsonvalue import to_json
+from enginecfg.pipeline.memo import ContentMemo, Unkeyable, content_key
 from enginecfg.pipeline.sources import ModelSource
 
 __all__ = ["LoadMemo", "LOADS", "clone_config"]
@@ -59,7 +60,7 @@ def _clone_section(sec: Any) -> Any:
     new = object.__new__(type(sec))
     for name in _field_names(type(sec)):
         value = getattr(sec, name)
-        object.__setattr__(new, name, copy_json(value) if value.__class__ in (list, dict) else value)
+        object.__setattr__(new, name, to_json(value) if value.__class__ in (list, dict) else value)
     return new
 
 

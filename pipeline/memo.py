@@ -21,9 +21,9 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable, Hashable
 
-from enginecfg.pipeline.jsoncopy import copy_json
+from enginecfg.pipeline.jsonvalue import to_json
 
-__all__ = ["Unkeyable", "content_key", "copy_json", "ContentMemo", "per_config"]
+__all__ = ["Unkeyable", "content_key", "ContentMemo", "per_config"]
 
 _SCALARS = (str, int, bool, type(None))
 
@@ -50,7 +50,7 @@ class ContentMemo:
     """A bounded, thread-safe memo: ``key -> value``, with identity anchors per entry.
 
     Values are stored and handed out as they are: a caller that gives a mutable value to
-    its own users copies it on the way in and out (:func:`copy_json`).
+    its own users copies it on the way out (:func:`per_config` does).
     """
 
     def __init__(self, maxsize: int = 256) -> None:
@@ -92,7 +92,8 @@ def per_config(memo: ContentMemo, ctx: Any, compute: Callable[[], Any], *extra: 
     with the same content (and the same *extra* key parts) was seen before.
 
     *compute* must read nothing but the config (and what *extra* names) and return JSON-shaped
-    data; the caller gets its own copy either way.  An exception is not remembered.
+    data (the caller gets its own copy either way) or an immutable value (shared).  An
+    exception is not remembered.
     """
     try:
         anchors, key = ctx.content_key()
@@ -103,4 +104,4 @@ def per_config(memo: ContentMemo, ctx: Any, compute: Callable[[], Any], *extra: 
     if known is None:
         known = compute()
         memo.put(key, anchors, known)
-    return copy_json(known)
+    return to_json(known) if known.__class__ in (dict, list) else known

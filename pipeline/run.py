@@ -9,19 +9,17 @@ where it comes from; either way ``run_failed`` is published before the error pro
 
 from __future__ import annotations
 
-import copy
 import time
 import uuid
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Sequence
 
 import attrs
 
 from enginecfg.pipeline import events
-from enginecfg.pipeline.canonical import fingerprint
 from enginecfg.pipeline.config import ConfigState, EngineConfig
 from enginecfg.pipeline.arg_order import ENGINE, STEP_ORDER
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError, StageError
-from enginecfg.pipeline.jsoncopy import copy_json
+from enginecfg.pipeline.jsonvalue import fingerprint, to_json
 from enginecfg.pipeline.ordering import order_stages
 from enginecfg.pipeline.stage import Stage, StageContext
 
@@ -42,8 +40,8 @@ class Change:
     explanation: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"seq": self.seq, "stage": self.stage, "field": self.field, "old": _jsonable(self.old),
-                "new": _jsonable(self.new), "reason": self.reason, "level": self.level, "via": self.via,
+        return {"seq": self.seq, "stage": self.stage, "field": self.field, "old": to_json(self.old),
+                "new": to_json(self.new), "reason": self.reason, "level": self.level, "via": self.via,
                 "explanation": self.explanation}
 
 
@@ -55,20 +53,6 @@ class Message:
 
     def to_dict(self) -> dict[str, Any]:
         return {"stage": self.stage, "level": self.level, "message": self.message}
-
-
-def _jsonable(value: Any) -> Any:
-    """A JSON-shaped copy: tuples become lists, anything exotic its string."""
-    cls = value.__class__
-    if value is None or cls in (str, int, bool):
-        return value
-    if cls is float:
-        return value
-    if cls is dict or isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if cls in (list, tuple):
-        return [_jsonable(v) for v in value]
-    return str(value)
 
 
 @attrs.define
@@ -109,26 +93,26 @@ class RunResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The run document (a fresh copy each call)."""
-        return copy.deepcopy(self._document())
+        return to_json(self._document())
 
 
 def _document(run_id: str, status: str, cfg: EngineConfig | None, changes: Sequence[Change],
               messages: Sequence[Message], facts: dict[str, Any], fact_names: Sequence[str],
               error: EngineCfgError | None, fp: str | None, *, model: str | None = None,
               engine_args: dict | None = None) -> dict[str, Any]:
-    config = _jsonable(cfg.to_config_dict()) if cfg is not None else None
+    config = to_json(cfg.to_config_dict()) if cfg is not None else None
     doc = {
         "status": status,
         "run_id": run_id,
         "model": cfg.model if cfg is not None else model,
-        "engine_args": _jsonable(cfg.engine_args if cfg is not None else (engine_args or {})),
-        "source": _jsonable(cfg.source) if cfg is not None else None,
+        "engine_args": to_json(cfg.engine_args if cfg is not None else (engine_args or {})),
+        "source": to_json(cfg.source) if cfg is not None else None,
         "config": config,
         "changes": [c.to_dict() for c in changes],
         "messages": [m.to_dict() for m in messages],
     }
     for name in (*fact_names, *(n for n in facts if n not in fact_names)):
-        doc[name] = _jsonable(facts.get(name))
+        doc[name] = to_json(facts.get(name))
     doc["error"] = error.to_dict() if error is not None else None
     doc["fingerprint"] = fp if fp is not None else (fingerprint(config) if config is not None else None)
     return doc
@@ -148,20 +132,20 @@ class _Run:
 
     def original(self, dotted: str) -> Any:
         if dotted in self.initial:
-            return copy.deepcopy(self.initial[dotted])
+            return to_json(self.initial[dotted])
         if dotted.startswith("hf_config."):
             return self.cfg.model_config.hf_config.base_value(dotted[len("hf_config."):])
         raise InvalidInputError(f"{dotted} is not a config field", field=dotted)
 
     def record_change(self, stage: Stage, field: str, old: Any, new: Any, reason: str, level: str,
                       via: str, explanation: str | None = None) -> None:
-        change = Change(len(self.changes) + 1, stage.name, field, copy_json(old), copy_json(new),
+        change = Change(len(self.changes) + 1, stage.name, field, to_json(old), to_json(new),
                         reason, level, via, explanation)
         self.changes.append(change)
         if events.config_changed.receivers:
             events.config_changed.send(self.run_id, event=events.ConfigChanged(
-                run_id=self.run_id, seq=change.seq, stage=change.stage, field=field, old=_jsonable(old),
-                new=_jsonable(new), reason=reason, level=level, via=via, explanation=explanation))
+                run_id=self.run_id, seq=change.seq, stage=change.stage, field=field, old=to_json(old),
+                new=to_json(new), reason=reason, level=level, via=via, explanation=explanation))
 
     def record_message(self, stage: Stage, level: str, message: str) -> None:
         self.messages.append(Message(stage.name, level, message))
@@ -171,7 +155,7 @@ class _Run:
 
     def record_check(self, stage: Stage, fields: dict[str, Any]) -> None:
         events.validation_checked.send(self.run_id, event=events.ValidationChecked(
-            run_id=self.run_id, **{k: _jsonable(v) for k, v in fields.items()}))
+            run_id=self.run_id, **{k: to_json(v) for k, v in fields.items()}))
 
     def sweep(self, stage: Stage, before: dict[str, Any], ctx: StageContext) -> int:
         """Record every change the stage made that its context did not report."""
@@ -273,12 +257,12 @@ class Pipeline:
                                     field="cfg")
         run = _Run(run_id or uuid.uuid4().hex, cfg)
         if events.run_started.receivers:  # documents are built only for someone who listens
-            input_doc = _jsonable(cfg.to_config_dict())
+            input_doc = to_json(cfg.to_config_dict())
             events.run_started.send(run.run_id, event=events.RunStarted(
                 run_id=run.run_id, started_at=time.time(), model=cfg.model,
-                architecture=cfg.model_config.architecture, engine_args=_jsonable(cfg.engine_args),
+                architecture=cfg.model_config.architecture, engine_args=to_json(cfg.engine_args),
                 input_config=input_doc, input_fingerprint=fingerprint(input_doc),
-                stages=tuple(self.stage_names), source=_jsonable(cfg.source)))
+                stages=tuple(self.stage_names), source=to_json(cfg.source)))
         for seq, (lvl, msg) in enumerate(cfg.load_messages, 1):
             events.warning_issued.send(run.run_id, event=events.WarningIssued(
                 run_id=run.run_id, seq=seq, stage="loading", level=lvl, message=msg))
@@ -442,6 +426,6 @@ class Pipeline:
             exc.stage = "loading"
         events.run_started.send(run_id, event=events.RunStarted(
             run_id=run_id, started_at=time.time(), model=model, architecture=None,
-            engine_args=_jsonable(engine_args), input_config={}, input_fingerprint=fingerprint({}),
+            engine_args=to_json(engine_args), input_config={}, input_fingerprint=fingerprint({}),
             stages=tuple(self.stage_names)))
         return self._publish_failure(run_id, exc, None, model=model, engine_args=engine_args)

@@ -27,7 +27,7 @@ import attrs
 from enginecfg.pipeline import typed
 from enginecfg.pipeline.errors import InvalidInputError
 from enginecfg.pipeline.hfview import HFConfigView
-from enginecfg.pipeline.jsoncopy import copy_json
+from enginecfg.pipeline.jsonvalue import to_json
 
 if TYPE_CHECKING:
     from enginecfg.pipeline.config import EngineConfig
@@ -142,7 +142,7 @@ class StageContext:
             setattr(sec, field, value)
         changed = not (old == value and type(old) is type(value))
         if changed:
-            self.set_fields[path] = copy_json(value)
+            self.set_fields[path] = to_json(value)
             self._run.record_change(self._stage, path, old, value, reason, level, via="context",
                                    explanation=explanation)
         if log:

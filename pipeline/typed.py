@@ -22,15 +22,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from enginecfg.pipeline.errors import InvalidInputError
+from enginecfg.pipeline.jsonvalue import ANY, BOOL, INT, LIST, NUMBER, OBJECT, STR
 
 __all__ = ["INT", "NUMBER", "STR", "BOOL", "OBJECT", "LIST", "ANY", "ABSENT", "describe", "check",
            "attr", "key", "has", "field_of", "fail", "Section"]
 
-#: the JSON types, as the accessor names them
-INT, NUMBER, STR, BOOL, OBJECT, LIST = "int", "number", "str", "bool", "object", "list"
-#: any value at all: for a read whose every value vLLM handles (it compares the value with
-#: known ones, or passes it on to a check of its own), said explicitly at the read
-ANY = "any"
+# the JSON kinds (INT, STR, ... ANY) are :mod:`enginecfg.pipeline.jsonvalue`'s; ANY is for a
+# read whose every value vLLM handles (it compares the value with known ones, or passes it
+# on to a check of its own), said explicitly at the read
 
 _NAMES = {INT: "an integer", NUMBER: "a number", STR: "a string", BOOL: "true or false",
           OBJECT: "a JSON object", LIST: "a list", ANY: "any value"}

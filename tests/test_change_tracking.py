@@ -16,7 +16,8 @@ import pytest
 from support import CONFIGS, FIXTURES, resolved_cases
 from enginecfg import EngineConfig, Pipeline, Stage
 from enginecfg.pipeline.config import SECTIONS, CacheConfig, PoolerConfig
-from enginecfg.pipeline.memo import ContentMemo, Unkeyable, content_key, copy_json
+from enginecfg.pipeline.jsonvalue import to_json
+from enginecfg.pipeline.memo import ContentMemo, Unkeyable, content_key
 from enginecfg.stages import impact as impact_stage
 
 QWEN = str(CONFIGS / "qwen3.5-27b")
@@ -151,9 +152,9 @@ def test_a_memo_hit_needs_the_same_anchor_objects_and_the_memo_is_bounded():
     assert len(memo) == 2 and memo.get(key, (snap,)) is None
 
 
-def test_copy_json_shares_nothing_mutable():
+def test_to_json_shares_nothing_mutable():
     value = {"a": [1, {"b": [2]}], "c": "d"}
-    copied = copy_json(value)
+    copied = to_json(value)
     copied["a"][1]["b"].append(3)
     assert value == {"a": [1, {"b": [2]}], "c": "d"}
 
@@ -204,7 +205,7 @@ def test_a_changed_input_is_not_answered_from_the_memo(warm_snapshots):
 
 def test_editing_a_result_does_not_reach_the_memo(warm_snapshots):
     first = Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(NEMOTRON))
-    kept = copy_json(first.impact)
+    kept = to_json(first.impact)
     first.impact["groups"][0]["block_size"] = -1
     first.impact["memory"].clear()
     second = Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(NEMOTRON))

@@ -17,7 +17,7 @@ from enginecfg.pipeline import typed
 from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
 from enginecfg.pipeline.hfsnapshot import is_snapshot
 from enginecfg.pipeline.hfview import HFConfigView
-from enginecfg.pipeline.jsoncopy import copy_json
+from enginecfg.pipeline.jsonvalue import to_json
 from enginecfg.pipeline.models.dtypes import canonical_dtype
 
 # -- the vLLM 0.19 view of a transformers 5.23 snapshot --------------------------------------
@@ -34,7 +34,7 @@ def vllm_view(snap: dict[str, Any], raw: dict[str, Any] | None) -> dict[str, Any
     cached = snap.get("vllm_view")
     if cached is not None:
         return cached
-    view = copy_json(snap)  # JSON-shaped: copied without deepcopy's bookkeeping
+    view = to_json(snap)  # JSON-shaped: copied without deepcopy's bookkeeping
     _unlayer(view, raw)
     snap["vllm_view"] = view
     return view
