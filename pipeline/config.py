@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import math
 from types import MappingProxyType
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Hashable, Iterable
 
 import attrs
 
-from enginecfg.pipeline import typed
 from enginecfg.pipeline.errors import FrozenConfigError, InvalidInputError
-from enginecfg.pipeline.hfview import HFConfigView
+from enginecfg.pipeline.hf import HFConfigView, Unkeyable, content_key, typed
 from enginecfg.pipeline.jsonvalue import to_json
 
 __all__ = [
@@ -234,6 +233,9 @@ SECTIONS = {
     "compilation_config": CompilationConfig,
 }
 
+#: :meth:`EngineConfig.state`'s default: since the state taken last
+LATEST = object()
+
 #: ModelConfig fields that the run document reports (the rest are internal bookkeeping)
 MODEL_DOC_FIELDS = (
     "architecture", "dtype", "max_model_len", "is_hybrid", "is_attention_free", "use_mla",
@@ -268,14 +270,16 @@ class EngineConfig:
     engine_args: dict[str, Any] = attrs.field(factory=dict)
     load_messages: list[tuple[str, str]] = attrs.field(factory=list, repr=False)
     #: where the model's files came from and the sha256 of each one read
-    #: (:meth:`enginecfg.pipeline.sources.ModelSource.provenance`); None for an in-memory config
+    #: (:meth:`enginecfg.pipeline.hf.sources.ModelSource.provenance`); None for an in-memory config
     source: dict[str, Any] | None = attrs.field(default=None, repr=False)
     #: engine-argument errors found at load time, kept for the moment vLLM reports them:
     #: ``(phase, error)`` in its order (:mod:`enginecfg.pipeline.arg_order`)
     pending_errors: list[tuple[str, Any]] = attrs.field(factory=list, repr=False)
     _frozen: bool = attrs.field(default=False, init=False, repr=False)
-    #: assignments to the config itself (a section replaced); see :meth:`write_stamp`
+    #: assignments to the config itself (a section replaced); see :meth:`_write_stamp`
     _replaced: int = attrs.field(default=0, init=False, repr=False, eq=False)
+    #: the state taken last (:meth:`state` reads again only what can have changed since)
+    _latest: "ConfigState | None" = attrs.field(default=None, init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
         for sec in self.sections():
@@ -342,7 +346,7 @@ class EngineConfig:
     def model(self) -> str:
         return self.model_config.model
 
-    def write_stamp(self) -> tuple[int, ...]:
+    def _write_stamp(self) -> tuple[int, ...]:
         """Moves with every assignment: a section replaced, or any field of one assigned."""
         # the sections spelt out in SECTIONS' order (a test checks it): cheaper than looking
         # each one up by name; a section left None has no count
@@ -350,16 +354,20 @@ class EngineConfig:
             self.model_config, self.cache_config, self.attention_config, self.scheduler_config,
             self.parallel_config, self.pooler_config, self.compilation_config)])
 
-    def state(self, since: "ConfigState | None" = None) -> "ConfigState":
+    def state(self, since: "ConfigState | None | object" = LATEST) -> "ConfigState":
         """Flat ``{dotted field: value}`` of every tracked field (sections and hf writes).
 
-        With *since*, an earlier state of this config, a section that took no assignment
-        after it was taken (:meth:`write_stamp`) is not read again, but for its list and
-        dict values (edited in place); the writes into ``hf_config`` are always read again.
-        The result is the same as a full read; the pipeline takes one after every stage,
-        and compares only what was read again (:attr:`ConfigState.reread`).
+        The result is always the same as a full read.  How it is taken: with *since*, an
+        earlier state of this config (by default the one taken last; None: read everything),
+        a section that took no assignment after it was taken is not read again, but for its
+        list and dict values (edited in place); the writes into ``hf_config`` are always
+        read again.  The pipeline takes one after every stage and compares only what was
+        read again (:attr:`ConfigState.reread`); :meth:`ConfigState.content_key` keys the
+        memoised figures of vLLM's knowledge.
         """
-        stamp = self.write_stamp()
+        if since is LATEST:
+            since = self._latest
+        stamp = self._write_stamp()
         short = since is not None and since.config is self and since.stamp[0] == stamp[0]
         if short:
             out = ConfigState(since)
@@ -402,6 +410,7 @@ class EngineConfig:
                 out.hf_keys.append("hf_config." + path)
         if short:
             out._inherit_key(since)
+        object.__setattr__(self, "_latest", out)  # not an assignment: no write is counted
         return out
 
     def section_dict(self, name: str) -> dict[str, Any] | None:
@@ -445,13 +454,39 @@ class ConfigState(dict):
 
     __slots__ = ("config", "stamp", "containers", "hf_keys", "reread", "_key")
 
-    def content_key(self) -> Any:
-        """:func:`~enginecfg.pipeline.memo.content_key` of the fields (computed once)."""
+    def content_key(self) -> tuple[tuple[Any, ...], Hashable]:
+        """``(anchors, key)``: a key of everything the config holds, for memoising a pure
+        computation over it (:func:`enginecfg.pipeline.hf.memoised`); take it right after
+        the state (the fields are this state's, the snapshots the config's own now).
+
+        Two configs get equal keys only when every tracked field (with this run's writes
+        into the transformers config) is equal with the same types, the model class's facts
+        are equal, and they read the very same transformers snapshot (one per distinct
+        config content, shared between runs): the snapshots are the *anchors*, held by a
+        memo entry so that their identity cannot be reused.  Raises
+        :class:`~enginecfg.pipeline.hf.Unkeyable` for a config that cannot be keyed (a
+        field holding an object without value semantics, a text config outside the view).
+        """
+        mc = self.config.model_config
+        hf, text = mc.hf_config, mc.hf_text_config
+        if hf is None or text is None:
+            raise Unkeyable("no transformers config")
+        snap, _, _ = hf.anchor()
+        text_snap, text_root, text_path = text.anchor()
+        if text is not hf and text_root is not hf:
+            raise Unkeyable("the text config is not part of the transformers config view")
+        try:
+            hash(mc.arch_info)  # frozen attrs: hashed and compared by its facts
+        except TypeError:
+            raise Unkeyable("the model class facts are not hashable") from None
+        anchors = (snap, text_snap)
+        return anchors, (tuple(map(id, anchors)), text_path, mc.arch_info, self._fields_key())
+
+    def _fields_key(self) -> Hashable:
+        """:func:`~enginecfg.pipeline.hf.content_key` of the flat fields (computed once)."""
         try:
             return self._key
         except AttributeError:
-            from enginecfg.pipeline.memo import content_key
-
             # the flat fields are mostly strings, integers, booleans and None: their types
             # side by side tell 1, True and 1.0 apart; anything else gets its full content key
             values = list(self.values())
@@ -468,8 +503,6 @@ class ConfigState(dict):
             key = since._key
         except AttributeError:
             return
-        from enginecfg.pipeline.memo import Unkeyable, content_key
-
         if self.hf_keys != since.hf_keys:
             return
         try:

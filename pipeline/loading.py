@@ -1,9 +1,9 @@
 """Load a model config and derive the model facts exactly as vLLM 0.19.0 does.
 
 ``load_pretrained`` reads ``config.json`` from a model folder, a lone file or a Hugging Face
-repo (see :mod:`.sources`) together with the files beside it that vLLM reads (safetensors
+repo (see :mod:`.hf.sources`) together with the files beside it that vLLM reads (safetensors
 headers, tokenizer and sentence-transformers settings), validates the engine arguments,
-obtains the transformers view of the config (see :mod:`.hfcache`: built once per config
+obtains the transformers view of the config (see :mod:`.hf.cache`: built once per config
 content, never in this process unless transformers is already imported) and derives
 ``ModelConfig``: architecture, text config, dtype, max_model_len, head size, KV heads, MLA,
 hybrid / attention-free, Mamba prefix-caching support, chunk size, sliding window, and the
@@ -24,20 +24,17 @@ from enginecfg.pipeline.config import (
     ATTENTION_BACKENDS, AttentionConfig, CacheConfig, EngineConfig, ModelConfig, ParallelConfig,
     PoolerConfig, SchedulerConfig,
 )
-from enginecfg.pipeline import typed
 from enginecfg.pipeline.arg_order import split_engine_args
 from enginecfg.pipeline.engine_args import ENGINE_ARGS
-from enginecfg.pipeline.jsonvalue import BOOL, INT, to_json
-from enginecfg.pipeline.suggest import did_you_mean
 from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
-from enginecfg.pipeline import hfcache
-from enginecfg.pipeline.hfcache import snapshot_for, snapshot_for_bytes
-from enginecfg.pipeline.hfsnapshot import snapshot_of
-from enginecfg.pipeline.hfview import HFConfigView
+from enginecfg.pipeline.hf import (
+    VLLM_CLASSES, HFConfigView, ModelSource, missing, open_source, remember_bytes, snapshot_for,
+    snapshot_for_bytes, snapshot_of_object, snapshots_for, start_worker, typed,
+)
+from enginecfg.pipeline.jsonvalue import BOOL, INT, to_json
 from enginecfg.pipeline.loadmemo import LOADS
-from enginecfg.pipeline.models.config_defaults import VLLM_CLASSES
 from enginecfg.pipeline.models.weights_dtype import dtype_from_headers
-from enginecfg.pipeline.sources import ModelSource, open_source
+from enginecfg.pipeline.suggest import did_you_mean
 
 __all__ = ["load_pretrained", "load_pretrained_many", "prefetch_pretrained", "load_hf_config", "ENGINE_ARGS",
            "parse_engine_args"]
@@ -144,7 +141,7 @@ def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None
     """A config from a model folder, a ``config.json`` or a Hugging Face repo id.
 
     Besides ``config.json`` the files vLLM 0.19.0 reads while building its config are read
-    from the same source (see :mod:`.sources` and :mod:`.models.model_files`), and every one
+    from the same source (see :mod:`.hf.sources` and :mod:`.models.model_files`), and every one
     is recorded with its sha256 in the config's ``source``.
 
     Engine-argument errors are raised after the model config was read (vLLM reports a config
@@ -201,13 +198,13 @@ def prefetch_pretrained(paths: list[Any], *, wait: bool = True) -> int:
     snapshots were missing from both caches.
     """
     configs = _readable_configs(paths)
-    todo = hfcache.missing([d for _, d in configs])
+    todo = missing([d for _, d in configs])
     if not wait:
         if todo:
-            hfcache.start_worker()
+            start_worker()
         return len(todo)
-    for (raw, _), snap in zip(configs, hfcache.snapshots_for([d for _, d in configs])):
-        hfcache.remember_bytes(raw, snap)
+    for (raw, _), snap in zip(configs, snapshots_for([d for _, d in configs])):
+        remember_bytes(raw, snap)
     return len(todo)
 
 
@@ -242,13 +239,7 @@ def load_hf_config(config: Any, engine_args: dict[str, Any]) -> EngineConfig:
         return _eager(_build("<dict>", _as_read_from_json(config), None, engine_args, args,
                              deferred=deferred), False)
     if hasattr(config, "to_dict") and hasattr(config, "attribute_map"):
-        snap = snapshot_of(config)
-        try:
-            from enginecfg.pipeline._hfworker import default_architecture
-
-            snap["default_architecture"] = default_architecture(snap.get("model_type"))
-        except Exception:
-            snap["default_architecture"] = None
+        snap = snapshot_of_object(config)
         model = str(typed.attr(config, "_name_or_path", typed.ANY) or "<hf_config>")  # a label
         return _eager(_build(model, None, snap, engine_args, args, deferred=deferred), False)
     raise InvalidInputError(f"invalid hf config: got {type(config).__name__}; allowed: a transformers "

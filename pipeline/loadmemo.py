@@ -27,11 +27,9 @@ from typing import Any, Hashable
 
 import attrs
 
-from enginecfg.pipeline import hfcache
 from enginecfg.pipeline.config import SECTIONS, EngineConfig
 from enginecfg.pipeline.jsonvalue import to_json
-from enginecfg.pipeline.memo import ContentMemo, Unkeyable, content_key
-from enginecfg.pipeline.sources import ModelSource
+from enginecfg.pipeline.hf import ContentMemo, ModelSource, Unkeyable, content_key, on_clear
 
 __all__ = ["LoadMemo", "LOADS", "clone_config"]
 
@@ -136,4 +134,4 @@ class LoadMemo:
 #: the process's memo of loaded configs (``load_pretrained``); its templates hold snapshots,
 #: so it is emptied with the snapshot memory cache
 LOADS = LoadMemo()
-hfcache.on_clear_memory(LOADS.clear)
+on_clear(LOADS.clear)

@@ -8,7 +8,7 @@ prefix caching off, and a MEAN- or CLS-pooling (or bidirectional) model with bot
 
 from __future__ import annotations
 
-from enginecfg.pipeline import typed
+from enginecfg.pipeline.hf import typed
 from enginecfg.pipeline.stage import Stage
 
 

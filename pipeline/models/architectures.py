@@ -306,7 +306,7 @@ def is_hybrid(info: ArchInfo, hf_config: Any) -> bool:
     """
     if not info.is_hybrid_class:
         return False
-    from enginecfg.pipeline import typed
+    from enginecfg.pipeline.hf import typed
 
     # vLLM iterates whatever it finds (a string by character, an object by key) and crashes
     # on a number: the typed read refuses only what vLLM cannot iterate

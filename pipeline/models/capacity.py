@@ -13,11 +13,16 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from enginecfg.pipeline.hf import ContentMemo, memoised
 from enginecfg.pipeline.models import kv_cache as kc
 from enginecfg.pipeline.models import kv_specs
 from enginecfg.pipeline.models.weights import estimate_weights
 
-__all__ = ["H200_GIB", "DEFAULT_UTILIZATION", "DEFAULT_CONTEXTS", "memory_budget", "impact"]
+__all__ = ["H200_GIB", "DEFAULT_UTILIZATION", "DEFAULT_CONTEXTS", "FIGURES", "memory_budget", "impact"]
+
+#: the figures of configs seen before in this process: the arithmetic is pure, and an engine
+#: resolving the same model under the same arguments again pays it once
+FIGURES = ContentMemo(maxsize=256)
 
 #: the H200's memory, the default GPU
 H200_GIB = 141.0
@@ -76,6 +81,7 @@ def _group_row(g: kc.KVCacheGroup, group_size: int, limits: kc.Limits) -> dict[s
     return row
 
 
+@memoised(FIGURES)
 def impact(cfg, *, gpu_memory_gib: float = H200_GIB,
            gpu_memory_utilization: float = DEFAULT_UTILIZATION, kv_cache_memory: int | None = None,
            contexts: Sequence[int] = DEFAULT_CONTEXTS,

@@ -1,6 +1,6 @@
 """The model facts vLLM 0.19.0 derives while it builds its model config.
 
-Pure functions over the transformers view of a config (:class:`~enginecfg.pipeline.hfview.HFConfigView`)
+Pure functions over the transformers view of a config (:class:`~enginecfg.pipeline.hf.view.HFConfigView`)
 and the tables behind them: the dtype (with vLLM's casting log lines), max_model_len (rope
 scaling, the long-context override refusal), the attention head size, the KV heads, MLA, the
 quantisation method and its dtypes, the KV-cache dtype a ModelOpt checkpoint asks for, and the
@@ -13,10 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from enginecfg.pipeline import typed
 from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
-from enginecfg.pipeline.hfsnapshot import is_snapshot
-from enginecfg.pipeline.hfview import HFConfigView
+from enginecfg.pipeline.hf import HFConfigView, is_snapshot, typed
 from enginecfg.pipeline.jsonvalue import to_json
 from enginecfg.pipeline.models.dtypes import canonical_dtype
 

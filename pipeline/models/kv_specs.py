@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from enginecfg.pipeline import typed
+from enginecfg.pipeline.hf import typed
 from enginecfg.pipeline.models import mamba_state
 from enginecfg.pipeline.models.dtypes import attention_kv_dtype
 from enginecfg.pipeline.errors import InvalidInputError

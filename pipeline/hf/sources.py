@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from enginecfg.pipeline.errors import InvalidInputError
-from enginecfg.pipeline.safetensors_header import HeaderRead, read_header
+from enginecfg.pipeline.hf.safetensors_header import HeaderRead, read_header
 
 __all__ = [
     "SMALL_FILES", "ModelSource", "FileRecord", "open_source", "is_repo_id", "hub_cache_dir",

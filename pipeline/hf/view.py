@@ -14,7 +14,7 @@ from types import MappingProxyType
 from typing import Any, Iterator
 
 from enginecfg.pipeline.errors import FrozenConfigError
-from enginecfg.pipeline.hfsnapshot import is_snapshot
+from enginecfg.pipeline.hf.snapshot import is_snapshot
 from enginecfg.pipeline.jsonvalue import PLAIN, to_json
 
 __all__ = ["HFConfigView", "deep_freeze"]
@@ -174,7 +174,7 @@ class HFConfigView:
         """What this view reads, by identity: its snapshot, its root view and its path there.
 
         Snapshots are shared between runs (one per distinct config content), so a memo of
-        something computed from a view may key on them (:mod:`enginecfg.pipeline.memo`); this
+        something computed from a view may key on them (:mod:`enginecfg.pipeline.hf.memo`); this
         run's writes are not in it, they are in :meth:`overlay_state` of the root.
         """
         return self._snap, self._root, self._path

@@ -3,7 +3,7 @@
 A config.json can hold any JSON value anywhere.  Code that reads ``quant_algo`` and uses it
 as a dict key, or multiplies ``head_dim``, turns a value of the wrong type into a
 ``TypeError`` deep inside enginecfg.  Every such read goes through :func:`attr` (an
-attribute of an :class:`~enginecfg.pipeline.hfview.HFConfigView`) or :func:`key` (a key of a
+attribute of an :class:`~enginecfg.pipeline.hf.view.HFConfigView`) or :func:`key` (a key of a
 JSON object inside the config, such as ``quantization_config``), which checks the value and
 raises :class:`~enginecfg.InvalidInputError` naming the dotted field (``hf_config.
 quantization_config.quant_algo``), the value and what is allowed.  Where vLLM itself accepts
