@@ -17,6 +17,7 @@ import attrs
 from enginecfg.pipeline.errors import FrozenConfigError, InvalidInputError
 from enginecfg.pipeline.hf import HFConfigView, Unkeyable, content_key, typed
 from enginecfg.pipeline.jsonvalue import to_json
+from enginecfg.pipeline.models.engine_defaults import DEFAULT_BLOCK_SIZE
 
 __all__ = [
     "ATTENTION_BACKENDS",
@@ -166,7 +167,7 @@ class ModelConfig:
 class CacheConfig:
     """KV-cache and Mamba-state settings (vLLM's ``CacheConfig``)."""
 
-    block_size: int = attrs.field(default=16, validator=positive_int())
+    block_size: int = attrs.field(default=DEFAULT_BLOCK_SIZE, validator=positive_int())
     user_specified_block_size: bool = attrs.field(default=False, validator=boolean())
     cache_dtype: str = attrs.field(default="auto", validator=one_of(CACHE_DTYPES))
     calculate_kv_scales: bool = attrs.field(default=False, validator=boolean())

@@ -33,6 +33,7 @@ from enginecfg.pipeline.hf import (
 )
 from enginecfg.pipeline.jsonvalue import BOOL, INT, to_json
 from enginecfg.pipeline.loadmemo import LOADS
+from enginecfg.pipeline.models.engine_defaults import DEFAULT_BLOCK_SIZE
 from enginecfg.pipeline.models.weights_dtype import dtype_from_headers
 from enginecfg.pipeline.suggest import did_you_mean
 
@@ -393,7 +394,7 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
                                  "and boosts the performance. Meanwhile, it may cause accuracy drop without a "
                                  "proper scaling factor."))
     cc = CacheConfig(
-        block_size=16 if block_size is None else block_size,
+        block_size=DEFAULT_BLOCK_SIZE if block_size is None else block_size,
         user_specified_block_size=block_size is not None,
         cache_dtype=cache_dtype,
         calculate_kv_scales=args.get("calculate_kv_scales", False),

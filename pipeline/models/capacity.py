@@ -16,6 +16,7 @@ from typing import Any, Sequence
 from enginecfg.pipeline.hf import ContentMemo, memoised
 from enginecfg.pipeline.models import kv_cache as kc
 from enginecfg.pipeline.models import kv_specs
+from enginecfg.pipeline.models.engine_defaults import max_num_batched_tokens
 from enginecfg.pipeline.models.weights import estimate_weights
 
 __all__ = ["H200_GIB", "DEFAULT_UTILIZATION", "DEFAULT_CONTEXTS", "FIGURES", "memory_budget", "impact"]
@@ -53,7 +54,7 @@ def _pct(part: float, whole: float) -> float:
 
 def _limits(cfg, max_model_len: int | None = None) -> kc.Limits:
     return kc.Limits(max_model_len=max_model_len or cfg.model_config.max_model_len,
-                     max_num_batched_tokens=kv_specs.max_num_batched_tokens(cfg),
+                     max_num_batched_tokens=max_num_batched_tokens(cfg),
                      mamba_cache_mode=cfg.cache_config.mamba_cache_mode)
 
 

@@ -18,6 +18,11 @@ from enginecfg.pipeline.hf import HFConfigView, is_snapshot, typed
 from enginecfg.pipeline.jsonvalue import to_json
 from enginecfg.pipeline.models.dtypes import canonical_dtype
 
+__all__ = ["vllm_view", "MLA_MODEL_TYPES", "MODELOPT_METHODS", "QUANTIZATION_DTYPES", "PYDANTIC_INTS", "DEVICE",
+           "field_name", "number", "check_model_ints", "opt_int", "resolve_dtype", "max_model_len",
+           "head_size", "total_kv_heads", "checkpoint_kv_cache_dtype", "quantization", "gemma4_head_dims",
+           "attention_head_sizes", "is_mla", "mla_dims"]
+
 # -- the vLLM 0.19 view of a transformers 5.23 snapshot --------------------------------------
 
 def vllm_view(snap: dict[str, Any], raw: dict[str, Any] | None) -> dict[str, Any]:
