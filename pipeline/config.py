@@ -1,9 +1,11 @@
-"""The engine configuration: attrs sections named and defaulted as vLLM 0.19.0's.
+"""The engine configuration: attrs sections named and defaulted as vLLM 0.19.0's, and their state.
 
 Only the fields the verification steps and the derived model facts read or write are here.
 Every assignment is validated at the boundary (the error names the field, what was given
 and what is allowed) and refused once the pipeline has frozen the config.  Changes made
-during a run are found and attributed by the pipeline (see :mod:`enginecfg.pipeline.run`).
+during a run are found and attributed by the pipeline (see :mod:`enginecfg.pipeline.run`),
+which compares the config's :meth:`~BaseEngineConfig.state` after each stage with the one
+before.  How a config is made from a model's files is :mod:`enginecfg.pipeline.loading`'s.
 """
 
 from __future__ import annotations
@@ -33,8 +35,12 @@ __all__ = [
     "SchedulerConfig",
     "PoolerConfig",
     "CompilationConfig",
-    "EngineConfig",
+    "BaseEngineConfig",
+    "ConfigState",
+    "LATEST",
     "SECTIONS",
+    "MODEL_DOC_FIELDS",
+    "tracked_fields",
 ]
 
 #: vLLM 0.19.0's AttentionBackendEnum member names
@@ -126,7 +132,7 @@ def _engine_slot():
 
 def _writes_slot():
     """How many assignments the section has taken: the pipeline re-reads a section's fields
-    after a stage only when this moved (see :meth:`EngineConfig.state`)."""
+    after a stage only when this moved (see :meth:`BaseEngineConfig.state`)."""
     return attrs.field(default=0, init=False, repr=False, eq=False, on_setattr=attrs.setters.NO_OP)
 
 
@@ -234,7 +240,7 @@ SECTIONS = {
     "compilation_config": CompilationConfig,
 }
 
-#: :meth:`EngineConfig.state`'s default: since the state taken last
+#: :meth:`BaseEngineConfig.state`'s default: since the state taken last
 LATEST = object()
 
 #: ModelConfig fields that the run document reports (the rest are internal bookkeeping)
@@ -253,11 +259,12 @@ def _json_value(v: Any) -> Any:
 
 
 @attrs.define(slots=True, kw_only=True)
-class EngineConfig:
-    """Everything one engine start needs decided, in vLLM's section layout.
+class BaseEngineConfig:
+    """Everything one engine start needs decided, in vLLM's section layout: what the engine
+    runs stages on, tracks changes of and freezes.
 
-    Build it with :meth:`from_pretrained` (a model folder or ``config.json``) or
-    :meth:`from_hf_config` (a transformers config object or a dict); hand it to
+    :class:`enginecfg.EngineConfig` is this with its constructors from a model's files
+    (``from_pretrained``, ``from_hf_config``: :mod:`enginecfg.pipeline.loading`); hand one to
     ``Pipeline().run(cfg)``, which verifies and corrects it and then freezes it.
     """
 
@@ -293,33 +300,6 @@ class EngineConfig:
         object.__setattr__(self, "_replaced", getattr(self, "_replaced", 0) + 1)
         if name in SECTIONS and value is not None:
             object.__setattr__(value, "_engine", self)
-
-    # -- construction ----------------------------------------------------------------------
-    @classmethod
-    def from_pretrained(cls, path: Any, revision: str | None = None, **engine_args: Any) -> "EngineConfig":
-        """A model folder, a ``config.json``, or a Hugging Face repo id (``org/name``, at
-        ``revision``), resolved with vLLM's engine arguments."""
-        from enginecfg.pipeline.loading import load_pretrained
-
-        return load_pretrained(path, engine_args, revision=revision)
-
-    @classmethod
-    def from_pretrained_many(cls, paths: Any, **engine_args: Any) -> "list[EngineConfig]":
-        """:meth:`from_pretrained` of each path, in order, with the same engine arguments.
-
-        The transformers snapshots of all configs not cached yet are built in one request
-        to the worker, so N new configs cost one round trip, not N.  The first path that
-        cannot be loaded raises, as its own :meth:`from_pretrained` would.
-        """
-        from enginecfg.pipeline.loading import load_pretrained_many
-
-        return load_pretrained_many(paths, engine_args)
-
-    @classmethod
-    def from_hf_config(cls, config: Any, **engine_args: Any) -> "EngineConfig":
-        from enginecfg.pipeline.loading import load_hf_config
-
-        return load_hf_config(config, engine_args)
 
     # -- access ----------------------------------------------------------------------------
     def sections(self) -> list[Any]:
@@ -395,7 +375,7 @@ class EngineConfig:
                 if short:
                     out.reread.append(name)
                 continue
-            for field, key in _tracked_fields(type(sec)):
+            for field, key in tracked_fields(type(sec)):
                 value = getattr(sec, field)
                 if value.__class__ in (list, dict):
                     out.containers.append((sec, field, key, name))
@@ -448,7 +428,7 @@ class EngineConfig:
 
 
 class ConfigState(dict):
-    """:meth:`EngineConfig.state`: the flat field dict, with what a later state needs to
+    """:meth:`BaseEngineConfig.state`: the flat field dict, with what a later state needs to
     know about how it was taken (the config, its write stamp, which values are containers
     and which keys are hf_config writes) and ``reread``: the keys read again since the
     state it was taken after (None: all of them)."""
@@ -516,8 +496,9 @@ class ConfigState(dict):
 _TRACKED: dict[type, tuple[tuple[str, str], ...]] = {}
 
 
-def _tracked_fields(cls: type) -> tuple[tuple[str, str], ...]:
-    """(attribute, dotted key) of a section's fields that the change record tracks."""
+def tracked_fields(cls: type) -> tuple[tuple[str, str], ...]:
+    """(attribute, dotted key) of the fields of section class *cls* that the change record
+    tracks (``("block_size", "cache_config.block_size")``, ...)."""
     fields = _TRACKED.get(cls)
     if fields is None:
         fields = tuple((a.name, f"{cls._section}.{a.name}") for a in attrs.fields(cls)

@@ -16,112 +16,25 @@ from typing import Any, Iterable, Sequence
 import attrs
 
 from enginecfg.pipeline import events
-from enginecfg.pipeline.config import ConfigState, EngineConfig
 from enginecfg.pipeline.arg_order import ENGINE, STEP_ORDER
+from enginecfg.pipeline.config import BaseEngineConfig, ConfigState
+from enginecfg.pipeline.document import Change, Message, RunResult, document
+from enginecfg.pipeline.engine_args import parse_engine_args
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError, StageError
 from enginecfg.pipeline.jsonvalue import fingerprint, to_json
 from enginecfg.pipeline.ordering import order_stages
+from enginecfg.pipeline.plugins import discover_stages
+from enginecfg.pipeline import rulepacks
 from enginecfg.pipeline.stage import Stage, StageContext
+from enginecfg.pipeline.suggest import did_you_mean
 
-__all__ = ["Pipeline", "RunResult", "Change", "Message", "fingerprint"]
-
-
-@attrs.frozen
-class Change:
-    seq: int
-    stage: str
-    field: str
-    old: Any
-    new: Any
-    reason: str
-    level: str = "INFO"
-    via: str = "context"
-    #: the rule and the numbers behind the new value, in words (None: the reason says it all)
-    explanation: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"seq": self.seq, "stage": self.stage, "field": self.field, "old": to_json(self.old),
-                "new": to_json(self.new), "reason": self.reason, "level": self.level, "via": self.via,
-                "explanation": self.explanation}
-
-
-@attrs.frozen
-class Message:
-    stage: str
-    level: str
-    message: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"stage": self.stage, "level": self.level, "message": self.message}
-
-
-@attrs.define
-class RunResult:
-    """What a run produced: the frozen config and the record of how it got there."""
-
-    run_id: str
-    status: str
-    config: EngineConfig
-    changes: list[Change]
-    messages: list[Message]
-    facts: dict[str, Any]
-    stages: list[str]
-    error: EngineCfgError | None = None
-    #: the facts the pipeline's stages declare (``Stage.facts``), in stage order
-    fact_names: tuple[str, ...] = ()
-    _doc: dict[str, Any] | None = attrs.field(default=None, init=False, repr=False)
-
-    @property
-    def fingerprint(self) -> str:
-        """sha256 of the resolved config's canonical JSON (computed once; the config is frozen)."""
-        return self._document()["fingerprint"]
-
-    def __getattr__(self, name: str) -> Any:
-        # a declared fact reads as an attribute (``result.pages``), None when not recorded
-        if name != "fact_names" and name in self.fact_names:
-            return self.facts.get(name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-    def changes_for(self, field: str) -> list[Change]:
-        return [c for c in self.changes if c.field == field]
-
-    def _document(self) -> dict[str, Any]:
-        if self._doc is None:
-            self._doc = _document(self.run_id, self.status, self.config, self.changes, self.messages,
-                                  self.facts, self.fact_names, self.error, None)
-        return self._doc
-
-    def to_dict(self) -> dict[str, Any]:
-        """The run document (a fresh copy each call)."""
-        return to_json(self._document())
-
-
-def _document(run_id: str, status: str, cfg: EngineConfig | None, changes: Sequence[Change],
-              messages: Sequence[Message], facts: dict[str, Any], fact_names: Sequence[str],
-              error: EngineCfgError | None, fp: str | None, *, model: str | None = None,
-              engine_args: dict | None = None) -> dict[str, Any]:
-    config = to_json(cfg.to_config_dict()) if cfg is not None else None
-    doc = {
-        "status": status,
-        "run_id": run_id,
-        "model": cfg.model if cfg is not None else model,
-        "engine_args": to_json(cfg.engine_args if cfg is not None else (engine_args or {})),
-        "source": to_json(cfg.source) if cfg is not None else None,
-        "config": config,
-        "changes": [c.to_dict() for c in changes],
-        "messages": [m.to_dict() for m in messages],
-    }
-    for name in (*fact_names, *(n for n in facts if n not in fact_names)):
-        doc[name] = to_json(facts.get(name))
-    doc["error"] = error.to_dict() if error is not None else None
-    doc["fingerprint"] = fp if fp is not None else (fingerprint(config) if config is not None else None)
-    return doc
+__all__ = ["Pipeline"]
 
 
 class _Run:
     """Bookkeeping of one run; the StageContext reports to it."""
 
-    def __init__(self, run_id: str, cfg: EngineConfig):
+    def __init__(self, run_id: str, cfg: BaseEngineConfig):
         self.run_id = run_id
         self.cfg = cfg
         self.changes: list[Change] = []
@@ -192,6 +105,8 @@ class _Run:
 class Pipeline:
     """An ordered set of stages.
 
+    It runs the rules of a vLLM release (:mod:`enginecfg.pipeline.rulepacks`; the default
+    release's): that release's built-in stages, and its loader for :meth:`resolve`.
     ``stages``: replace the stage set (default: the built-ins plus installed plugins, see
     :mod:`enginecfg.pipeline.plugins`).  ``disable``: stage names to leave out.  ``only``:
     run just these (plus nothing else).  ``plugins``: the plugin policy (see
@@ -202,10 +117,10 @@ class Pipeline:
 
     def __init__(self, stages: Iterable[Stage] | None = None, *, disable: Iterable[str] = (),
                  only: Iterable[str] | None = None, plugins: str | None = None, **stage_options: Any):
+        #: the rules of the release this pipeline speaks for
+        self.rules = rulepacks.get()
         if stages is None:
-            from enginecfg.pipeline.plugins import discover_stages
-
-            stages = discover_stages(plugins)
+            stages = discover_stages(plugins, release=self.rules.release)
         stages = [st() if isinstance(st, type) else st for st in stages]
         for st in stages:
             if not isinstance(st, Stage):
@@ -224,8 +139,6 @@ class Pipeline:
         only_set = set(only) if only is not None else None
         for name in sorted(disable | (only_set or set())):
             if name not in names:
-                from enginecfg.pipeline.suggest import did_you_mean
-
                 raise InvalidInputError(
                     f"invalid stage: got {name!r}{did_you_mean(name, names)}; allowed: "
                     + ", ".join(st.name for st in ordered), field="stage")
@@ -247,9 +160,9 @@ class Pipeline:
         return [st.name for st in self.stages]
 
     # -- running ---------------------------------------------------------------------------
-    def run(self, cfg: EngineConfig, *, run_id: str | None = None) -> RunResult:
+    def run(self, cfg: BaseEngineConfig, *, run_id: str | None = None) -> RunResult:
         """Verify and correct *cfg* through every stage that applies, then freeze it."""
-        if not isinstance(cfg, EngineConfig):
+        if not isinstance(cfg, BaseEngineConfig):
             raise InvalidInputError(f"Pipeline.run needs an EngineConfig, got {type(cfg).__name__}",
                                     field="cfg")
         if cfg.frozen:
@@ -355,12 +268,12 @@ class Pipeline:
         self._publish_failure(run.run_id, exc, run.cfg, run.changes, run.messages, run.facts)
         raise exc
 
-    def _publish_failure(self, run_id: str, exc: EngineCfgError, cfg: EngineConfig | None,
+    def _publish_failure(self, run_id: str, exc: EngineCfgError, cfg: BaseEngineConfig | None,
                          changes: Sequence[Change] = (), messages: Sequence[Message] = (),
                          facts: dict[str, Any] | None = None, *, model: str | None = None,
                          engine_args: dict | None = None) -> dict[str, Any]:
-        doc = _document(run_id, exc.status, cfg, changes, messages, facts or {}, self.fact_names, exc, None,
-                        model=model, engine_args=engine_args)
+        doc = document(run_id, exc.status, cfg, changes, messages, facts or {}, self.fact_names, exc,
+                       model=model, engine_args=engine_args)
         exc.run_id = run_id
         exc.document = doc
         events.run_failed.send(run_id, event=events.RunFailed(
@@ -375,12 +288,10 @@ class Pipeline:
         A config that cannot even be loaded is still a run: ``run_started`` and
         ``run_failed`` are published for it before the error propagates.
         """
-        from enginecfg.pipeline.loading import load_pretrained
-
         run_id = uuid.uuid4().hex
         try:
             # engine-argument errors wait for the step where vLLM reports them (arg_order)
-            cfg = load_pretrained(path, engine_args, revision, defer_argument_errors=True)
+            cfg = self.rules.load(path, engine_args, revision, defer_argument_errors=True)
         except EngineCfgError as exc:
             self.record_failed_load(run_id, exc, str(path), engine_args)
             raise
@@ -398,22 +309,20 @@ class Pipeline:
         """
         if errors not in ("raise", "return"):
             raise InvalidInputError.for_value("errors", errors, "'raise' or 'return'")
-        if isinstance(items, (str, bytes, EngineConfig)) or not hasattr(items, "__iter__"):
+        if isinstance(items, (str, bytes, BaseEngineConfig)) or not hasattr(items, "__iter__"):
             raise InvalidInputError.for_value("items", items, "a list of EngineConfig objects or model paths")
         items = list(items)
-        paths = [it for it in items if not isinstance(it, EngineConfig)]
+        paths = [it for it in items if not isinstance(it, BaseEngineConfig)]
         if engine_args and len(paths) < len(items):
             raise InvalidInputError("run_many: engine arguments apply to paths only; an EngineConfig "
                                     "already carries its own", field="engine_args")
         if paths:
-            from enginecfg.pipeline.loading import parse_engine_args, prefetch_pretrained
-
             parse_engine_args(engine_args)
-            prefetch_pretrained(paths)
+            self.rules.prefetch(paths)
         out: list[RunResult | EngineCfgError] = []
         for item in items:
             try:
-                out.append(self.run(item) if isinstance(item, EngineConfig) else self.resolve(item, **engine_args))
+                out.append(self.run(item) if isinstance(item, BaseEngineConfig) else self.resolve(item, **engine_args))
             except EngineCfgError as exc:
                 if errors == "raise":
                     raise

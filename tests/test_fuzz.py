@@ -3,7 +3,7 @@
 Both inputs a user controls are fuzzed with hypothesis: the model config (real fixture
 configs with the fields the loader and the stages read replaced, deleted or inserted, with
 arbitrary JSON values, nested text configs included) and the engine arguments (every name in
-``loading.ENGINE_ARGS`` with arbitrary values, plus unknown names).  Never another
+``engine_args.ENGINE_ARGS`` with arbitrary values, plus unknown names).  Never another
 exception, never a hang (a per-example alarm).  The seed is fixed (``derandomize``) and the
 number of examples bounded; ``ENGINECFG_FUZZ_EXAMPLES`` scales every test for a long run and
 ``ENGINECFG_FUZZ_SEED`` picks a different seed (see docs/fuzzing.md).
@@ -36,7 +36,7 @@ from enginecfg import EngineCfgError, EngineConfig, InvalidInputError, Pipeline
 from enginecfg.pipeline.config import ATTENTION_BACKENDS
 from enginecfg.pipeline.errors import StageError
 from enginecfg.pipeline.hf import cache as hfcache
-from enginecfg.pipeline.loading import ENGINE_ARGS
+from enginecfg.pipeline.engine_args import ENGINE_ARGS
 
 # -- settings --------------------------------------------------------------------------------
 
