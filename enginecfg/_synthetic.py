@@ -19,8 +19,9 @@ from enginecfg.pipeline.jsonvalue import fingerprint, to_json
 
 __all__ = ["base_config", "emit_run", "write_runs"]
 
-_STAGES = ("model-facts", "pooling", "defaults", "mamba-cache-mode", "hybrid-alignment",
-           "post-checks")
+#: built-in stages, in their order: the three that change something and three around them
+_STAGES = ("pooling", "engine-defaults", "ssm-dtype", "mamba-cache-mode", "hybrid-alignment",
+           "vllm-checks")
 
 
 def base_config(block_size: int | None = None) -> dict[str, Any]:
@@ -69,7 +70,7 @@ def emit_run(*, run_id: str | None = None, model: str = "/models/Qwen3-Next-80B-
         input_fingerprint=fingerprint(input_config), stages=_STAGES))
     seq = msg_seq = 0
     plan: dict[str, list[tuple[str, Any, str, str]]] = {
-        "defaults": [("scheduler_config.enable_chunked_prefill", True,
+        "engine-defaults": [("scheduler_config.enable_chunked_prefill", True,
                       "chunked prefill is on by default for generative models", "INFO"),
                      ("cache_config.enable_prefix_caching", True,
                       "prefix caching is on by default", "INFO"),
@@ -83,7 +84,7 @@ def emit_run(*, run_id: str | None = None, model: str = "/models/Qwen3-Next-80B-
     }
     if extra_changes:
         cfg["compilation_config"] = {}
-        plan["post-checks"] = [(f"compilation_config.option_{i}", i, f"synthetic change {i}",
+        plan["vllm-checks"] = [(f"compilation_config.option_{i}", i, f"synthetic change {i}",
                                 "INFO") for i in range(extra_changes)]
     for order, stage in enumerate(_STAGES):
         if stop_after_changes and order == 3:
@@ -109,7 +110,7 @@ def emit_run(*, run_id: str | None = None, model: str = "/models/Qwen3-Next-80B-
                 msg_seq += 1
                 events.warning_issued.send(run_id, event=events.WarningIssued(
                     run_id=run_id, seq=msg_seq, stage=stage, level=level, message=reason))
-        if stage == "post-checks":
+        if stage == "vllm-checks":
             for i in range(checks):
                 events.validation_checked.send(run_id, event=events.ValidationChecked(
                     run_id=run_id, check=f"paged-attention-{i}", kernel="paged_attention",
@@ -122,7 +123,7 @@ def emit_run(*, run_id: str | None = None, model: str = "/models/Qwen3-Next-80B-
                     run_id=run_id, seq=msg_seq, stage=stage, level="INFO",
                     message="config checks passed"))
         outcome = "changed" if n else "unchanged"
-        failing = fail and stage == "post-checks"
+        failing = fail and stage == "vllm-checks"
         events.stage_finished.send(run_id, event=events.StageFinished(
             run_id=run_id, stage=stage, order=order, outcome="failed" if failing else outcome,
             duration_s=time.perf_counter() - t0, changes=n,
@@ -137,7 +138,7 @@ def emit_run(*, run_id: str | None = None, model: str = "/models/Qwen3-Next-80B-
         doc["error"] = err
         events.run_failed.send(run_id, event=events.RunFailed(
             run_id=run_id, finished_at=time.time(), status=fail, error=err,
-            stage="post-checks", document=doc))
+            stage="vllm-checks", document=doc))
     else:
         events.run_finished.send(run_id, event=events.RunFinished(
             run_id=run_id, finished_at=time.time(), status="resolved", document=doc,
