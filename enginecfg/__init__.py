@@ -51,7 +51,7 @@ def __getattr__(name: str) -> Any:
     # the version is read when asked for: the package metadata scan costs milliseconds
     if name == "__version__":
         global __version__
-        __version__ = _layout.version(__file__)
+        __version__ = _layout.version()
         return __version__
     raise AttributeError(f"module 'enginecfg' has no attribute {name!r}")
 

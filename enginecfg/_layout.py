@@ -66,7 +66,7 @@ def hand_over_bare_import(name: str, package_file: str) -> None:
     spec.loader.exec_module(module)
 
 
-def version(package_file: str) -> str:
+def version() -> str:
     """enginecfg's version: the installed distribution's (its metadata, written from
     ``pyproject.toml`` when it was installed).  A checkout that is not installed has no
     metadata: its ``pyproject.toml`` version with ``+checkout`` appended, or ``0+unknown``
@@ -77,7 +77,7 @@ def version(package_file: str) -> str:
         return metadata.version("enginecfg")
     except metadata.PackageNotFoundError:
         pass
-    root = checkout_root(package_file) or os.path.dirname(os.path.dirname(os.path.abspath(package_file)))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # beside enginecfg/
     try:
         import tomllib
 

@@ -199,11 +199,11 @@ _BOOT = (
 
 
 def _worker_command(*args: str) -> list[str]:
-    import enginecfg
-
+    # the package this process runs (imported first, whatever enginecfg module was asked for);
     # -P: never put the working directory on sys.path (a checkout's top-level folders must
     # not shadow installed packages in the worker)
-    return [sys.executable, "-P", "-c", _BOOT, os.path.abspath(enginecfg.__file__), *args]
+    package = sys.modules["enginecfg"]
+    return [sys.executable, "-P", "-c", _BOOT, os.path.abspath(package.__file__), *args]
 
 
 class _Worker:
