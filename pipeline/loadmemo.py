@@ -62,7 +62,8 @@ def _clone_section(sec: Any) -> Any:
     return new
 
 
-def clone_config(template: BaseEngineConfig, source: ModelSource | None, engine_args: dict[str, Any]) -> BaseEngineConfig:
+def clone_config(template: BaseEngineConfig, source: ModelSource | None,
+                 engine_args: dict[str, Any]) -> BaseEngineConfig:
     """A copy of a loaded (not yet run) config that shares nothing mutable with it."""
     sections = {name: _clone_section(sec) for name in SECTIONS
                 if (sec := getattr(template, name)) is not None}

@@ -322,7 +322,8 @@ class Pipeline:
         out: list[RunResult | EngineCfgError] = []
         for item in items:
             try:
-                out.append(self.run(item) if isinstance(item, BaseEngineConfig) else self.resolve(item, **engine_args))
+                out.append(self.run(item) if isinstance(item, BaseEngineConfig)
+                           else self.resolve(item, **engine_args))
             except EngineCfgError as exc:
                 if errors == "raise":
                     raise

@@ -15,10 +15,11 @@ Two ways to run it:
     stdin, one JSON answer per line on stdout, answered in order.  Requests are ``{"id": n,
     "op": "snapshots", "items": [...]}`` (answer ``{"id": n, "results": [...]}``) and
     ``{"id": n, "op": "ping"}`` (answer ``{"id": n, "pid": ...}``).  A request that cannot be
-    handled is answered with ``{"id": n, "fail": text}``; the worker carries on.  It never outlives the process that
-    started it: it exits when its stdin closes (the parent exited or closed it), and on
-    Linux the kernel kills it when the parent dies (``PR_SET_PDEATHSIG``), checked once more
-    after arming in case the parent was already gone.
+    handled is answered with ``{"id": n, "fail": text}``; the worker carries on.  It never
+    outlives the process that started it: it exits when its stdin closes (the parent exited
+    or closed it), and on Linux the kernel kills it when the parent dies
+    (``PR_SET_PDEATHSIG``), checked once more after arming in case the parent was already
+    gone.
 """
 
 from __future__ import annotations

@@ -30,7 +30,6 @@ import hashlib
 import json
 import os
 import select
-import subprocess
 import sys
 import tempfile
 import threading
@@ -42,9 +41,9 @@ from enginecfg.pipeline.errors import InvalidInputError
 from enginecfg.pipeline.hf import memo
 from enginecfg.pipeline.jsonvalue import canonical_json, fingerprint
 
-__all__ = ["snapshot_for", "snapshots_for", "snapshot_for_bytes", "snapshot_of_object", "missing", "start_worker", "remember_bytes",
-           "cache_dir", "transformers_version", "clear", "on_clear", "layout_version", "worker_pid",
-           "worker_request", "shutdown_worker", "progress", "TIMEOUT_ENV"]
+__all__ = ["snapshot_for", "snapshots_for", "snapshot_for_bytes", "snapshot_of_object", "missing",
+           "start_worker", "remember_bytes", "cache_dir", "transformers_version", "clear", "on_clear",
+           "layout_version", "worker_pid", "worker_request", "shutdown_worker", "progress", "TIMEOUT_ENV"]
 
 TIMEOUT_ENV = "ENGINECFG_HF_TIMEOUT"
 _DEFAULT_TIMEOUT_S = 300.0
@@ -210,7 +209,7 @@ class _Worker:
     """This process's long-lived transformers worker (see the module docstring)."""
 
     def __init__(self) -> None:
-        self.proc: subprocess.Popen | None = None
+        self.proc: "subprocess.Popen | None" = None
         self.owner = 0
         self.lock = threading.Lock()
         self.next_id = 0
@@ -221,6 +220,8 @@ class _Worker:
     def _start(self) -> None:
         env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TRANSFORMERS_VERBOSITY="error")
         env["ENGINECFG_HF_PARENT"] = str(os.getpid())
+        import subprocess  # here: a process that never starts a worker does not import it
+
         self.stderr = tempfile.TemporaryFile()
         try:
             self.proc = subprocess.Popen(
@@ -255,6 +256,8 @@ class _Worker:
         except OSError:
             pass
         if grace_s > 0:
+            import subprocess  # imported already: the worker was started with it
+
             try:
                 proc.wait(grace_s)
             except subprocess.TimeoutExpired:

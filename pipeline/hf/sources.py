@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import logging
 import os
 import re
 import stat
@@ -329,6 +328,8 @@ def open_source(model: Any, revision: str | None = None) -> ModelSource:
 @contextlib.contextmanager
 def _quiet_hub():
     """huggingface_hub logs each retry as a warning; enginecfg reports the outcome in one line."""
+    import logging  # only for a hub download
+
     log = logging.getLogger("huggingface_hub")
     before = log.level
     log.setLevel(logging.ERROR)
