@@ -44,18 +44,22 @@ def to_json(value: Any, *, strict: bool = False) -> Any:
     tuple, say) is written as its text too, unless *strict*, where it raises ``TypeError``.
     A value that contains itself raises ``RecursionError``.
     """
+    return value if value.__class__ in PLAIN else _copy(value, strict)
+
+
+def _copy(value: Any, strict: bool) -> Any:
     cls = value.__class__
+    if cls is dict:
+        return {k if k.__class__ is str else _key(k, strict): v if v.__class__ in PLAIN else _copy(v, strict)
+                for k, v in value.items()}
+    if cls is list or cls is tuple:
+        return [v if v.__class__ in PLAIN else _copy(v, strict) for v in value]
     if cls in PLAIN:
         return value
-    if cls is dict:
-        return {k if k.__class__ is str else _key(k, strict): v if v.__class__ in PLAIN
-                else to_json(v, strict=strict) for k, v in value.items()}
-    if cls is list or cls is tuple:
-        return [v if v.__class__ in PLAIN else to_json(v, strict=strict) for v in value]
     if isinstance(value, Mapping):
-        return {_key(k, strict): to_json(v, strict=strict) for k, v in value.items()}
+        return {_key(k, strict): _copy(v, strict) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [to_json(v, strict=strict) for v in value]
+        return [_copy(v, strict) for v in value]
     for base in (bool, int, float, str):  # a subclass (an IntEnum, a numpy float) as its value
         if isinstance(value, base):
             return base.__str__(value) if base is str else base(value)
