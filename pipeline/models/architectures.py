@@ -34,9 +34,8 @@ __all__ = [
 ]
 
 Family = Literal["attention", "hybrid", "attention_free"]
-#: the per-layer KV-cache patterns of :data:`enginecfg.pipeline.models.kv_specs.LAYOUTS`
-KvLayout = Literal["mamba_only", "block_types", "nemotron_h", "layer_types", "olmo_hybrid",
-                   "short_conv", "falcon_h1", "zamba2", "plamo2", "minimax", "gemma4"]
+#: the name of a per-layer KV-cache pattern: a key of :data:`enginecfg.pipeline.models.kv_specs.LAYOUTS`
+KvLayout = str
 StateKind = Literal["mamba1", "mamba2", "short_conv", "gated_delta_net", "kda", "linear_attention"]
 StateSource = Literal["hf_config", "hf_text_config", "text_config", "nano_vl"]
 NumSpecSource = Literal["none", "speculative", "vllm"]
