@@ -87,11 +87,10 @@ L2_ROTATE_BYTES = 512 << 20  # rotate input sets until a graph replay touches th
 
 # ----------------------------------------------------------------------------- shapes
 def _config(name: str) -> dict:
-    for base in (REPO / "shared" / "fixtures" / "configs", REPO.parent / "shared" / "fixtures" / "configs"):
-        p = base / name / "config.json"
-        if p.exists():
-            cfg = json.loads(p.read_text())
-            return cfg.get("text_config", cfg)
+    p = REPO / "tests" / "data" / "vllm-0.19.0" / "configs" / name / "config.json"
+    if p.exists():
+        cfg = json.loads(p.read_text())
+        return cfg.get("text_config", cfg)
     return {}
 
 

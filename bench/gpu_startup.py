@@ -138,7 +138,7 @@ def child(cfg: Path, cache: str, fine: bool, env_extra: dict | None = None) -> d
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--configs", default=str(REPO.parent / "shared" / "fixtures" / "configs"))
+    ap.add_argument("--configs", default=str(REPO / "tests" / "data" / "vllm-0.19.0" / "configs"))
     ap.add_argument("--models", default=DEFAULT)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", default=os.environ.get("OUT", "."))

@@ -16,14 +16,14 @@ import sys
 import time
 from pathlib import Path
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+CONFIGS = Path(__file__).resolve().parents[1] / "tests" / "data" / "vllm-0.19.0" / "configs"
 DEFAULT = "nemotron-3-nano-30b-a3b-bf16,qwen3.5-27b,gemma-4-26b-a4b"
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default=DEFAULT)
-    ap.add_argument("--configs", default=str(SHARED / "fixtures" / "configs"))
+    ap.add_argument("--configs", default=str(CONFIGS))
     ap.add_argument("--warm-runs", type=int, default=5)
     ap.add_argument("--json-out", default=None)
     a = ap.parse_args()

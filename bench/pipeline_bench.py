@@ -25,8 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-FIXTURES = SHARED / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "data" / "vllm-0.19.0"
 
 
 def _median_time(fn, repeat: int) -> float:

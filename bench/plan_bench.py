@@ -23,7 +23,7 @@ from contextlib import redirect_stdout
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT.parent / "shared" / "fixtures"
+FIXTURES = ROOT / "tests" / "data" / "vllm-0.19.0"
 # measure this checkout's code, whatever else is installed
 sys.path.insert(0, str(ROOT))
 MODELS = ("qwen3.5-27b", "nemotron-3-nano-30b-a3b-bf16", "qwen3.5-397b-a17b")

@@ -38,7 +38,7 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-CONFIGS = ROOT.parent / "shared" / "fixtures" / "configs"
+CONFIGS = ROOT / "tests" / "data" / "vllm-0.19.0" / "configs"
 BASE = CONFIGS / "qwen3.5-27b" / "config.json"
 
 #: ``python -c`` prelude: this checkout's enginecfg

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "data" / "vllm-0.19.0"
 PROBE = ("import sys, runpy; sys.argv = ['enginecfg'] + sys.argv[1:]\n"
          "try:\n    runpy.run_module('enginecfg', run_name='__main__')\n"
          "except SystemExit:\n    pass\n"

@@ -2,7 +2,7 @@
 
     python -P bench/vllm_config_bench.py --oracle ORACLE_DIR [--repeat 30]
 
-ORACLE_DIR holds the real vLLM 0.19.0 as ``../shared/oracle/README.md`` builds it
+ORACLE_DIR holds the real vLLM 0.19.0 as the oracle's ``README.md`` builds it
 (``run_oracle.py``, its ``venv19`` and the ``tf523-overlay``); nothing of it is imported
 here: it runs in its own process, and reports the median of ``--repeat`` in-process calls of
 ``EngineArgs(model=DIR, **args).create_engine_config()`` per case (its first call, which
@@ -29,7 +29,7 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-CONFIGS = ROOT.parent / "shared" / "fixtures" / "configs"
+CONFIGS = ROOT / "tests" / "data" / "vllm-0.19.0" / "configs"
 
 #: hybrid attention/Mamba, pure Mamba and pooling models, each under engine arguments
 #: that exercise the stages (the issue's eight cases)

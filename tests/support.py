@@ -7,11 +7,17 @@ import os
 import re
 from pathlib import Path
 
-#: the checkout these tests belong to, and ``shared/`` beside it (CI lays it out the same way)
+#: the checkout these tests belong to; everything the tests read lives inside it
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-FIXTURES = SHARED / "fixtures"
+#: the ground truth kept in the repository (``tests/data/*/README.md`` say where each came from)
+DATA = REPO / "tests" / "data"
+#: what the real vLLM 0.19.0 decided on each fixture case (``cases.json``), and its configs
+FIXTURES = DATA / "vllm-0.19.0"
 CONFIGS = FIXTURES / "configs"
+#: what the real vLLM 0.34.0 decided on the same configs (``public-034.json``, its cases)
+VLLM034 = DATA / "vllm-0.34.0"
+#: the published configs the README's examples run (copies of fixture configs)
+EXAMPLES = REPO / "examples" / "models"
 
 #: the log lines of vLLM's config module (what the fixtures' "messages" hold)
 SEED_MESSAGE = re.compile(
@@ -51,6 +57,12 @@ def kill_at_marker(proc, marker: Path, what: str, timeout: float) -> None:
 
 def load_cases() -> list[dict]:
     return json.loads((FIXTURES / "cases.json").read_text())["cases"]
+
+
+def config_of_034(case: dict) -> Path:
+    """The config folder of a vLLM 0.34.0 case or result: its ``config_dir`` names, relative
+    to the oracle's own cases folder, a fixture config kept here under the same name."""
+    return CONFIGS / Path(case["config_dir"]).name
 
 
 

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_FIXTURES = HERE.parents[2] / "shared" / "fixtures"
+DEFAULT_FIXTURES = HERE.parent / "data" / "vllm-0.19.0"
 
 #: argument sets of cases.json whose resolved cases get KV figures
 ARG_SETS = ("default", "prefix", "align", "all", "bs16", "fp8", "tp2", "tp4", "ssm-fp16",

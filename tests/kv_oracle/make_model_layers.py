@@ -28,7 +28,7 @@ import types
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_FIXTURES = HERE.parents[2] / "shared" / "fixtures"
+DEFAULT_FIXTURES = HERE.parent / "data" / "vllm-0.19.0"
 
 
 def setup(oracle: Path, overlay: str) -> None:

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
-FIXTURE_CONFIGS = HERE.parents[2] / "shared" / "fixtures" / "configs"
+FIXTURE_CONFIGS = HERE.parent / "data" / "vllm-0.19.0" / "configs"
 # relative to this folder, as the cases file names them (the oracle resolves them against it)
-FIXTURE_REL = Path("..", "..", "..", "shared", "fixtures", "configs")
+FIXTURE_REL = Path("..", "data", "vllm-0.19.0", "configs")
 
 #: a bad value of each engine argument, as vLLM's EngineArgs receives it
 BAD_ARGS: dict[str, dict[str, Any]] = {

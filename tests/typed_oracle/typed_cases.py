@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-#: the fixture configs (``shared/`` beside the checkout, as the tests lay it out)
-CONFIGS = HERE.parents[2] / "shared" / "fixtures" / "configs"
+#: the fixture configs, kept in the repository (``tests/data/vllm-0.19.0``)
+CONFIGS = HERE.parent / "data" / "vllm-0.19.0" / "configs"
 BASE = "qwen3.5-27b"
 
 #: every JSON type (and deletion, ``DELETE``), as a field's value
