@@ -117,3 +117,26 @@ def test_a_change_to_the_snapshot_builder_code_changes_every_key(tmp_path, monke
     monkeypatch.undo()
     hfcache.clear()
     assert hfcache.layout_version() == before_version
+
+
+def test_one_clear_forgets_every_cache_and_on_request_the_disk_entries(cache):
+    """hf.clear(): the snapshots in memory, the loaded-config templates and every memoised
+    figure; with disk=True the disk entries too, rebuilt as they were on the next load."""
+    from enginecfg.pipeline.loadmemo import LOADS
+    from enginecfg.pipeline.models import capacity, pages
+
+    path = CONFIGS / "nemotron-h-56b-base-8k"  # hybrid: page facts and figures are memoised
+    for _ in range(2):
+        expected = Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(path)).to_dict()
+    file = _entry(cache, path)
+    entry = file.read_text()
+    assert len(LOADS) and len(capacity.FIGURES) and len(pages.PAGES) and capacity.FIGURES.hits
+    hfcache.clear()
+    assert (len(LOADS), len(capacity.FIGURES), len(pages.PAGES), capacity.FIGURES.hits) == (0, 0, 0, 0)
+    assert file.read_text() == entry  # the disk cache stays
+    hfcache.clear(disk=True)
+    assert not file.exists()
+    again = Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(path)).to_dict()
+    del again["run_id"], expected["run_id"]
+    assert again == expected
+    assert file.read_text() == entry
