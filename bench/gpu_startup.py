@@ -100,6 +100,9 @@ USER = r"""
 import sys, time
 t = time.perf_counter()
 from enginecfg import EngineConfig, Pipeline
+if sys.argv[2] == "0":  # the baseline: no prefetch, the imports happen when the stage runs
+    from enginecfg.stages import gpu_validation
+    gpu_validation.start_prefetch = lambda: None
 p = Pipeline(gpu_validation="require-gpu")
 res = p.run(EngineConfig.from_pretrained(sys.argv[1]))
 assert res.to_dict()["validation"]["status"] == "passed"
@@ -109,9 +112,10 @@ print("RESULT %.4f" % (time.perf_counter() - t))
 
 def user_run(cfg: Path, cache: str, prefetch: bool) -> float:
     """Whole process wall of a plain ``Pipeline(gpu_validation="require-gpu").run(...)``."""
-    env = dict(os.environ, TRITON_CACHE_DIR=cache, ENGINECFG_GPU_PREFETCH="1" if prefetch else "0")
+    env = dict(os.environ, TRITON_CACHE_DIR=cache)
     t = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", USER, str(cfg)], capture_output=True, text=True, env=env,
+    proc = subprocess.run([sys.executable, "-c", USER, str(cfg), "1" if prefetch else "0"], capture_output=True,
+                          text=True, env=env,
                           cwd=tempfile.gettempdir())
     if proc.returncode:
         raise RuntimeError(proc.stderr[-2000:])

@@ -11,13 +11,21 @@ change between releases::
 Listeners subscribe to the signals of :mod:`enginecfg.events` (``events.config_changed``,
 ...); plugin stages subclass :class:`Stage` and order themselves against the names in
 :data:`BUILTIN_STAGES`; :func:`describe_stages` lists the stages a pipeline would run.
+
+This module is the application layer: it runs before any ``enginecfg.*`` module and puts
+the rooms together.  The engine (:mod:`enginecfg.pipeline`) runs whatever rules it is
+given; here vLLM 0.19.0's built-in stages and its loader are registered as the default
+rule pack (:mod:`enginecfg.pipeline.rulepacks`).
 """
+
+from typing import Any
 
 from enginecfg import _layout
 
 _layout.join_checkout(__path__, __file__)  # a checkout's top-level rooms are our subpackages
 
-from enginecfg.pipeline.config import EngineConfig
+from enginecfg.pipeline import events, rulepacks
+from enginecfg.pipeline.document import Change, Message, RunResult
 from enginecfg.pipeline.errors import (
     ConfigRejectedError,
     EngineCfgError,
@@ -26,13 +34,27 @@ from enginecfg.pipeline.errors import (
     StageError,
     StageOrderError,
 )
-from enginecfg.pipeline import events
+from enginecfg.pipeline.loading import EngineConfig, load_pretrained, prefetch_pretrained
 from enginecfg.pipeline.plugins import describe_stages
-from enginecfg.pipeline.run import Change, Message, Pipeline, RunResult
+from enginecfg.pipeline.run import Pipeline
 from enginecfg.pipeline.stage import Stage, StageContext
 from enginecfg.stages import BUILTIN_STAGES
 
-__version__ = "0.1.0"
+#: the release whose rules the built-in stages and the loader implement
+VLLM_RELEASE = "0.19.0"
+
+rulepacks.register(rulepacks.RulePack(release=VLLM_RELEASE, stages=BUILTIN_STAGES, load=load_pretrained,
+                                      prefetch=prefetch_pretrained), default=True)
+
+
+def __getattr__(name: str) -> Any:
+    # the version is read when asked for: the package metadata scan costs milliseconds
+    if name == "__version__":
+        global __version__
+        __version__ = _layout.version()
+        return __version__
+    raise AttributeError(f"module 'enginecfg' has no attribute {name!r}")
+
 
 __all__ = [
     "EngineConfig",

@@ -1,4 +1,5 @@
-"""Where the subpackages live: inside ``enginecfg/`` when installed, beside it in a checkout.
+"""Where the subpackages live (inside ``enginecfg/`` when installed, beside it in a checkout), and
+which version is running.
 
 An installed enginecfg (a wheel, or an editable install's link tree) has its rooms inside the
 package folder: ``enginecfg/pipeline``, ``enginecfg/stages``, ... In a source checkout the
@@ -63,3 +64,24 @@ def hand_over_bare_import(name: str, package_file: str) -> None:
     module = module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
+
+
+def version() -> str:
+    """enginecfg's version: the installed distribution's (its metadata, written from
+    ``pyproject.toml`` when it was installed).  A checkout that is not installed has no
+    metadata: its ``pyproject.toml`` version with ``+checkout`` appended, or ``0+unknown``
+    when even that cannot be read."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("enginecfg")
+    except metadata.PackageNotFoundError:
+        pass
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # beside enginecfg/
+    try:
+        import tomllib
+
+        with open(os.path.join(root, "pyproject.toml"), "rb") as fh:
+            return str(tomllib.load(fh)["project"]["version"]) + "+checkout"
+    except (OSError, KeyError, ValueError):
+        return "0+unknown"

@@ -15,13 +15,13 @@ import uuid
 from typing import Any, Callable
 
 from enginecfg.pipeline import events
-from enginecfg.pipeline.canonical import fingerprint
-from enginecfg.pipeline.jsoncopy import copy_json
+from enginecfg.pipeline.jsonvalue import fingerprint, to_json
 
 __all__ = ["base_config", "emit_run", "write_runs"]
 
-_STAGES = ("model-facts", "pooling", "defaults", "mamba-cache-mode", "hybrid-alignment",
-           "post-checks")
+#: built-in stages, in their order: the three that change something and three around them
+_STAGES = ("pooling", "engine-defaults", "ssm-dtype", "mamba-cache-mode", "hybrid-alignment",
+           "vllm-checks")
 
 
 def base_config(block_size: int | None = None) -> dict[str, Any]:
@@ -63,14 +63,14 @@ def emit_run(*, run_id: str | None = None, model: str = "/models/Qwen3-Next-80B-
     run_id = run_id or uuid.uuid4().hex
     engine_args = {"block_size": block_size} if block_size is not None else {}
     cfg = base_config(block_size)
-    input_config = copy_json(cfg)  # as the pipeline copies its input document
+    input_config = to_json(cfg)  # as the pipeline copies its input document
     events.run_started.send(run_id, event=events.RunStarted(
         run_id=run_id, started_at=time.time(), model=model, architecture=architecture,
         engine_args=engine_args, input_config=input_config,
         input_fingerprint=fingerprint(input_config), stages=_STAGES))
     seq = msg_seq = 0
     plan: dict[str, list[tuple[str, Any, str, str]]] = {
-        "defaults": [("scheduler_config.enable_chunked_prefill", True,
+        "engine-defaults": [("scheduler_config.enable_chunked_prefill", True,
                       "chunked prefill is on by default for generative models", "INFO"),
                      ("cache_config.enable_prefix_caching", True,
                       "prefix caching is on by default", "INFO"),
@@ -84,7 +84,7 @@ def emit_run(*, run_id: str | None = None, model: str = "/models/Qwen3-Next-80B-
     }
     if extra_changes:
         cfg["compilation_config"] = {}
-        plan["post-checks"] = [(f"compilation_config.option_{i}", i, f"synthetic change {i}",
+        plan["vllm-checks"] = [(f"compilation_config.option_{i}", i, f"synthetic change {i}",
                                 "INFO") for i in range(extra_changes)]
     for order, stage in enumerate(_STAGES):
         if stop_after_changes and order == 3:
@@ -110,7 +110,7 @@ def emit_run(*, run_id: str | None = None, model: str = "/models/Qwen3-Next-80B-
                 msg_seq += 1
                 events.warning_issued.send(run_id, event=events.WarningIssued(
                     run_id=run_id, seq=msg_seq, stage=stage, level=level, message=reason))
-        if stage == "post-checks":
+        if stage == "vllm-checks":
             for i in range(checks):
                 events.validation_checked.send(run_id, event=events.ValidationChecked(
                     run_id=run_id, check=f"paged-attention-{i}", kernel="paged_attention",
@@ -123,7 +123,7 @@ def emit_run(*, run_id: str | None = None, model: str = "/models/Qwen3-Next-80B-
                     run_id=run_id, seq=msg_seq, stage=stage, level="INFO",
                     message="config checks passed"))
         outcome = "changed" if n else "unchanged"
-        failing = fail and stage == "post-checks"
+        failing = fail and stage == "vllm-checks"
         events.stage_finished.send(run_id, event=events.StageFinished(
             run_id=run_id, stage=stage, order=order, outcome="failed" if failing else outcome,
             duration_s=time.perf_counter() - t0, changes=n,
@@ -138,7 +138,7 @@ def emit_run(*, run_id: str | None = None, model: str = "/models/Qwen3-Next-80B-
         doc["error"] = err
         events.run_failed.send(run_id, event=events.RunFailed(
             run_id=run_id, finished_at=time.time(), status=fail, error=err,
-            stage="post-checks", document=doc))
+            stage="vllm-checks", document=doc))
     else:
         events.run_finished.send(run_id, event=events.RunFinished(
             run_id=run_id, finished_at=time.time(), status="resolved", document=doc,

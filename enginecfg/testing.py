@@ -24,10 +24,11 @@ from typing import Any, Iterator
 
 from enginecfg._synthetic import base_config, emit_run, write_runs
 from enginecfg.pipeline import events
-from enginecfg.pipeline.config import EngineConfig
+from enginecfg.pipeline.document import RunResult
+from enginecfg.pipeline.loading import EngineConfig
 from enginecfg.pipeline.ordering import order_stages
 from enginecfg.pipeline.plugins import builtin_stages
-from enginecfg.pipeline.run import Pipeline, RunResult
+from enginecfg.pipeline.run import Pipeline
 from enginecfg.pipeline.stage import Stage
 
 __all__ = ["capture_events", "CapturedEvents", "run_stage", "emit_run", "write_runs", "base_config"]

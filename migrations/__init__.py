@@ -10,3 +10,6 @@ if __name__ == "migrations":  # imported by its bare name from a checkout root o
     from enginecfg._layout import hand_over_bare_import
 
     hand_over_bare_import(__name__, __file__)
+
+#: nothing is imported by name: Alembic reads env.py and the revisions by path
+__all__: list[str] = []

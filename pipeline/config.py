@@ -1,29 +1,32 @@
-"""The engine configuration: attrs sections named and defaulted as vLLM 0.19.0's.
+"""The engine configuration: attrs sections named and defaulted as vLLM 0.19.0's, and their state.
 
 Only the fields the verification steps and the derived model facts read or write are here.
 Every assignment is validated at the boundary (the error names the field, what was given
 and what is allowed) and refused once the pipeline has frozen the config.  Changes made
-during a run are found and attributed by the pipeline (see :mod:`enginecfg.pipeline.run`).
+during a run are found and attributed by the pipeline (see :mod:`enginecfg.pipeline.run`),
+which compares the config's :meth:`~BaseEngineConfig.state` after each stage with the one
+before.  How a config is made from a model's files is :mod:`enginecfg.pipeline.loading`'s.
 """
 
 from __future__ import annotations
 
 import math
 from types import MappingProxyType
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Hashable, Iterable
 
 import attrs
 
-from enginecfg.pipeline import typed
 from enginecfg.pipeline.errors import FrozenConfigError, InvalidInputError
-from enginecfg.pipeline.hfview import HFConfigView
+from enginecfg.pipeline.hf import HFConfigView, Unkeyable, content_key, typed
+from enginecfg.pipeline.jsonvalue import to_json
+from enginecfg.pipeline.models.engine_defaults import DEFAULT_BLOCK_SIZE
 
 __all__ = [
     "ATTENTION_BACKENDS",
     "CACHE_DTYPES",
     "MAMBA_DTYPES",
     "MAMBA_CACHE_MODES",
-    "MODEL_DTYPES",
+    "RESOLVED_DTYPES",
     "POOLING_TYPES",
     "ModelConfig",
     "CacheConfig",
@@ -32,8 +35,12 @@ __all__ = [
     "SchedulerConfig",
     "PoolerConfig",
     "CompilationConfig",
-    "EngineConfig",
+    "BaseEngineConfig",
+    "ConfigState",
+    "LATEST",
     "SECTIONS",
+    "MODEL_DOC_FIELDS",
+    "tracked_fields",
 ]
 
 #: vLLM 0.19.0's AttentionBackendEnum member names
@@ -49,8 +56,8 @@ CACHE_DTYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "f
 #: MambaDType literal (what a caller may pass; a stage may assign other table keys)
 MAMBA_DTYPES = ("auto", "float32", "float16")
 MAMBA_CACHE_MODES = ("all", "align", "none")
-#: resolved model dtypes
-MODEL_DTYPES = ("float32", "float16", "bfloat16")
+#: the dtypes a resolved model config holds (``--dtype``'s choices are engine_args.DTYPE_CHOICES)
+RESOLVED_DTYPES = ("float32", "float16", "bfloat16")
 POOLING_TYPES = ("MEAN", "CLS", "LAST", "ALL", "STEP")
 _MAMBA_ASSIGNABLE = MAMBA_DTYPES + ("bfloat16", "half", "float", "fp8", "fp8_e4m3", "fp8_e5m2",
                                     "int8", "fp8_inc", "fp8_ds_mla")
@@ -125,7 +132,7 @@ def _engine_slot():
 
 def _writes_slot():
     """How many assignments the section has taken: the pipeline re-reads a section's fields
-    after a stage only when this moved (see :meth:`EngineConfig.state`)."""
+    after a stage only when this moved (see :meth:`BaseEngineConfig.state`)."""
     return attrs.field(default=0, init=False, repr=False, eq=False, on_setattr=attrs.setters.NO_OP)
 
 
@@ -141,7 +148,7 @@ class ModelConfig:
     hf_text_config: HFConfigView | None = attrs.field(default=None, repr=False, eq=False)
     runner_type: str = attrs.field(default="generate", validator=one_of(("generate", "pooling")))
     convert_type: str = attrs.field(default="none")
-    dtype: str = attrs.field(default="bfloat16", validator=one_of(MODEL_DTYPES))
+    dtype: str = attrs.field(default="bfloat16", validator=one_of(RESOLVED_DTYPES))
     max_model_len: int = attrs.field(default=2048, validator=positive_int())
     head_size: int = attrs.field(default=0, validator=non_negative_int())
     total_num_kv_heads: int = attrs.field(default=0, validator=non_negative_int())
@@ -166,7 +173,7 @@ class ModelConfig:
 class CacheConfig:
     """KV-cache and Mamba-state settings (vLLM's ``CacheConfig``)."""
 
-    block_size: int = attrs.field(default=16, validator=positive_int())
+    block_size: int = attrs.field(default=DEFAULT_BLOCK_SIZE, validator=positive_int())
     user_specified_block_size: bool = attrs.field(default=False, validator=boolean())
     cache_dtype: str = attrs.field(default="auto", validator=one_of(CACHE_DTYPES))
     calculate_kv_scales: bool = attrs.field(default=False, validator=boolean())
@@ -233,6 +240,9 @@ SECTIONS = {
     "compilation_config": CompilationConfig,
 }
 
+#: :meth:`BaseEngineConfig.state`'s default: since the state taken last
+LATEST = object()
+
 #: ModelConfig fields that the run document reports (the rest are internal bookkeeping)
 MODEL_DOC_FIELDS = (
     "architecture", "dtype", "max_model_len", "is_hybrid", "is_attention_free", "use_mla",
@@ -249,11 +259,12 @@ def _json_value(v: Any) -> Any:
 
 
 @attrs.define(slots=True, kw_only=True)
-class EngineConfig:
-    """Everything one engine start needs decided, in vLLM's section layout.
+class BaseEngineConfig:
+    """Everything one engine start needs decided, in vLLM's section layout: what the engine
+    runs stages on, tracks changes of and freezes.
 
-    Build it with :meth:`from_pretrained` (a model folder or ``config.json``) or
-    :meth:`from_hf_config` (a transformers config object or a dict); hand it to
+    :class:`enginecfg.EngineConfig` is this with its constructors from a model's files
+    (``from_pretrained``, ``from_hf_config``: :mod:`enginecfg.pipeline.loading`); hand one to
     ``Pipeline().run(cfg)``, which verifies and corrects it and then freezes it.
     """
 
@@ -267,14 +278,16 @@ class EngineConfig:
     engine_args: dict[str, Any] = attrs.field(factory=dict)
     load_messages: list[tuple[str, str]] = attrs.field(factory=list, repr=False)
     #: where the model's files came from and the sha256 of each one read
-    #: (:meth:`enginecfg.pipeline.sources.ModelSource.provenance`); None for an in-memory config
+    #: (:meth:`enginecfg.pipeline.hf.sources.ModelSource.provenance`); None for an in-memory config
     source: dict[str, Any] | None = attrs.field(default=None, repr=False)
     #: engine-argument errors found at load time, kept for the moment vLLM reports them:
     #: ``(phase, error)`` in its order (:mod:`enginecfg.pipeline.arg_order`)
     pending_errors: list[tuple[str, Any]] = attrs.field(factory=list, repr=False)
     _frozen: bool = attrs.field(default=False, init=False, repr=False)
-    #: assignments to the config itself (a section replaced); see :meth:`write_stamp`
+    #: assignments to the config itself (a section replaced); see :meth:`_write_stamp`
     _replaced: int = attrs.field(default=0, init=False, repr=False, eq=False)
+    #: the state taken last (:meth:`state` reads again only what can have changed since)
+    _latest: "ConfigState | None" = attrs.field(default=None, init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
         for sec in self.sections():
@@ -287,33 +300,6 @@ class EngineConfig:
         object.__setattr__(self, "_replaced", getattr(self, "_replaced", 0) + 1)
         if name in SECTIONS and value is not None:
             object.__setattr__(value, "_engine", self)
-
-    # -- construction ----------------------------------------------------------------------
-    @classmethod
-    def from_pretrained(cls, path: Any, revision: str | None = None, **engine_args: Any) -> "EngineConfig":
-        """A model folder, a ``config.json``, or a Hugging Face repo id (``org/name``, at
-        ``revision``), resolved with vLLM's engine arguments."""
-        from enginecfg.pipeline.loading import load_pretrained
-
-        return load_pretrained(path, engine_args, revision=revision)
-
-    @classmethod
-    def from_pretrained_many(cls, paths: Any, **engine_args: Any) -> "list[EngineConfig]":
-        """:meth:`from_pretrained` of each path, in order, with the same engine arguments.
-
-        The transformers snapshots of all configs not cached yet are built in one request
-        to the worker, so N new configs cost one round trip, not N.  The first path that
-        cannot be loaded raises, as its own :meth:`from_pretrained` would.
-        """
-        from enginecfg.pipeline.loading import load_pretrained_many
-
-        return load_pretrained_many(paths, engine_args)
-
-    @classmethod
-    def from_hf_config(cls, config: Any, **engine_args: Any) -> "EngineConfig":
-        from enginecfg.pipeline.loading import load_hf_config
-
-        return load_hf_config(config, engine_args)
 
     # -- access ----------------------------------------------------------------------------
     def sections(self) -> list[Any]:
@@ -341,7 +327,7 @@ class EngineConfig:
     def model(self) -> str:
         return self.model_config.model
 
-    def write_stamp(self) -> tuple[int, ...]:
+    def _write_stamp(self) -> tuple[int, ...]:
         """Moves with every assignment: a section replaced, or any field of one assigned."""
         # the sections spelt out in SECTIONS' order (a test checks it): cheaper than looking
         # each one up by name; a section left None has no count
@@ -349,16 +335,20 @@ class EngineConfig:
             self.model_config, self.cache_config, self.attention_config, self.scheduler_config,
             self.parallel_config, self.pooler_config, self.compilation_config)])
 
-    def state(self, since: "ConfigState | None" = None) -> "ConfigState":
+    def state(self, since: "ConfigState | None | object" = LATEST) -> "ConfigState":
         """Flat ``{dotted field: value}`` of every tracked field (sections and hf writes).
 
-        With *since*, an earlier state of this config, a section that took no assignment
-        after it was taken (:meth:`write_stamp`) is not read again, but for its list and
-        dict values (edited in place); the writes into ``hf_config`` are always read again.
-        The result is the same as a full read; the pipeline takes one after every stage,
-        and compares only what was read again (:attr:`ConfigState.reread`).
+        The result is always the same as a full read.  How it is taken: with *since*, an
+        earlier state of this config (by default the one taken last; None: read everything),
+        a section that took no assignment after it was taken is not read again, but for its
+        list and dict values (edited in place); the writes into ``hf_config`` are always
+        read again.  The pipeline takes one after every stage and compares only what was
+        read again (:attr:`ConfigState.reread`); :meth:`ConfigState.content_key` keys the
+        memoised figures of vLLM's knowledge.
         """
-        stamp = self.write_stamp()
+        if since is LATEST:
+            since = self._latest
+        stamp = self._write_stamp()
         short = since is not None and since.config is self and since.stamp[0] == stamp[0]
         if short:
             out = ConfigState(since)
@@ -372,7 +362,7 @@ class EngineConfig:
                 out.containers = [c for c in since.containers if c[3] not in moved]
             out.reread = [key for _, _, key, _ in out.containers]
             for sec, field, key, _ in out.containers:
-                out[key] = _copy_json(getattr(sec, field))
+                out[key] = to_json(getattr(sec, field))
         else:
             out = ConfigState()
             moved = SECTIONS
@@ -385,11 +375,11 @@ class EngineConfig:
                 if short:
                     out.reread.append(name)
                 continue
-            for field, key in _tracked_fields(type(sec)):
+            for field, key in tracked_fields(type(sec)):
                 value = getattr(sec, field)
                 if value.__class__ in (list, dict):
                     out.containers.append((sec, field, key, name))
-                    value = _copy_json(value)
+                    value = to_json(value)
                 out[key] = value
                 if short:
                     out.reread.append(key)
@@ -401,6 +391,7 @@ class EngineConfig:
                 out.hf_keys.append("hf_config." + path)
         if short:
             out._inherit_key(since)
+        object.__setattr__(self, "_latest", out)  # not an assignment: no write is counted
         return out
 
     def section_dict(self, name: str) -> dict[str, Any] | None:
@@ -421,7 +412,7 @@ class EngineConfig:
         # reported as they stand, whatever their type (the pooling stage wrote them)
         for name in ("is_causal", "patch_size"):
             if typed.has(hf, name):
-                out[name] = _copy_json(typed.attr(hf, name, typed.ANY))
+                out[name] = to_json(typed.attr(hf, name, typed.ANY))
         llm = typed.attr(hf, "llm_config", typed.ANY)
         if isinstance(llm, HFConfigView):
             out["llm_config"] = ({"is_causal": typed.attr(llm, "is_causal", typed.ANY)}
@@ -437,20 +428,46 @@ class EngineConfig:
 
 
 class ConfigState(dict):
-    """:meth:`EngineConfig.state`: the flat field dict, with what a later state needs to
+    """:meth:`BaseEngineConfig.state`: the flat field dict, with what a later state needs to
     know about how it was taken (the config, its write stamp, which values are containers
     and which keys are hf_config writes) and ``reread``: the keys read again since the
     state it was taken after (None: all of them)."""
 
     __slots__ = ("config", "stamp", "containers", "hf_keys", "reread", "_key")
 
-    def content_key(self) -> Any:
-        """:func:`~enginecfg.pipeline.memo.content_key` of the fields (computed once)."""
+    def content_key(self) -> tuple[tuple[Any, ...], Hashable]:
+        """``(anchors, key)``: a key of everything the config holds, for memoising a pure
+        computation over it (:func:`enginecfg.pipeline.hf.memoised`); take it right after
+        the state (the fields are this state's, the snapshots the config's own now).
+
+        Two configs get equal keys only when every tracked field (with this run's writes
+        into the transformers config) is equal with the same types, the model class's facts
+        are equal, and they read the very same transformers snapshot (one per distinct
+        config content, shared between runs): the snapshots are the *anchors*, held by a
+        memo entry so that their identity cannot be reused.  Raises
+        :class:`~enginecfg.pipeline.hf.Unkeyable` for a config that cannot be keyed (a
+        field holding an object without value semantics, a text config outside the view).
+        """
+        mc = self.config.model_config
+        hf, text = mc.hf_config, mc.hf_text_config
+        if hf is None or text is None:
+            raise Unkeyable("no transformers config")
+        snap, _, _ = hf.anchor()
+        text_snap, text_root, text_path = text.anchor()
+        if text is not hf and text_root is not hf:
+            raise Unkeyable("the text config is not part of the transformers config view")
+        try:
+            hash(mc.arch_info)  # frozen attrs: hashed and compared by its facts
+        except TypeError:
+            raise Unkeyable("the model class facts are not hashable") from None
+        anchors = (snap, text_snap)
+        return anchors, (tuple(map(id, anchors)), text_path, mc.arch_info, self._fields_key())
+
+    def _fields_key(self) -> Hashable:
+        """:func:`~enginecfg.pipeline.hf.content_key` of the flat fields (computed once)."""
         try:
             return self._key
         except AttributeError:
-            from enginecfg.pipeline.memo import content_key
-
             # the flat fields are mostly strings, integers, booleans and None: their types
             # side by side tell 1, True and 1.0 apart; anything else gets its full content key
             values = list(self.values())
@@ -467,8 +484,6 @@ class ConfigState(dict):
             key = since._key
         except AttributeError:
             return
-        from enginecfg.pipeline.memo import Unkeyable, content_key
-
         if self.hf_keys != since.hf_keys:
             return
         try:
@@ -481,8 +496,9 @@ class ConfigState(dict):
 _TRACKED: dict[type, tuple[tuple[str, str], ...]] = {}
 
 
-def _tracked_fields(cls: type) -> tuple[tuple[str, str], ...]:
-    """(attribute, dotted key) of a section's fields that the change record tracks."""
+def tracked_fields(cls: type) -> tuple[tuple[str, str], ...]:
+    """(attribute, dotted key) of the fields of section class *cls* that the change record
+    tracks (``("block_size", "cache_config.block_size")``, ...)."""
     fields = _TRACKED.get(cls)
     if fields is None:
         fields = tuple((a.name, f"{cls._section}.{a.name}") for a in attrs.fields(cls)
@@ -490,12 +506,3 @@ def _tracked_fields(cls: type) -> tuple[tuple[str, str], ...]:
         _TRACKED[cls] = fields
     return fields
 
-
-def _copy_json(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _copy_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_copy_json(v) for v in value]
-    if isinstance(value, HFConfigView):
-        return f"<{value.class_name}>"
-    return value

@@ -2,8 +2,8 @@
 
 Each :class:`EngineArg` holds what both the loader and the command line need: the name,
 the ``vllm serve`` flags, the value kind, the allowed choices (exactly vLLM's), whether None
-is allowed, how vLLM reads the flag's text, and a help text (vLLM's, in our words).  The
-loader type-checks Python values against it (:func:`enginecfg.pipeline.loading.parse_engine_args`);
+is allowed, how vLLM reads the flag's text, and a help text (vLLM's, in our words).  Python
+values are type-checked against it here (:func:`parse_engine_args`, :func:`check_engine_args`);
 the CLI builds its engine flags from it, so there is no second list of flag names.
 """
 
@@ -14,15 +14,17 @@ from typing import Any
 
 import attrs
 
+from enginecfg.pipeline.arg_order import split_engine_args
 from enginecfg.pipeline.config import ATTENTION_BACKENDS, CACHE_DTYPES, MAMBA_CACHE_MODES, MAMBA_DTYPES
+from enginecfg.pipeline.errors import InvalidInputError
+from enginecfg.pipeline.jsonvalue import BOOL, INT, STR
+from enginecfg.pipeline.suggest import did_you_mean
 
-__all__ = ["EngineArg", "ENGINE_ARGS", "MODEL_DTYPES", "human_readable_int", "human_readable_int_or_auto",
-           "parse_flag_text", "to_flags"]
+__all__ = ["EngineArg", "ENGINE_ARGS", "DTYPE_CHOICES", "human_readable_int", "human_readable_int_or_auto",
+           "parse_flag_text", "to_flags", "parse_engine_args", "check_engine_args"]
 
-INT, BOOL, STR = "int", "bool", "str"
-
-#: ModelConfig.dtype's string choices
-MODEL_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+#: ``--dtype``'s choices (what the model config resolves them to: config.RESOLVED_DTYPES)
+DTYPE_CHOICES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 
 
 @attrs.frozen
@@ -92,7 +94,7 @@ _ARGS = (
         "Context length, prompt plus output. Unset: derived from the model config. Takes "
         + _SUFFIXES + "; -1 or auto: the longest that fits in GPU memory (enginecfg, which sees "
         "no GPU memory, uses the model's own maximum).")),
-    EngineArg("dtype", ("--dtype",), STR, choices=tuple(sorted(MODEL_DTYPES)), help=(
+    EngineArg("dtype", ("--dtype",), STR, choices=tuple(sorted(DTYPE_CHOICES)), help=(
         "Data type of weights and activations. auto: FP16 for FP32 and FP16 checkpoints, BF16 for "
         "BF16 ones; half and float16: FP16; bfloat16; float and float32: FP32.")),
     EngineArg("max_num_batched_tokens", ("--max-num-batched-tokens",), INT, nullable=True,
@@ -180,3 +182,76 @@ def parse_flag_text(arg: EngineArg, text: str) -> Any:
     if arg.parser == "int":
         return int(text)
     return text
+
+
+# -- Python values ---------------------------------------------------------------------------
+
+def parse_engine_args(engine_args: dict[str, Any]) -> dict[str, Any]:
+    """Type-check the caller's engine arguments; returns them normalised (backend upper-cased).
+
+    Raises the first bad one in vLLM's order of checks, though before the model config is read
+    (the loader instead defers each error to its moment: :func:`check_engine_args`)."""
+    good, deferred = check_engine_args(engine_args)
+    if deferred:
+        raise deferred[0][1]
+    return good
+
+
+def check_engine_args(engine_args: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, InvalidInputError]]]:
+    """Every engine argument checked: the good ones normalised, and the errors vLLM reports
+    later, as ``(phase, error)`` in its order (:mod:`.arg_order`; an unknown name or a
+    model-config error is raised now)."""
+    return split_engine_args(engine_args, _parse_one, ENGINE_ARGS)
+
+
+def _bad(name: str, value: Any, allowed: str) -> InvalidInputError:
+    flag = ENGINE_ARGS[name].flag
+    return InvalidInputError(f"invalid {name} ({flag}): got {value!r}; allowed: {allowed}", field=name)
+
+
+def _parse_one(name: str, value: Any) -> Any:
+    """One engine argument, normalised, or :class:`InvalidInputError` naming it."""
+    if name not in ENGINE_ARGS:
+        raise InvalidInputError(
+            f"unknown engine argument {name!r}{did_you_mean(str(name), ENGINE_ARGS)}; known: "
+            f"{', '.join(sorted(ENGINE_ARGS))}", field=name)
+    arg = ENGINE_ARGS[name]
+    kind, choices, nullable = arg.kind, arg.choices, arg.nullable
+    if value is None:
+        if not nullable:
+            raise _bad(name, value, "a value (None is not allowed)")
+        return None
+    if kind == INT:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _bad(name, value, "an integer")
+        if name == "max_model_len":
+            if value != -1 and value < 1:
+                raise _bad(name, value, "a positive integer, or -1 for the model's maximum")
+        elif value < 1:
+            raise _bad(name, value, "a positive integer")
+    elif kind == BOOL:
+        if not isinstance(value, bool):
+            raise _bad(name, value, "true or false")
+    else:
+        if not isinstance(value, str):
+            raise _bad(name, value, "a string" + (f": one of {', '.join(choices)}" if choices else ""))
+        if name == "attention_backend":
+            value = _parse_backend(value)
+        elif name == "dtype" and value not in choices:
+            raise InvalidInputError(
+                f"Unknown dtype: {value!r}: invalid dtype (--dtype); allowed: {', '.join(choices)}",
+                field="dtype")
+        elif choices is not None and value not in choices:
+            raise _bad(name, value, ", ".join(choices))
+    return value
+
+
+def _parse_backend(value: str) -> str | None:
+    if value in ("", "None") or value.lower() == "auto":
+        return None
+    name = value.upper()
+    if name not in ATTENTION_BACKENDS:
+        raise InvalidInputError(
+            f"Unknown attention backend: {name!r}. Valid options are: {', '.join(ATTENTION_BACKENDS)} "
+            f"(attention_backend, --attention-backend)", field="attention_backend")
+    return name

@@ -1,14 +1,19 @@
-"""Load a model config and derive the model facts exactly as vLLM 0.19.0 does.
+"""Files plus vLLM's knowledge become an :class:`EngineConfig`: the one place that builds one.
 
 ``load_pretrained`` reads ``config.json`` from a model folder, a lone file or a Hugging Face
-repo (see :mod:`.sources`) together with the files beside it that vLLM reads (safetensors
+repo (see :mod:`.hf.sources`) together with the files beside it that vLLM reads (safetensors
 headers, tokenizer and sentence-transformers settings), validates the engine arguments,
-obtains the transformers view of the config (see :mod:`.hfcache`: built once per config
+obtains the transformers view of the config (see :mod:`.hf.cache`: built once per config
 content, never in this process unless transformers is already imported) and derives
 ``ModelConfig``: architecture, text config, dtype, max_model_len, head size, KV heads, MLA,
 hybrid / attention-free, Mamba prefix-caching support, chunk size, sliding window, and the
 sentence-transformers pooling settings.  The steps that depend on pooling decisions (chunked
-prefill, prefix caching) are stages.
+prefill, prefix caching) are stages.  A folder loaded again is answered from
+:mod:`.loadmemo` when every file it read is the same.
+
+:class:`EngineConfig` is the engine's :class:`~enginecfg.pipeline.config.BaseEngineConfig`
+with these loaders as its constructors (``from_pretrained``, ``from_pretrained_many``,
+``from_hf_config``).
 """
 
 from __future__ import annotations
@@ -19,95 +24,56 @@ import re
 from pathlib import Path
 from typing import Any
 
-from enginecfg.pipeline.models import architectures, derive, mamba_state, model_files
+import attrs
+
 from enginecfg.pipeline.config import (
-    ATTENTION_BACKENDS, AttentionConfig, CacheConfig, EngineConfig, ModelConfig, ParallelConfig,
-    PoolerConfig, SchedulerConfig,
+    AttentionConfig, BaseEngineConfig, CacheConfig, ModelConfig, ParallelConfig, PoolerConfig,
+    SchedulerConfig,
 )
-from enginecfg.pipeline import typed
-from enginecfg.pipeline.arg_order import split_engine_args
-from enginecfg.pipeline.engine_args import BOOL, ENGINE_ARGS, INT, STR
-from enginecfg.pipeline.suggest import did_you_mean
+from enginecfg.pipeline.engine_args import check_engine_args, parse_engine_args
 from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
-from enginecfg.pipeline import hfcache
-from enginecfg.pipeline.hfcache import snapshot_for, snapshot_for_bytes
-from enginecfg.pipeline.hfsnapshot import snapshot_of
-from enginecfg.pipeline.hfview import HFConfigView
+from enginecfg.pipeline.hf import (
+    VLLM_CLASSES, HFConfigView, ModelSource, missing, open_source, remember_bytes, snapshot_for,
+    snapshot_for_bytes, snapshot_of_object, snapshots_for, start_worker, typed,
+)
+from enginecfg.pipeline.jsonvalue import to_json
 from enginecfg.pipeline.loadmemo import LOADS
-from enginecfg.pipeline.models.config_defaults import VLLM_CLASSES
+from enginecfg.pipeline.models import architectures, derive, mamba_state, model_files
+from enginecfg.pipeline.models.engine_defaults import DEFAULT_BLOCK_SIZE
 from enginecfg.pipeline.models.weights_dtype import dtype_from_headers
-from enginecfg.pipeline.sources import ModelSource, open_source
 
-__all__ = ["load_pretrained", "load_pretrained_many", "prefetch_pretrained", "load_hf_config", "ENGINE_ARGS",
-           "parse_engine_args"]
-
-# -- engine arguments (vLLM EngineArgs names; the table is :mod:`.engine_args`) -------------
-
-_INT, _BOOL, _STR = INT, BOOL, STR
+__all__ = ["EngineConfig", "load_pretrained", "load_pretrained_many", "prefetch_pretrained", "load_hf_config"]
 
 
-def _bad(name: str, value: Any, allowed: str) -> InvalidInputError:
-    flag = ENGINE_ARGS[name].flag
-    return InvalidInputError(f"invalid {name} ({flag}): got {value!r}; allowed: {allowed}", field=name)
+@attrs.define(slots=True, kw_only=True)
+class EngineConfig(BaseEngineConfig):
+    """Everything one engine start needs decided, in vLLM's section layout.
 
+    Build it with :meth:`from_pretrained` (a model folder, ``config.json`` or hub repo id) or
+    :meth:`from_hf_config` (a transformers config object or a dict); hand it to
+    ``Pipeline().run(cfg)``, which verifies and corrects it and then freezes it.
+    """
 
-def parse_engine_args(engine_args: dict[str, Any]) -> dict[str, Any]:
-    """Type-check the caller's engine arguments; returns them normalised (backend upper-cased).
+    @classmethod
+    def from_pretrained(cls, path: Any, revision: str | None = None, **engine_args: Any) -> "EngineConfig":
+        """A model folder, a ``config.json``, or a Hugging Face repo id (``org/name``, at
+        ``revision``), resolved with vLLM's engine arguments."""
+        return load_pretrained(path, engine_args, revision=revision)
 
-    Raises the first bad one in vLLM's order of checks, though before the model config is read
-    (the loader instead defers each error to its moment: :mod:`.arg_order`)."""
-    good, deferred = split_engine_args(engine_args, _parse_one, ENGINE_ARGS)
-    if deferred:
-        raise deferred[0][1]
-    return good
+    @classmethod
+    def from_pretrained_many(cls, paths: Any, **engine_args: Any) -> "list[EngineConfig]":
+        """:meth:`from_pretrained` of each path, in order, with the same engine arguments.
 
+        The transformers snapshots of all configs not cached yet are built in one request
+        to the worker, so N new configs cost one round trip, not N.  The first path that
+        cannot be loaded raises, as its own :meth:`from_pretrained` would.
+        """
+        return load_pretrained_many(paths, engine_args)
 
-def _parse_one(name: str, value: Any) -> Any:
-    """One engine argument, normalised, or :class:`InvalidInputError` naming it."""
-    if name not in ENGINE_ARGS:
-        raise InvalidInputError(
-            f"unknown engine argument {name!r}{did_you_mean(str(name), ENGINE_ARGS)}; known: "
-            f"{', '.join(sorted(ENGINE_ARGS))}", field=name)
-    arg = ENGINE_ARGS[name]
-    kind, choices, nullable = arg.kind, arg.choices, arg.nullable
-    if value is None:
-        if not nullable:
-            raise _bad(name, value, "a value (None is not allowed)")
-        return None
-    if kind == _INT:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise _bad(name, value, "an integer")
-        if name == "max_model_len":
-            if value != -1 and value < 1:
-                raise _bad(name, value, "a positive integer, or -1 for the model's maximum")
-        elif value < 1:
-            raise _bad(name, value, "a positive integer")
-    elif kind == _BOOL:
-        if not isinstance(value, bool):
-            raise _bad(name, value, "true or false")
-    else:
-        if not isinstance(value, str):
-            raise _bad(name, value, "a string" + (f": one of {', '.join(choices)}" if choices else ""))
-        if name == "attention_backend":
-            value = _parse_backend(value)
-        elif name == "dtype" and value not in choices:
-            raise InvalidInputError(
-                f"Unknown dtype: {value!r}: invalid dtype (--dtype); allowed: {', '.join(choices)}",
-                field="dtype")
-        elif choices is not None and value not in choices:
-            raise _bad(name, value, ", ".join(choices))
-    return value
-
-
-def _parse_backend(value: str) -> str | None:
-    if value in ("", "None") or value.lower() == "auto":
-        return None
-    name = value.upper()
-    if name not in ATTENTION_BACKENDS:
-        raise InvalidInputError(
-            f"Unknown attention backend: {name!r}. Valid options are: {', '.join(ATTENTION_BACKENDS)} "
-            f"(attention_backend, --attention-backend)", field="attention_backend")
-    return name
+    @classmethod
+    def from_hf_config(cls, config: Any, **engine_args: Any) -> "EngineConfig":
+        """A transformers config object, or a dict read as its ``config.json`` would be."""
+        return load_hf_config(config, engine_args)
 
 
 # -- reading the config file -----------------------------------------------------------------
@@ -145,14 +111,14 @@ def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None
     """A config from a model folder, a ``config.json`` or a Hugging Face repo id.
 
     Besides ``config.json`` the files vLLM 0.19.0 reads while building its config are read
-    from the same source (see :mod:`.sources` and :mod:`.models.model_files`), and every one
+    from the same source (see :mod:`.hf.sources` and :mod:`.models.model_files`), and every one
     is recorded with its sha256 in the config's ``source``.
 
     Engine-argument errors are raised after the model config was read (vLLM reports a config
     it cannot build first); with ``defer_argument_errors`` they are kept in
     ``pending_errors`` for :meth:`Pipeline.run` to raise at vLLM's step (:mod:`.arg_order`).
     """
-    args, deferred = split_engine_args(engine_args, _parse_one, ENGINE_ARGS)
+    args, deferred = check_engine_args(engine_args)
     source = open_source(path, revision)
     raw = source.config_bytes()
     memo_key = None if deferred or source.kind == "hub" else LOADS.key(path, revision, engine_args)
@@ -202,13 +168,13 @@ def prefetch_pretrained(paths: list[Any], *, wait: bool = True) -> int:
     snapshots were missing from both caches.
     """
     configs = _readable_configs(paths)
-    todo = hfcache.missing([d for _, d in configs])
+    todo = missing([d for _, d in configs])
     if not wait:
         if todo:
-            hfcache.start_worker()
+            start_worker()
         return len(todo)
-    for (raw, _), snap in zip(configs, hfcache.snapshots_for([d for _, d in configs])):
-        hfcache.remember_bytes(raw, snap)
+    for (raw, _), snap in zip(configs, snapshots_for([d for _, d in configs])):
+        remember_bytes(raw, snap)
     return len(todo)
 
 
@@ -222,34 +188,28 @@ def load_pretrained_many(paths: Any, engine_args: dict[str, Any]) -> list[Engine
     return [load_pretrained(p, engine_args) for p in paths]
 
 
-def _json_copy(config: dict[str, Any]) -> dict[str, Any]:
+def _as_read_from_json(config: dict[str, Any]) -> dict[str, Any]:
     """The caller's dict read as its config.json would be (the transformers worker sees it so).
 
-    A cycle, nesting deeper than JSON decoding allows, or a key JSON cannot hold is bad input,
-    not a ``ValueError`` / ``RecursionError`` / ``TypeError`` from deep inside the loader.
+    A value that contains itself, nesting deeper than Python recurses, or a key JSON cannot
+    hold is bad input, not a ``RecursionError`` / ``TypeError`` from deep inside the loader.
     """
     try:
-        return json.loads(json.dumps(config, default=str))
+        return to_json(config, strict=True)
     except RecursionError:
-        reason = "it is nested too deeply"
-    except (ValueError, TypeError) as exc:
+        reason = "it is nested too deeply (or contains itself)"
+    except TypeError as exc:
         reason = " ".join(str(exc).split())
     raise InvalidInputError(f"invalid hf_config: {reason}; allowed: a dict of JSON data", field="hf_config")
 
 
 def load_hf_config(config: Any, engine_args: dict[str, Any]) -> EngineConfig:
-    args, deferred = split_engine_args(engine_args, _parse_one, ENGINE_ARGS)
+    args, deferred = check_engine_args(engine_args)
     if isinstance(config, dict):
-        return _eager(_build("<dict>", _json_copy(config), None, engine_args, args,
+        return _eager(_build("<dict>", _as_read_from_json(config), None, engine_args, args,
                              deferred=deferred), False)
     if hasattr(config, "to_dict") and hasattr(config, "attribute_map"):
-        snap = snapshot_of(config)
-        try:
-            from enginecfg.pipeline._hfworker import default_architecture
-
-            snap["default_architecture"] = default_architecture(snap.get("model_type"))
-        except Exception:
-            snap["default_architecture"] = None
+        snap = snapshot_of_object(config)
         model = str(typed.attr(config, "_name_or_path", typed.ANY) or "<hf_config>")  # a label
         return _eager(_build(model, None, snap, engine_args, args, deferred=deferred), False)
     raise InvalidInputError(f"invalid hf config: got {type(config).__name__}; allowed: a transformers "
@@ -403,7 +363,7 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
                                  "and boosts the performance. Meanwhile, it may cause accuracy drop without a "
                                  "proper scaling factor."))
     cc = CacheConfig(
-        block_size=16 if block_size is None else block_size,
+        block_size=DEFAULT_BLOCK_SIZE if block_size is None else block_size,
         user_specified_block_size=block_size is not None,
         cache_dtype=cache_dtype,
         calculate_kv_scales=args.get("calculate_kv_scales", False),

@@ -27,10 +27,9 @@ from typing import Any, Hashable
 
 import attrs
 
-from enginecfg.pipeline import hfcache
-from enginecfg.pipeline.config import SECTIONS, EngineConfig
-from enginecfg.pipeline.memo import ContentMemo, Unkeyable, content_key, copy_json
-from enginecfg.pipeline.sources import ModelSource
+from enginecfg.pipeline.config import SECTIONS, BaseEngineConfig
+from enginecfg.pipeline.jsonvalue import to_json
+from enginecfg.pipeline.hf import ContentMemo, ModelSource, Unkeyable, content_key, on_clear
 
 __all__ = ["LoadMemo", "LOADS", "clone_config"]
 
@@ -42,7 +41,7 @@ class _Template:
     reads: tuple[tuple[str, bytes | None], ...]
     #: the safetensors headers read (file name, sha256 of the header), or None if not looked at
     headers: tuple[tuple[str, str], ...] | None
-    cfg: EngineConfig
+    cfg: BaseEngineConfig
 
 
 def _headers_read(source: ModelSource) -> tuple[tuple[str, str], ...]:
@@ -59,11 +58,12 @@ def _clone_section(sec: Any) -> Any:
     new = object.__new__(type(sec))
     for name in _field_names(type(sec)):
         value = getattr(sec, name)
-        object.__setattr__(new, name, copy_json(value) if value.__class__ in (list, dict) else value)
+        object.__setattr__(new, name, to_json(value) if value.__class__ in (list, dict) else value)
     return new
 
 
-def clone_config(template: EngineConfig, source: ModelSource | None, engine_args: dict[str, Any]) -> EngineConfig:
+def clone_config(template: BaseEngineConfig, source: ModelSource | None,
+                 engine_args: dict[str, Any]) -> BaseEngineConfig:
     """A copy of a loaded (not yet run) config that shares nothing mutable with it."""
     sections = {name: _clone_section(sec) for name in SECTIONS
                 if (sec := getattr(template, name)) is not None}
@@ -75,9 +75,9 @@ def clone_config(template: EngineConfig, source: ModelSource | None, engine_args
         if text is not None:
             _, _, path = text.anchor()
             object.__setattr__(mc, "hf_text_config", new_hf if text is hf else new_hf.at(path))
-    return EngineConfig(**sections, engine_args=dict(engine_args),
-                        load_messages=list(template.load_messages),
-                        source=source.provenance() if source is not None else None)
+    return type(template)(**sections, engine_args=dict(engine_args),
+                          load_messages=list(template.load_messages),
+                          source=source.provenance() if source is not None else None)
 
 
 class LoadMemo:
@@ -97,7 +97,7 @@ class LoadMemo:
         return (os.fspath(path), type(path), revision, cwd, args, os.environ.get("VLLM_MLA_DISABLE"))
 
     def get(self, key: Hashable, source: ModelSource, config_bytes: bytes,
-            engine_args: dict[str, Any]) -> EngineConfig | None:
+            engine_args: dict[str, Any]) -> BaseEngineConfig | None:
         """A copy of the template for *key* if every file it was loaded from reads the same."""
         entry: _Template | None = self._templates.get(key, ())
         if entry is None or entry.config_bytes != config_bytes:
@@ -112,7 +112,7 @@ class LoadMemo:
         self.hits += 1
         return clone_config(entry.cfg, source, engine_args)
 
-    def put(self, key: Hashable, source: ModelSource, config_bytes: bytes, cfg: EngineConfig) -> None:
+    def put(self, key: Hashable, source: ModelSource, config_bytes: bytes, cfg: BaseEngineConfig) -> None:
         """Keep *cfg* (just loaded from *source*, not run yet) as the template for *key*."""
         if source.kind == "hub" or cfg.pending_errors:
             return
@@ -135,4 +135,4 @@ class LoadMemo:
 #: the process's memo of loaded configs (``load_pretrained``); its templates hold snapshots,
 #: so it is emptied with the snapshot memory cache
 LOADS = LoadMemo()
-hfcache.on_clear_memory(LOADS.clear)
+on_clear(LOADS.clear)

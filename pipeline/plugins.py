@@ -1,4 +1,4 @@
-"""Stage discovery: the built-ins plus stages from installed packages.
+"""Stage discovery: the built-ins of a release plus stages from installed packages.
 
 A plugin distribution declares entry points in the group ``enginecfg.stages``; each names a
 :class:`~enginecfg.Stage` subclass or instance.  Discovery goes through the installed
@@ -28,11 +28,12 @@ import sys
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any
 
+from enginecfg.pipeline import rulepacks
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError, StageError
 from enginecfg.pipeline.stage import Stage
 
 if TYPE_CHECKING:
-    from enginecfg.pipeline.config import EngineConfig
+    from enginecfg.pipeline.config import BaseEngineConfig
     from enginecfg.pipeline.run import Pipeline
 
 __all__ = [
@@ -49,11 +50,10 @@ ENTRY_POINT_GROUP = "enginecfg.stages"
 POLICY_ENV = "ENGINECFG_PLUGINS"
 
 
-def builtin_stages() -> list[Stage]:
-    """Fresh instances of the built-in stages, in their declared order."""
-    from enginecfg.stages import BUILTIN_STAGES
-
-    return [cls() for cls in BUILTIN_STAGES]
+def builtin_stages(release: str | None = None) -> list[Stage]:
+    """Fresh instances of the built-in stages of *release* (None: the default release), in
+    their declared order (:mod:`.rulepacks`: the application registers them)."""
+    return [cls() for cls in rulepacks.get(release).stages]
 
 
 def _norm(name: str) -> str:
@@ -148,12 +148,13 @@ def plugin_stages(policy: str | None = None) -> list[Stage]:
     return found
 
 
-def discover_stages(policy: str | None = None) -> list[Stage]:
-    """The built-ins followed by the allowed plugins: what ``Pipeline()`` orders and runs."""
-    return builtin_stages() + plugin_stages(policy)
+def discover_stages(policy: str | None = None, *, release: str | None = None) -> list[Stage]:
+    """The built-ins (of *release*; None: the default) followed by the allowed plugins: what
+    ``Pipeline()`` orders and runs."""
+    return builtin_stages(release) + plugin_stages(policy)
 
 
-def describe_stages(pipeline: "Pipeline", cfg: "EngineConfig | None" = None) -> list[dict[str, Any]]:
+def describe_stages(pipeline: "Pipeline", cfg: "BaseEngineConfig | None" = None) -> list[dict[str, Any]]:
     """One row per stage of *pipeline*, in run order, for ``enginecfg stages``.
 
     Each row: ``position`` (from 0, as in the run's events), ``name``, ``origin``,

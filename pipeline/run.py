@@ -9,135 +9,32 @@ where it comes from; either way ``run_failed`` is published before the error pro
 
 from __future__ import annotations
 
-import copy
 import time
 import uuid
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Sequence
 
 import attrs
 
 from enginecfg.pipeline import events
-from enginecfg.pipeline.canonical import fingerprint
-from enginecfg.pipeline.config import ConfigState, EngineConfig
 from enginecfg.pipeline.arg_order import ENGINE, STEP_ORDER
+from enginecfg.pipeline.config import BaseEngineConfig, ConfigState
+from enginecfg.pipeline.document import Change, Message, RunResult, document
+from enginecfg.pipeline.engine_args import parse_engine_args
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError, StageError
-from enginecfg.pipeline.jsoncopy import copy_json
+from enginecfg.pipeline.jsonvalue import fingerprint, to_json
 from enginecfg.pipeline.ordering import order_stages
+from enginecfg.pipeline.plugins import discover_stages
+from enginecfg.pipeline import rulepacks
 from enginecfg.pipeline.stage import Stage, StageContext
+from enginecfg.pipeline.suggest import did_you_mean
 
-__all__ = ["Pipeline", "RunResult", "Change", "Message", "fingerprint"]
-
-
-@attrs.frozen
-class Change:
-    seq: int
-    stage: str
-    field: str
-    old: Any
-    new: Any
-    reason: str
-    level: str = "INFO"
-    via: str = "context"
-    #: the rule and the numbers behind the new value, in words (None: the reason says it all)
-    explanation: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"seq": self.seq, "stage": self.stage, "field": self.field, "old": _jsonable(self.old),
-                "new": _jsonable(self.new), "reason": self.reason, "level": self.level, "via": self.via,
-                "explanation": self.explanation}
-
-
-@attrs.frozen
-class Message:
-    stage: str
-    level: str
-    message: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"stage": self.stage, "level": self.level, "message": self.message}
-
-
-def _jsonable(value: Any) -> Any:
-    """A JSON-shaped copy: tuples become lists, anything exotic its string."""
-    cls = value.__class__
-    if value is None or cls in (str, int, bool):
-        return value
-    if cls is float:
-        return value
-    if cls is dict or isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if cls in (list, tuple):
-        return [_jsonable(v) for v in value]
-    return str(value)
-
-
-@attrs.define
-class RunResult:
-    """What a run produced: the frozen config and the record of how it got there."""
-
-    run_id: str
-    status: str
-    config: EngineConfig
-    changes: list[Change]
-    messages: list[Message]
-    facts: dict[str, Any]
-    stages: list[str]
-    error: EngineCfgError | None = None
-    #: the facts the pipeline's stages declare (``Stage.facts``), in stage order
-    fact_names: tuple[str, ...] = ()
-    _doc: dict[str, Any] | None = attrs.field(default=None, init=False, repr=False)
-
-    @property
-    def fingerprint(self) -> str:
-        """sha256 of the resolved config's canonical JSON (computed once; the config is frozen)."""
-        return self._document()["fingerprint"]
-
-    def __getattr__(self, name: str) -> Any:
-        # a declared fact reads as an attribute (``result.pages``), None when not recorded
-        if name != "fact_names" and name in self.fact_names:
-            return self.facts.get(name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-    def changes_for(self, field: str) -> list[Change]:
-        return [c for c in self.changes if c.field == field]
-
-    def _document(self) -> dict[str, Any]:
-        if self._doc is None:
-            self._doc = _document(self.run_id, self.status, self.config, self.changes, self.messages,
-                                  self.facts, self.fact_names, self.error, None)
-        return self._doc
-
-    def to_dict(self) -> dict[str, Any]:
-        """The run document (a fresh copy each call)."""
-        return copy.deepcopy(self._document())
-
-
-def _document(run_id: str, status: str, cfg: EngineConfig | None, changes: Sequence[Change],
-              messages: Sequence[Message], facts: dict[str, Any], fact_names: Sequence[str],
-              error: EngineCfgError | None, fp: str | None, *, model: str | None = None,
-              engine_args: dict | None = None) -> dict[str, Any]:
-    config = _jsonable(cfg.to_config_dict()) if cfg is not None else None
-    doc = {
-        "status": status,
-        "run_id": run_id,
-        "model": cfg.model if cfg is not None else model,
-        "engine_args": _jsonable(cfg.engine_args if cfg is not None else (engine_args or {})),
-        "source": _jsonable(cfg.source) if cfg is not None else None,
-        "config": config,
-        "changes": [c.to_dict() for c in changes],
-        "messages": [m.to_dict() for m in messages],
-    }
-    for name in (*fact_names, *(n for n in facts if n not in fact_names)):
-        doc[name] = _jsonable(facts.get(name))
-    doc["error"] = error.to_dict() if error is not None else None
-    doc["fingerprint"] = fp if fp is not None else (fingerprint(config) if config is not None else None)
-    return doc
+__all__ = ["Pipeline"]
 
 
 class _Run:
     """Bookkeeping of one run; the StageContext reports to it."""
 
-    def __init__(self, run_id: str, cfg: EngineConfig):
+    def __init__(self, run_id: str, cfg: BaseEngineConfig):
         self.run_id = run_id
         self.cfg = cfg
         self.changes: list[Change] = []
@@ -148,20 +45,20 @@ class _Run:
 
     def original(self, dotted: str) -> Any:
         if dotted in self.initial:
-            return copy.deepcopy(self.initial[dotted])
+            return to_json(self.initial[dotted])
         if dotted.startswith("hf_config."):
             return self.cfg.model_config.hf_config.base_value(dotted[len("hf_config."):])
         raise InvalidInputError(f"{dotted} is not a config field", field=dotted)
 
     def record_change(self, stage: Stage, field: str, old: Any, new: Any, reason: str, level: str,
                       via: str, explanation: str | None = None) -> None:
-        change = Change(len(self.changes) + 1, stage.name, field, copy_json(old), copy_json(new),
+        change = Change(len(self.changes) + 1, stage.name, field, to_json(old), to_json(new),
                         reason, level, via, explanation)
         self.changes.append(change)
         if events.config_changed.receivers:
             events.config_changed.send(self.run_id, event=events.ConfigChanged(
-                run_id=self.run_id, seq=change.seq, stage=change.stage, field=field, old=_jsonable(old),
-                new=_jsonable(new), reason=reason, level=level, via=via, explanation=explanation))
+                run_id=self.run_id, seq=change.seq, stage=change.stage, field=field, old=to_json(old),
+                new=to_json(new), reason=reason, level=level, via=via, explanation=explanation))
 
     def record_message(self, stage: Stage, level: str, message: str) -> None:
         self.messages.append(Message(stage.name, level, message))
@@ -171,7 +68,7 @@ class _Run:
 
     def record_check(self, stage: Stage, fields: dict[str, Any]) -> None:
         events.validation_checked.send(self.run_id, event=events.ValidationChecked(
-            run_id=self.run_id, **{k: _jsonable(v) for k, v in fields.items()}))
+            run_id=self.run_id, **{k: to_json(v) for k, v in fields.items()}))
 
     def sweep(self, stage: Stage, before: dict[str, Any], ctx: StageContext) -> int:
         """Record every change the stage made that its context did not report."""
@@ -208,6 +105,8 @@ class _Run:
 class Pipeline:
     """An ordered set of stages.
 
+    It runs the rules of a vLLM release (:mod:`enginecfg.pipeline.rulepacks`; the default
+    release's): that release's built-in stages, and its loader for :meth:`resolve`.
     ``stages``: replace the stage set (default: the built-ins plus installed plugins, see
     :mod:`enginecfg.pipeline.plugins`).  ``disable``: stage names to leave out.  ``only``:
     run just these (plus nothing else).  ``plugins``: the plugin policy (see
@@ -218,10 +117,10 @@ class Pipeline:
 
     def __init__(self, stages: Iterable[Stage] | None = None, *, disable: Iterable[str] = (),
                  only: Iterable[str] | None = None, plugins: str | None = None, **stage_options: Any):
+        #: the rules of the release this pipeline speaks for
+        self.rules = rulepacks.get()
         if stages is None:
-            from enginecfg.pipeline.plugins import discover_stages
-
-            stages = discover_stages(plugins)
+            stages = discover_stages(plugins, release=self.rules.release)
         stages = [st() if isinstance(st, type) else st for st in stages]
         for st in stages:
             if not isinstance(st, Stage):
@@ -240,8 +139,6 @@ class Pipeline:
         only_set = set(only) if only is not None else None
         for name in sorted(disable | (only_set or set())):
             if name not in names:
-                from enginecfg.pipeline.suggest import did_you_mean
-
                 raise InvalidInputError(
                     f"invalid stage: got {name!r}{did_you_mean(name, names)}; allowed: "
                     + ", ".join(st.name for st in ordered), field="stage")
@@ -263,9 +160,9 @@ class Pipeline:
         return [st.name for st in self.stages]
 
     # -- running ---------------------------------------------------------------------------
-    def run(self, cfg: EngineConfig, *, run_id: str | None = None) -> RunResult:
+    def run(self, cfg: BaseEngineConfig, *, run_id: str | None = None) -> RunResult:
         """Verify and correct *cfg* through every stage that applies, then freeze it."""
-        if not isinstance(cfg, EngineConfig):
+        if not isinstance(cfg, BaseEngineConfig):
             raise InvalidInputError(f"Pipeline.run needs an EngineConfig, got {type(cfg).__name__}",
                                     field="cfg")
         if cfg.frozen:
@@ -273,12 +170,12 @@ class Pipeline:
                                     field="cfg")
         run = _Run(run_id or uuid.uuid4().hex, cfg)
         if events.run_started.receivers:  # documents are built only for someone who listens
-            input_doc = _jsonable(cfg.to_config_dict())
+            input_doc = to_json(cfg.to_config_dict())
             events.run_started.send(run.run_id, event=events.RunStarted(
                 run_id=run.run_id, started_at=time.time(), model=cfg.model,
-                architecture=cfg.model_config.architecture, engine_args=_jsonable(cfg.engine_args),
+                architecture=cfg.model_config.architecture, engine_args=to_json(cfg.engine_args),
                 input_config=input_doc, input_fingerprint=fingerprint(input_doc),
-                stages=tuple(self.stage_names), source=_jsonable(cfg.source)))
+                stages=tuple(self.stage_names), source=to_json(cfg.source)))
         for seq, (lvl, msg) in enumerate(cfg.load_messages, 1):
             events.warning_issued.send(run.run_id, event=events.WarningIssued(
                 run_id=run.run_id, seq=seq, stage="loading", level=lvl, message=msg))
@@ -371,12 +268,12 @@ class Pipeline:
         self._publish_failure(run.run_id, exc, run.cfg, run.changes, run.messages, run.facts)
         raise exc
 
-    def _publish_failure(self, run_id: str, exc: EngineCfgError, cfg: EngineConfig | None,
+    def _publish_failure(self, run_id: str, exc: EngineCfgError, cfg: BaseEngineConfig | None,
                          changes: Sequence[Change] = (), messages: Sequence[Message] = (),
                          facts: dict[str, Any] | None = None, *, model: str | None = None,
                          engine_args: dict | None = None) -> dict[str, Any]:
-        doc = _document(run_id, exc.status, cfg, changes, messages, facts or {}, self.fact_names, exc, None,
-                        model=model, engine_args=engine_args)
+        doc = document(run_id, exc.status, cfg, changes, messages, facts or {}, self.fact_names, exc,
+                       model=model, engine_args=engine_args)
         exc.run_id = run_id
         exc.document = doc
         events.run_failed.send(run_id, event=events.RunFailed(
@@ -391,12 +288,10 @@ class Pipeline:
         A config that cannot even be loaded is still a run: ``run_started`` and
         ``run_failed`` are published for it before the error propagates.
         """
-        from enginecfg.pipeline.loading import load_pretrained
-
         run_id = uuid.uuid4().hex
         try:
             # engine-argument errors wait for the step where vLLM reports them (arg_order)
-            cfg = load_pretrained(path, engine_args, revision, defer_argument_errors=True)
+            cfg = self.rules.load(path, engine_args, revision, defer_argument_errors=True)
         except EngineCfgError as exc:
             self.record_failed_load(run_id, exc, _failed_model(path), engine_args)
             raise
@@ -414,22 +309,21 @@ class Pipeline:
         """
         if errors not in ("raise", "return"):
             raise InvalidInputError.for_value("errors", errors, "'raise' or 'return'")
-        if isinstance(items, (str, bytes, EngineConfig)) or not hasattr(items, "__iter__"):
+        if isinstance(items, (str, bytes, BaseEngineConfig)) or not hasattr(items, "__iter__"):
             raise InvalidInputError.for_value("items", items, "a list of EngineConfig objects or model paths")
         items = list(items)
-        paths = [it for it in items if not isinstance(it, EngineConfig)]
+        paths = [it for it in items if not isinstance(it, BaseEngineConfig)]
         if engine_args and len(paths) < len(items):
             raise InvalidInputError("run_many: engine arguments apply to paths only; an EngineConfig "
                                     "already carries its own", field="engine_args")
         if paths:
-            from enginecfg.pipeline.loading import parse_engine_args, prefetch_pretrained
-
             parse_engine_args(engine_args)
-            prefetch_pretrained(paths)
+            self.rules.prefetch(paths)
         out: list[RunResult | EngineCfgError] = []
         for item in items:
             try:
-                out.append(self.run(item) if isinstance(item, EngineConfig) else self.resolve(item, **engine_args))
+                out.append(self.run(item) if isinstance(item, BaseEngineConfig)
+                           else self.resolve(item, **engine_args))
             except EngineCfgError as exc:
                 if errors == "raise":
                     raise
@@ -442,7 +336,7 @@ class Pipeline:
             exc.stage = "loading"
         events.run_started.send(run_id, event=events.RunStarted(
             run_id=run_id, started_at=time.time(), model=model, architecture=None,
-            engine_args=_jsonable(engine_args), input_config={}, input_fingerprint=fingerprint({}),
+            engine_args=to_json(engine_args), input_config={}, input_fingerprint=fingerprint({}),
             stages=tuple(self.stage_names)))
         return self._publish_failure(run_id, exc, None, model=model, engine_args=engine_args)
 

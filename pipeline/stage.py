@@ -24,10 +24,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
-from enginecfg.pipeline import typed
 from enginecfg.pipeline.errors import InvalidInputError
-from enginecfg.pipeline.hfview import HFConfigView
-from enginecfg.pipeline.jsoncopy import copy_json
+from enginecfg.pipeline.hf import HFConfigView, typed
+from enginecfg.pipeline.jsonvalue import to_json
 
 if TYPE_CHECKING:
     from enginecfg.pipeline.config import EngineConfig
@@ -142,7 +141,7 @@ class StageContext:
             setattr(sec, field, value)
         changed = not (old == value and type(old) is type(value))
         if changed:
-            self.set_fields[path] = copy_json(value)
+            self.set_fields[path] = to_json(value)
             self._run.record_change(self._stage, path, old, value, reason, level, via="context",
                                    explanation=explanation)
         if log:
@@ -163,37 +162,6 @@ class StageContext:
 
     def info(self, message: str) -> None:
         self.warn(message, level="INFO")
-
-    def content_key(self) -> Any:
-        """A key of everything the config holds now, for memoising a pure computation.
-
-        Two configs get equal keys only when every tracked field (with this run's writes into
-        the transformers config) is equal with the same types, the model class's facts are
-        equal, and they read the very same transformers snapshot (one per distinct config
-        content, shared between runs).  Returns ``(anchors, key)``: a
-        :class:`~enginecfg.pipeline.memo.ContentMemo` holds the anchors so the snapshot
-        cannot be replaced under a stored key.  Raises
-        :class:`~enginecfg.pipeline.memo.Unkeyable` for a config that cannot be keyed (a
-        field holding an object without value semantics, a text config outside the view).
-        """
-        from enginecfg.pipeline.memo import Unkeyable
-
-        cfg = self._cfg
-        mc = cfg.model_config
-        hf, text = mc.hf_config, mc.hf_text_config
-        if hf is None or text is None:
-            raise Unkeyable("no transformers config")
-        snap, _, _ = hf.anchor()
-        text_snap, text_root, text_path = text.anchor()
-        if text is not hf and text_root is not hf:
-            raise Unkeyable("the text config is not part of the transformers config view")
-        try:
-            hash(mc.arch_info)  # frozen attrs: hashed and compared by its facts
-        except TypeError:
-            raise Unkeyable("the model class facts are not hashable") from None
-        state = cfg.state(since=self._run.last_state)
-        anchors = (snap, text_snap)
-        return anchors, (tuple(map(id, anchors)), text_path, mc.arch_info, state.content_key())
 
     def original(self, section: str, field: str) -> Any:
         """The value the caller gave (before any stage of this run changed it)."""

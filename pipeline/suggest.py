@@ -7,7 +7,6 @@ is difflib's ratio, also tried against the last dotted part of each candidate so
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 __all__ = ["closest", "did_you_mean"]
@@ -15,6 +14,8 @@ __all__ = ["closest", "did_you_mean"]
 
 def closest(word: str, candidates: Iterable[str], n: int = 3, cutoff: float = 0.6) -> list[str]:
     """Up to *n* candidates closest to *word*, best first."""
+    import difflib  # only when a name is unknown: the error path
+
     pool = list(dict.fromkeys(c for c in candidates if isinstance(c, str)))
     if not isinstance(word, str) or not word or not pool:
         return []

@@ -4,53 +4,18 @@ vLLM fills these in after the model config (and its pooling decision) exists: ch
 prefill defaults to on unless the model is encoder-decoder; prefix caching to on only for
 plain decoder models.  Hybrid and attention-free generative models therefore start with
 prefix caching off, and a MEAN- or CLS-pooling (or bidirectional) model with both off.
+The rules are vLLM's knowledge (:mod:`enginecfg.pipeline.models.engine_defaults`); this
+stage applies them and says why.
 """
 
 from __future__ import annotations
 
-from enginecfg.pipeline import typed
+from enginecfg.pipeline.models.engine_defaults import (
+    attn_type,
+    chunked_prefill_supported,
+    prefix_caching_supported,
+)
 from enginecfg.pipeline.stage import Stage
-
-
-def attn_type(cfg) -> str:
-    mc = cfg.model_config
-    hf = mc.hf_config
-    if cfg.pooler_config is not None:
-        # both flags are compared with a literal, as vLLM compares them: any value
-        if cfg.pooler_config.seq_pooling_type == "CLS" \
-                or typed.attr(hf, "is_causal", typed.ANY, default=True) is False:
-            return "encoder_only"
-        return "decoder"
-    if mc.is_hybrid:
-        return "hybrid"
-    if mc.is_attention_free:
-        return "attention_free"
-    if typed.attr(hf, "is_encoder_decoder", typed.ANY, default=False) is True:
-        return "encoder_decoder"
-    return "decoder"
-
-
-def _pooling_decoder_ok(cfg) -> bool:
-    pc = cfg.pooler_config
-    return not (pc.seq_pooling_type in ("MEAN", "CLS") or pc.tok_pooling_type == "STEP")
-
-
-def prefix_caching_supported(cfg) -> bool:
-    kind = attn_type(cfg)
-    if cfg.pooler_config is None:
-        return kind == "decoder"
-    return kind == "decoder" and _pooling_decoder_ok(cfg)
-
-
-def chunked_prefill_supported(cfg) -> bool:
-    kind = attn_type(cfg)
-    if cfg.pooler_config is None:
-        return kind != "encoder_decoder"
-    if kind == "encoder_only":
-        return False
-    if kind == "decoder":
-        return _pooling_decoder_ok(cfg)
-    return kind != "encoder_decoder"
 
 
 def _what(cfg, kind: str) -> str:

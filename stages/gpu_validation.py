@@ -73,9 +73,9 @@ def start_prefetch() -> None:
     """Import torch, start CUDA and import the kernels on a background thread, once per
     process, so that they overlap with loading the config and the earlier stages (torch's
     import alone is 3-4 s on an H200 host; see bench/NOTES.md).  Only when this stage
-    will run on a GPU; ``ENGINECFG_GPU_PREFETCH=0`` turns it off."""
+    will run on a GPU."""
     global _PREFETCH
-    if _PREFETCH is not None or os.environ.get("ENGINECFG_GPU_PREFETCH", "1") == "0":
+    if _PREFETCH is not None:
         return
     _PREFETCH = threading.Thread(target=_prefetch_body, name="enginecfg-gpu-prefetch", daemon=True)
     _PREFETCH.start()

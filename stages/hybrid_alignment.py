@@ -11,15 +11,10 @@ from __future__ import annotations
 
 import math
 
-from enginecfg.pipeline.memo import ContentMemo, per_config
 from enginecfg.pipeline.models.pages import page_facts
 from enginecfg.pipeline.errors import ConfigRejectedError
 from enginecfg.pipeline.stage import Stage
 from enginecfg.stages._common import cdiv
-
-
-#: page facts of configs seen before in this process (a pure function of the config)
-PAGES = ContentMemo(maxsize=256)
 
 
 class HybridAlignmentStage(Stage):
@@ -31,7 +26,7 @@ class HybridAlignmentStage(Stage):
 
     def run(self, cfg, ctx) -> None:
         cc, mc = cfg.cache_config, cfg.model_config
-        facts = per_config(PAGES, ctx, lambda: page_facts(cfg))
+        facts = page_facts(cfg)
         ctx.record("pages", facts)
         mamba_page = facts["mamba_page_size"]
         attn1 = facts["attn_page_size_1_token"]

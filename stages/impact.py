@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import Any
 
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError
-from enginecfg.pipeline.memo import ContentMemo, Unkeyable, content_key, per_config
 from enginecfg.pipeline.models import capacity
 from enginecfg.pipeline.stage import Stage
 
@@ -65,11 +64,6 @@ def parse_options(options: Any) -> dict[str, Any]:
     return out
 
 
-#: the figures of configs seen before in this process: the arithmetic is pure, and an engine
-#: resolving the same model under the same arguments again pays it once
-FIGURES = ContentMemo(maxsize=256)
-
-
 class ImpactStage(Stage):
     name = "impact"
     facts = ("impact",)
@@ -79,12 +73,7 @@ class ImpactStage(Stage):
 
     def run(self, cfg, ctx) -> None:
         opts = getattr(self, "options", None) or dict(_DEFAULTS)
-        try:
-            opts_key = content_key({k: opts[k] for k in sorted(opts)})
-        except Unkeyable:
-            ctx.record("impact", self._figures(cfg, opts))
-            return
-        ctx.record("impact", per_config(FIGURES, ctx, lambda: self._figures(cfg, opts), opts_key))
+        ctx.record("impact", self._figures(cfg, opts))
 
     @staticmethod
     def _figures(cfg, opts: dict[str, Any]) -> dict[str, Any]:

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from enginecfg.pipeline import typed
 from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
-from enginecfg.pipeline.hfview import HFConfigView
+from enginecfg.pipeline.hf import HFConfigView, typed
 from enginecfg.pipeline.stage import Stage
 from enginecfg.stages._common import config_hook
 

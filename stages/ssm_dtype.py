@@ -8,7 +8,7 @@ with vLLM's warning.  Runs before the hybrid alignment, whose Mamba page size de
 
 from __future__ import annotations
 
-from enginecfg.pipeline import typed
+from enginecfg.pipeline.hf import typed
 from enginecfg.pipeline.stage import Stage
 from enginecfg.stages._common import config_hook
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-from enginecfg.pipeline.canonical import canonical_json
+from enginecfg.pipeline.jsonvalue import canonical_json
 
 __all__ = [
     "RUN_FIELDS",

@@ -335,9 +335,9 @@ def _with_sections(flat: dict[str, Any]) -> list[str]:
 def known_fields(store) -> list[str]:
     """The field names ``history`` and ``why`` take: every config field enginecfg records,
     every field a stored change touched, and their sections."""
-    from enginecfg.pipeline.config import SECTIONS, _tracked_fields
+    from enginecfg.pipeline.config import SECTIONS, tracked_fields
 
-    names: set[str] = {key for cls in SECTIONS.values() for _, key in _tracked_fields(cls)}
+    names: set[str] = {key for cls in SECTIONS.values() for _, key in tracked_fields(cls)}
     with store.engine.connect() as conn:
         names.update(conn.execute(select(Change.field).distinct()).scalars())
         newest = conn.execute(select(Run.result).order_by(Run.chain_pos.desc()).limit(1)).scalar()

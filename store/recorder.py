@@ -71,9 +71,9 @@ def _version() -> str:
 
         return version("enginecfg")
     except Exception:
-        import enginecfg
+        from enginecfg._layout import version as running_version
 
-        return getattr(enginecfg, "__version__", "unknown")
+        return running_version()
 
 
 def os_user() -> str:

@@ -78,7 +78,7 @@ def pytest_configure(config):
 @pytest.fixture(scope="session")
 def warm_snapshots():
     """Build the snapshots of every fixture config in one transformers worker."""
-    from enginecfg.pipeline.hfcache import snapshots_for
+    from enginecfg.pipeline.hf.cache import snapshots_for
 
     dicts = [json.loads((d / "config.json").read_text()) for d in sorted(CONFIGS.iterdir())]
     snapshots_for(dicts)

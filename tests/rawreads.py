@@ -1,4 +1,4 @@
-"""Find model-config reads that bypass :mod:`enginecfg.pipeline.typed` (a static check).
+"""Find model-config reads that bypass :mod:`enginecfg.pipeline.hf.typed` (a static check).
 
 A read of a config field without its type checked is how a malformed config.json reaches a
 ``TypeError`` deep inside enginecfg.  :func:`raw_reads` walks a module's syntax tree and

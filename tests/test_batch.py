@@ -11,7 +11,7 @@ import time
 import pytest
 
 from enginecfg import EngineConfig, InvalidInputError, Pipeline
-from enginecfg.pipeline import hfcache
+from enginecfg.pipeline.hf import cache as hfcache
 from support import CONFIGS, REPO
 
 NAMES = ["qwen3.5-27b", "mamba-130m-hf", "jamba-1.5-mini", "nemotron-vl-embed-avg", "gemma-4-26b-a4b"]
@@ -34,7 +34,7 @@ def _fresh_dirs(tmp_path, names=NAMES) -> list:
 @pytest.fixture
 def requests(monkeypatch):
     """The worker requests made (the real worker answers them)."""
-    monkeypatch.setenv("ENGINECFG_HF_INPROCESS", "0")
+    monkeypatch.setattr(hfcache, "_in_process", lambda: False)  # through the worker
     sent = []
     real = hfcache._worker.request
 
@@ -56,7 +56,7 @@ def test_from_pretrained_many_is_one_request_and_equals_one_by_one(tmp_path, req
     cfgs = EngineConfig.from_pretrained_many(dirs, block_size=32)
     assert requests == ["snapshots"]  # five new configs, one request
     assert [c.model for c in cfgs] == [str(d) for d in dirs]
-    hfcache.clear_memory()
+    hfcache.clear()
     one_by_one = [EngineConfig.from_pretrained(d, block_size=32) for d in dirs]  # from the disk cache
     assert requests == ["snapshots"]
     p = Pipeline(gpu_validation="off")

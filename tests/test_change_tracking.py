@@ -16,8 +16,10 @@ import pytest
 from support import CONFIGS, FIXTURES, resolved_cases
 from enginecfg import EngineConfig, Pipeline, Stage
 from enginecfg.pipeline.config import SECTIONS, CacheConfig, PoolerConfig
-from enginecfg.pipeline.memo import ContentMemo, Unkeyable, content_key, copy_json
-from enginecfg.stages import impact as impact_stage
+from enginecfg.pipeline.jsonvalue import to_json
+from enginecfg.pipeline.hf.memo import ContentMemo, Unkeyable, content_key
+from enginecfg.pipeline import hf
+from enginecfg.pipeline.models import capacity
 
 QWEN = str(CONFIGS / "qwen3.5-27b")
 NEMOTRON = str(CONFIGS / "nemotron-h-56b-base-8k")
@@ -74,7 +76,7 @@ def test_a_state_read_since_an_earlier_one_equals_a_full_read(first, second):
     for edit in (first, _nothing, second, _nothing):
         edit(cfg)
         short = cfg.state(since=start)
-        full = cfg.state()
+        full = cfg.state(since=None)
         assert dict(short) == dict(full)
         assert [type(v) for v in short.values()] == [type(v) for v in full.values()]
         start = short
@@ -88,20 +90,22 @@ def test_the_stamp_moves_with_a_write_through_another_config_sharing_the_section
     assert b.state(since=before)["cache_config.block_size"] == 96
 
 
-def test_the_write_stamp_moves_for_every_section_in_its_place():
+def test_an_assignment_to_a_section_rereads_that_section_and_no_other():
+    # the write stamp behind state(): one count per section, in SECTIONS' order
     cfg = EngineConfig.from_pretrained(QWEN)
     cfg.pooler_config = PoolerConfig()
-    for i, name in enumerate(SECTIONS, 1):
+    for name in SECTIONS:
         sec = getattr(cfg, name)
         field = next(a.name for a in attrs.fields(type(sec)) if not a.name.startswith("_"))
-        before = cfg.write_stamp()
+        before = cfg.state()
         setattr(sec, field, getattr(sec, field))
-        after = cfg.write_stamp()
-        assert [j for j, (a, b) in enumerate(zip(before, after)) if a != b] == [i], name
-    replaced = cfg.write_stamp()
+        after = cfg.state(since=before)
+        in_place = {key for _, _, key, _ in before.containers}  # lists and dicts: always read
+        assert {key.split(".")[0] for key in set(after.reread) - in_place} == {name}, name
+    before = cfg.state()
     cfg.pooler_config = None
-    stamp = cfg.write_stamp()
-    assert stamp[0] == replaced[0] + 1 and stamp[list(SECTIONS).index("pooler_config") + 1] == -1
+    after = cfg.state(since=before)
+    assert after.reread is None and after["pooler_config"] is None  # replaced: all read again
 
 
 class _Edit(Stage):
@@ -151,9 +155,9 @@ def test_a_memo_hit_needs_the_same_anchor_objects_and_the_memo_is_bounded():
     assert len(memo) == 2 and memo.get(key, (snap,)) is None
 
 
-def test_copy_json_shares_nothing_mutable():
+def test_to_json_shares_nothing_mutable():
     value = {"a": [1, {"b": [2]}], "c": "d"}
-    copied = copy_json(value)
+    copied = to_json(value)
     copied["a"][1]["b"].append(3)
     assert value == {"a": [1, {"b": [2]}], "c": "d"}
 
@@ -165,13 +169,13 @@ CASES = resolved_cases()
 def test_memoised_impact_equals_a_fresh_computation(case, warm_snapshots):
     path = str(FIXTURES / case["config"])
     args = case["engine_args"]
-    impact_stage.FIGURES.clear()
+    hf.clear()
     fresh = Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(path, **args)).impact
-    hits = impact_stage.FIGURES.hits
+    hits = capacity.FIGURES.hits
     again = Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(path, **args)).impact
     assert again == fresh
-    if impact_stage.FIGURES.misses:  # a config the memo could key
-        assert impact_stage.FIGURES.hits == hits + 1
+    if capacity.FIGURES.misses:  # a config the memo could key
+        assert capacity.FIGURES.hits == hits + 1
 
 
 class _Fp8(Stage):
@@ -187,7 +191,7 @@ class _Fp8(Stage):
 def test_a_changed_input_is_not_answered_from_the_memo(warm_snapshots):
     from enginecfg.pipeline.plugins import discover_stages
 
-    impact_stage.FIGURES.clear()
+    hf.clear()
     plain = Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(NEMOTRON)).impact
     fp8 = Pipeline(stages=list(discover_stages()) + [_Fp8()], gpu_validation="off").run(
         EngineConfig.from_pretrained(NEMOTRON)).impact
@@ -204,7 +208,7 @@ def test_a_changed_input_is_not_answered_from_the_memo(warm_snapshots):
 
 def test_editing_a_result_does_not_reach_the_memo(warm_snapshots):
     first = Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(NEMOTRON))
-    kept = copy_json(first.impact)
+    kept = to_json(first.impact)
     first.impact["groups"][0]["block_size"] = -1
     first.impact["memory"].clear()
     second = Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(NEMOTRON))

@@ -60,7 +60,7 @@ def _snapshots_cached():
     """Both configs' transformers snapshots in this session's cache before the first run, as
     a user's second run finds them: no test here is about building one, and the killed
     process must reach its hold point without importing transformers."""
-    from enginecfg.pipeline.hfcache import snapshots_for
+    from enginecfg.pipeline.hf.cache import snapshots_for
 
     snapshots_for([json.loads((Path(p) / "config.json").read_text()) for p in (QWEN, MAMBA)])
 

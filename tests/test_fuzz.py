@@ -3,7 +3,7 @@
 Both inputs a user controls are fuzzed with hypothesis: the model config (real fixture
 configs with the fields the loader and the stages read replaced, deleted or inserted, with
 arbitrary JSON values, nested text configs included) and the engine arguments (every name in
-``loading.ENGINE_ARGS`` with arbitrary values, plus unknown names).  Never another
+``engine_args.ENGINE_ARGS`` with arbitrary values, plus unknown names).  Never another
 exception, never a hang (a per-example alarm).  The seed is fixed (``derandomize``) and the
 number of examples bounded; ``ENGINECFG_FUZZ_EXAMPLES`` scales every test for a long run and
 ``ENGINECFG_FUZZ_SEED`` picks a different seed (see docs/fuzzing.md).
@@ -35,7 +35,8 @@ from support import CONFIGS, run_cli
 from enginecfg import EngineCfgError, EngineConfig, InvalidInputError, Pipeline
 from enginecfg.pipeline.config import ATTENTION_BACKENDS
 from enginecfg.pipeline.errors import StageError
-from enginecfg.pipeline.loading import ENGINE_ARGS
+from enginecfg.pipeline.hf import cache as hfcache
+from enginecfg.pipeline.engine_args import ENGINE_ARGS
 
 # -- settings --------------------------------------------------------------------------------
 
@@ -60,14 +61,10 @@ def _fuzz(ci_examples: int):
 @pytest.fixture(scope="module", autouse=True)
 def _transformers_in_process():
     """Build snapshots in this process: a worker per new fuzzed config would dominate."""
-    old = os.environ.get("ENGINECFG_HF_INPROCESS")
-    os.environ["ENGINECFG_HF_INPROCESS"] = "1"
-    _load_transformers()
-    yield
-    if old is None:
-        os.environ.pop("ENGINECFG_HF_INPROCESS", None)
-    else:
-        os.environ["ENGINECFG_HF_INPROCESS"] = old
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(hfcache, "_in_process", lambda: True)
+        _load_transformers()
+        yield
 
 
 def _load_transformers() -> None:
@@ -79,7 +76,7 @@ def _load_transformers() -> None:
     snapshot with transformers; only the import happens here instead of in the first ones."""
     import gc
 
-    from enginecfg.pipeline.hfcache import snapshots_for
+    from enginecfg.pipeline.hf.cache import snapshots_for
 
     gc.disable()
     try:
@@ -617,6 +614,7 @@ def _start_real_cli(root: Path) -> dict[str, subprocess.Popen]:
     os.mkfifo(dirs["fifo"] / "config.json")
     nested = _set_path(copy.deepcopy(_NESTED_BASES["qwen3.6-27b-nvfp4"]), ("text_config", "mamba_ssm_dtype"), 7)
     (dirs["nested type error"] / "config.json").write_text(json.dumps(nested))
+    hfcache.snapshot_for(nested)  # in this session's cache, as the resolving one's below
     argv = {
         "malformed config.json": ["run", str(dirs["malformed config.json"]), "--no-audit"],
         "fifo": ["run", str(dirs["fifo"]), "--no-audit"],
@@ -632,12 +630,12 @@ def _start_real_cli(root: Path) -> dict[str, subprocess.Popen]:
 def _real_cli_started(request, tmp_path_factory, _transformers_in_process):
     """The processes of ``test_cli_real_processes``, started when this module starts (when
     those tests are selected): they run beside the in-process tests instead of after them.
-    The one that resolves a config finds its snapshot in this session's cache, built here."""
+    Those that read a config find its snapshot in this session's cache, built here."""
     if not any(getattr(item, "originalname", None) == "test_cli_real_processes"
                for item in request.session.items):
         yield {}
         return
-    from enginecfg.pipeline.hfcache import snapshot_for
+    from enginecfg.pipeline.hf.cache import snapshot_for
 
     snapshot_for(json.loads((CONFIGS / "qwen3.5-27b" / "config.json").read_text()))
     procs = _start_real_cli(tmp_path_factory.mktemp("real-cli"))

@@ -8,7 +8,8 @@ import shutil
 import pytest
 
 from enginecfg import EngineConfig, Pipeline
-from enginecfg.pipeline import hfcache
+from enginecfg.pipeline.hf import cache as hfcache
+from enginecfg.pipeline.jsonvalue import fingerprint
 from support import CONFIGS
 
 QWEN = CONFIGS / "qwen3.5-27b"
@@ -20,13 +21,13 @@ def cache(tmp_path, monkeypatch):
     """An empty disk cache of this test's own; memory cleared before and after."""
     d = tmp_path / "snapshots"
     monkeypatch.setenv("ENGINECFG_CACHE_DIR", str(d))
-    hfcache.clear_memory()
+    hfcache.clear()
     yield d
-    hfcache.clear_memory()
+    hfcache.clear()
 
 
 def _resolve(path) -> dict:
-    hfcache.clear_memory()  # only the disk cache stands between runs
+    hfcache.clear()  # only the disk cache stands between runs
     doc = Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(path)).to_dict()
     return {k: doc[k] for k in ("config", "changes", "messages", "fingerprint")}
 
@@ -65,7 +66,7 @@ def test_a_bad_cache_entry_is_rebuilt_and_the_config_is_unchanged(cache, damage)
     expected = _resolve(QWEN)
     file = _entry(cache, QWEN)
     good = json.loads(file.read_text())
-    assert good["key"] == file.stem and good["sha256"] == hfcache._digest(good["snapshot"])
+    assert good["key"] == file.stem and good["sha256"] == fingerprint(good["snapshot"])
     if damage == "edit":
         _edit(file)
     elif damage == "truncate":
@@ -89,16 +90,16 @@ def test_an_edited_entry_would_change_the_config_if_it_were_believed(cache):
     file = _entry(cache, QWEN)
     _edit(file)
     entry = json.loads(file.read_text())
-    hfcache.clear_memory()
+    hfcache.clear()
     hfcache._memory[file.stem] = entry["snapshot"]  # believed, bypassing the check
     doc = Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(QWEN)).to_dict()
     assert doc["config"]["model_config"]["max_model_len"] == 1234
     assert doc["config"] != expected["config"]
 
 
-@pytest.mark.parametrize("module", ["enginecfg.pipeline.hfsnapshot", "enginecfg.pipeline._hfworker",
-                                    "enginecfg.pipeline._hfclasses",
-                                    "enginecfg.pipeline.models.config_defaults"])
+@pytest.mark.parametrize("module", ["enginecfg.pipeline.hf.snapshot", "enginecfg.pipeline.hf._worker",
+                                    "enginecfg.pipeline.hf._classes",
+                                    "enginecfg.pipeline.hf.vllm_classes"])
 def test_a_change_to_the_snapshot_builder_code_changes_every_key(tmp_path, monkeypatch, module):
     """No hand-bumped constant: editing the builder's source (the snapshot, the worker, vLLM's
     rebuilt classes and their table) is enough to miss old entries."""
@@ -110,8 +111,32 @@ def test_a_change_to_the_snapshot_builder_code_changes_every_key(tmp_path, monke
     copy = tmp_path / "module.py"
     copy.write_text(open(mod.__file__).read() + "\n# one more line\n")
     monkeypatch.setattr(mod, "__file__", str(copy))
-    monkeypatch.setattr(hfcache, "_layout", None)
+    hfcache.clear()  # the digest of the builder's code is worked out again
     assert hfcache.layout_version() != before_version
     assert hfcache._key(hfcache._canonical(cfg)) != before_key
     monkeypatch.undo()
+    hfcache.clear()
     assert hfcache.layout_version() == before_version
+
+
+def test_one_clear_forgets_every_cache_and_on_request_the_disk_entries(cache):
+    """hf.clear(): the snapshots in memory, the loaded-config templates and every memoised
+    figure; with disk=True the disk entries too, rebuilt as they were on the next load."""
+    from enginecfg.pipeline.loadmemo import LOADS
+    from enginecfg.pipeline.models import capacity, pages
+
+    path = CONFIGS / "nemotron-h-56b-base-8k"  # hybrid: page facts and figures are memoised
+    for _ in range(2):
+        expected = Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(path)).to_dict()
+    file = _entry(cache, path)
+    entry = file.read_text()
+    assert len(LOADS) and len(capacity.FIGURES) and len(pages.PAGES) and capacity.FIGURES.hits
+    hfcache.clear()
+    assert (len(LOADS), len(capacity.FIGURES), len(pages.PAGES), capacity.FIGURES.hits) == (0, 0, 0, 0)
+    assert file.read_text() == entry  # the disk cache stays
+    hfcache.clear(disk=True)
+    assert not file.exists()
+    again = Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(path)).to_dict()
+    del again["run_id"], expected["run_id"]
+    assert again == expected
+    assert file.read_text() == entry

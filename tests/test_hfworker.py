@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from enginecfg.pipeline import hfcache
+from enginecfg.pipeline.hf import cache as hfcache
 from enginecfg.pipeline.errors import InvalidInputError
 from support import CONFIGS, REPO
 
@@ -23,7 +23,44 @@ QWEN = json.loads((CONFIGS / "qwen3.5-27b" / "config.json").read_text())
 @pytest.fixture(autouse=True)
 def _through_the_worker(monkeypatch):
     """These tests are about the worker: never build in this process."""
-    monkeypatch.setenv("ENGINECFG_HF_INPROCESS", "0")
+    monkeypatch.setattr(hfcache, "_in_process", lambda: False)
+
+
+#: the worker as it ships, with one more op for these tests: ``{"op": "sleep", "seconds": s}``
+#: answers after *s* seconds, so that a request is still in flight when a test kills the
+#: worker or lets its time run out
+_SLOW_WORKER = textwrap.dedent("""
+    import importlib.util, os, sys, time
+    init = sys.argv[1]
+    spec = importlib.util.spec_from_file_location(
+        "enginecfg", init, submodule_search_locations=[os.path.dirname(init)])
+    package = importlib.util.module_from_spec(spec)
+    sys.modules["enginecfg"] = package
+    spec.loader.exec_module(package)
+    from enginecfg.pipeline.hf import _worker
+    shipped = _worker._answer
+
+    def answer(request):
+        if isinstance(request, dict) and request.get("op") == "sleep":
+            time.sleep(float(request["seconds"]))
+            return {"id": request.get("id"), "slept": True}
+        return shipped(request)
+
+    _worker._answer = answer
+    sys.exit(_worker.main())
+""")
+
+
+@pytest.fixture
+def slow_worker(monkeypatch):
+    """This process's worker started from :data:`_SLOW_WORKER` (restarts too), then stopped."""
+    import enginecfg
+
+    hfcache.shutdown_worker()
+    monkeypatch.setattr(hfcache, "_worker_command", lambda *args: [
+        sys.executable, "-P", "-c", _SLOW_WORKER, os.path.abspath(enginecfg.__file__), *args])
+    yield
+    hfcache.shutdown_worker()
 
 
 def _fresh(tag: str) -> dict:
@@ -59,7 +96,7 @@ def test_one_worker_serves_every_miss_of_a_process():
     assert first["class"] == second["class"] == "Qwen3_5Config"
 
 
-def test_killing_the_worker_mid_request_costs_nothing():
+def test_killing_the_worker_mid_request_costs_nothing(slow_worker):
     hfcache.worker_request({"op": "ping"})
     old = hfcache.worker_pid()
     answers: list = []
@@ -85,7 +122,7 @@ def test_killing_the_worker_mid_request_costs_nothing():
     assert hfcache.worker_pid() not in (None, old)
 
 
-def test_a_request_past_its_timeout_fails_and_the_next_one_succeeds():
+def test_a_request_past_its_timeout_fails_and_the_next_one_succeeds(slow_worker):
     hfcache.worker_request({"op": "ping"})
     old = hfcache.worker_pid()
     t0 = time.monotonic()
@@ -107,8 +144,7 @@ def test_a_bad_timeout_setting_names_the_variable(monkeypatch):
 _CHILD = textwrap.dedent("""
     import json, os, sys, time
     sys.path.insert(0, {repo!r})
-    os.environ["ENGINECFG_HF_INPROCESS"] = "0"
-    from enginecfg.pipeline import hfcache
+    from enginecfg.pipeline.hf import cache as hfcache
     cfg = json.load(open({config!r}))
     cfg["enginecfg_test_tag"] = "child-%d-%d" % (os.getpid(), time.time_ns())
     hfcache.snapshot_for(cfg)
@@ -155,7 +191,7 @@ def _with_torch(items: list[dict]) -> list[dict]:
     """The snapshots as transformers builds them with torch importable (this process)."""
     import torch  # noqa: F401  - transformers converts dtype names to torch objects only then
 
-    from enginecfg.pipeline._hfworker import snapshot_item
+    from enginecfg.pipeline.hf._worker import snapshot_item
 
     return [json.loads(json.dumps(snapshot_item(item), default=str)) for item in items]
 
@@ -163,7 +199,7 @@ def _with_torch(items: list[dict]) -> list[dict]:
 def test_dtype_names_are_torchs_own():
     import torch
 
-    from enginecfg.pipeline._hfworker import TORCH_DTYPE_NAMES
+    from enginecfg.pipeline.hf._worker import TORCH_DTYPE_NAMES
 
     for name, canonical in TORCH_DTYPE_NAMES.items():
         value = getattr(torch, name)

@@ -17,7 +17,7 @@ import pytest
 from hubsupport import safetensors_bytes
 from support import CONFIGS, FIXTURES, resolved_cases
 from enginecfg import EngineConfig, Pipeline
-from enginecfg.pipeline import hfcache
+from enginecfg.pipeline.hf import cache as hfcache
 from enginecfg.pipeline.loadmemo import LOADS
 
 QWEN = CONFIGS / "qwen3.5-27b"
@@ -52,7 +52,7 @@ CASES = resolved_cases()
 def test_a_load_from_the_memo_equals_a_fresh_load(case, warm_snapshots):
     path = str(FIXTURES / case["config"])
     args = case["engine_args"]
-    LOADS.clear()
+    hfcache.clear()
     first = EngineConfig.from_pretrained(path, **args)
     fresh = _facts(first)
     kept = len(LOADS)
@@ -78,9 +78,9 @@ def folder(tmp_path):
     d = tmp_path / "model"
     d.mkdir()
     shutil.copyfile(QWEN / "config.json", d / "config.json")
-    LOADS.clear()
+    hfcache.clear()
     yield d
-    LOADS.clear()
+    hfcache.clear()
 
 
 def _load_twice_with(folder, change) -> tuple[EngineConfig, EngineConfig, int]:
@@ -147,7 +147,7 @@ def test_weights_added_or_changed_are_read_afresh(tmp_path, warm_snapshots):
     d.mkdir()
     shutil.copyfile(CONFIGS / "bamba-default" / "config.json", d / "config.json")
     assert json.loads((d / "config.json").read_text())["dtype"] is None
-    LOADS.clear()
+    hfcache.clear()
     (d / "model.safetensors").write_bytes(safetensors_bytes({"w": ("F16", [64])}))
     half = EngineConfig.from_pretrained(d)
     assert half.model_config.dtype == "float16"
@@ -171,7 +171,7 @@ def test_the_provenance_is_of_this_load(folder, warm_snapshots):
 
 
 def test_the_working_folder_is_part_of_a_relative_path(tmp_path, monkeypatch, warm_snapshots):
-    LOADS.clear()
+    hfcache.clear()
     for name, source in (("a", QWEN), ("b", CONFIGS / "nemotron-h-56b-base-8k")):
         (tmp_path / name / "model").mkdir(parents=True)
         shutil.copyfile(source / "config.json", tmp_path / name / "model" / "config.json")
@@ -184,7 +184,7 @@ def test_the_working_folder_is_part_of_a_relative_path(tmp_path, monkeypatch, wa
 
 
 def test_a_removed_working_folder_loads_without_the_memo(tmp_path, monkeypatch, warm_snapshots):
-    LOADS.clear()
+    hfcache.clear()
     gone = tmp_path / "gone"
     gone.mkdir()
     monkeypatch.chdir(gone)
@@ -196,7 +196,7 @@ def test_a_removed_working_folder_loads_without_the_memo(tmp_path, monkeypatch, 
 
 
 def test_the_mla_switch_is_part_of_the_key(monkeypatch, warm_snapshots):
-    LOADS.clear()
+    hfcache.clear()
     path = CONFIGS / "deepseek-v2-lite-like"
     monkeypatch.delenv("VLLM_MLA_DISABLE", raising=False)
     with_mla = EngineConfig.from_pretrained(path)
@@ -209,12 +209,12 @@ def test_the_mla_switch_is_part_of_the_key(monkeypatch, warm_snapshots):
 def test_clearing_the_snapshot_memory_clears_the_memo(warm_snapshots):
     EngineConfig.from_pretrained(QWEN)
     assert len(LOADS) >= 1
-    hfcache.clear_memory()
+    hfcache.clear()
     assert len(LOADS) == 0
 
 
 def test_engine_arguments_are_part_of_the_key(warm_snapshots):
-    LOADS.clear()
+    hfcache.clear()
     plain = EngineConfig.from_pretrained(QWEN)
     cached = EngineConfig.from_pretrained(QWEN, enable_prefix_caching=True)
     assert LOADS.hits == 0

@@ -1,4 +1,4 @@
-"""No model-config field is read around :mod:`enginecfg.pipeline.typed` (a static check).
+"""No model-config field is read around :mod:`enginecfg.pipeline.hf.typed` (a static check).
 
 ``rawreads.raw_reads`` walks every module of ``pipeline/`` and ``stages/`` (see its
 docstring for what counts as a raw read); each one found must be on the allow-list below,
@@ -17,14 +17,14 @@ from support import REPO
 
 #: modules that may read config objects directly, and why
 MODULES = {
-    "pipeline/typed.py": "the accessor itself",
-    "pipeline/hfview.py": "the config view's own implementation",
-    "pipeline/hfsnapshot.py": "turns the transformers object into the snapshot the view reads",
-    "pipeline/_hfworker.py": "builds the transformers object (worker side)",
-    "pipeline/_hfclasses.py": "builds vLLM's config classes (worker side)",
-    "pipeline/sources.py": "files, hub constants and OS flags; no config view",
-    "pipeline/safetensors_header.py": "safetensors headers; no config view",
-    "pipeline/hfcache.py": "the snapshot cache; reads the transformers module's version",
+    "pipeline/hf/typed.py": "the accessor itself",
+    "pipeline/hf/view.py": "the config view's own implementation",
+    "pipeline/hf/snapshot.py": "turns the transformers object into the snapshot the view reads",
+    "pipeline/hf/_worker.py": "builds the transformers object (worker side)",
+    "pipeline/hf/_classes.py": "builds vLLM's config classes (worker side)",
+    "pipeline/hf/sources.py": "files, hub constants and OS flags; no config view",
+    "pipeline/hf/safetensors_header.py": "safetensors headers; no config view",
+    "pipeline/hf/cache.py": "the snapshot cache; reads the transformers module's version",
 }
 #: (module, the object read): reads of objects that are not model configs, and why
 OBJECTS = {
@@ -43,8 +43,8 @@ OBJECTS = {
     ("pipeline/run.py", "stage"): "a stage object's vLLM step",
     ("pipeline/stage.py", "self._section(section)"): "enginecfg's own attrs section, by field name",
     ("pipeline/stage.py", "self._cfg"): "enginecfg's own engine config, by section name",
-    ("pipeline/stage.py", "hf"): "the view's identity (anchor), not a config field",
-    ("pipeline/stage.py", "text"): "the view's identity (anchor), not a config field",
+    ("pipeline/config.py", "hf"): "the view's identity (anchor), not a config field",
+    ("pipeline/config.py", "text"): "the view's identity (anchor), not a config field",
     ("stages/gpu_validation.py", "checks"): "the kernels' check functions, by name",
     ("stages/impact.py", "self"): "the stage's own options",
     ("stages/impact.py", "exc"): "an error's field",

@@ -12,8 +12,8 @@ import pytest
 from hubsupport import LocalHub, safetensors_bytes, write_cache_repo
 
 from enginecfg.pipeline.errors import InvalidInputError
-from enginecfg.pipeline.safetensors_header import read_header
-from enginecfg.pipeline.sources import hub_cache_dir, is_repo_id, open_source
+from enginecfg.pipeline.hf.safetensors_header import read_header
+from enginecfg.pipeline.hf.sources import hub_cache_dir, is_repo_id, open_source
 from enginecfg.pipeline.models.weights_dtype import common_dtype, dtype_from_headers
 
 CONFIG = json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,

@@ -15,13 +15,12 @@ expected.json`` is what the real vLLM made of each (``typed_oracle/make_expected
 
 Beneath that, the config object itself: ``typed_oracle/class_digests.json`` holds, for every
 Qwen3.5 fixture and case, the snapshot of what vLLM's own class built (or what it raised);
-enginecfg's rebuilt classes (:mod:`enginecfg.pipeline._hfclasses`) must build the same.
+enginecfg's rebuilt classes (:mod:`enginecfg.pipeline.hf._classes`) must build the same.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -34,6 +33,7 @@ import class_digests  # noqa: E402
 
 from enginecfg import ConfigRejectedError, EngineCfgError, EngineConfig, InvalidInputError, Pipeline  # noqa: E402
 from enginecfg.pipeline.errors import StageError  # noqa: E402
+from enginecfg.pipeline.hf import cache as hfcache  # noqa: E402
 
 EXPECTED = json.loads((Path(__file__).resolve().parent / "typed_oracle" / "expected.json").read_text())
 RESULTS = EXPECTED["results"]
@@ -54,13 +54,9 @@ def _first(message: str) -> str:
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
-    old = os.environ.get("ENGINECFG_HF_INPROCESS")
-    os.environ["ENGINECFG_HF_INPROCESS"] = "1"  # hundreds of new configs: no worker round trips
-    yield build(tmp_path_factory.mktemp("typed-oracle"))
-    if old is None:
-        os.environ.pop("ENGINECFG_HF_INPROCESS", None)
-    else:
-        os.environ["ENGINECFG_HF_INPROCESS"] = old
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(hfcache, "_in_process", lambda: True)  # hundreds of new configs: no worker round trips
+        yield build(tmp_path_factory.mktemp("typed-oracle"))
 
 
 def test_expected_covers_every_case():
@@ -148,7 +144,7 @@ DIGESTS = json.loads((Path(__file__).resolve().parent / "typed_oracle" / "class_
 def test_the_rebuilt_classes_build_what_vllms_classes_build():
     """Snapshot for snapshot (or the same exception) on 760 configs: the fixtures and cases."""
     pytest.importorskip("transformers")
-    from enginecfg.pipeline._hfclasses import build as rebuilt
+    from enginecfg.pipeline.hf._classes import build as rebuilt
 
     configs = class_digests.configs()
     assert sorted(configs) == sorted(DIGESTS["results"])
@@ -161,7 +157,7 @@ def test_the_rebuilt_classes_build_what_vllms_classes_build():
 def test_the_class_comparison_can_fail():
     """A rebuilt class that sets one default differently is caught."""
     pytest.importorskip("transformers")
-    from enginecfg.pipeline import _hfclasses
+    from enginecfg.pipeline.hf import _classes as _hfclasses
 
     def wrong(data):
         cfg = _hfclasses.build(data)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from enginecfg import ConfigRejectedError, EngineCfgError, InvalidInputError, Pipeline
-from enginecfg.pipeline import typed
+from enginecfg.pipeline.hf import typed
 from enginecfg.pipeline.errors import StageError
 from enginecfg.pipeline.plugins import builtin_stages
 

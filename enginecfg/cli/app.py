@@ -425,7 +425,7 @@ def _run_one(ns: argparse.Namespace, pipeline, store, path: str, args: dict[str,
 
 
 def _cmd_stages(ns: argparse.Namespace) -> int:
-    from enginecfg.pipeline.config import EngineConfig
+    from enginecfg.pipeline.loading import EngineConfig
     from enginecfg.pipeline.plugins import describe_stages
 
     path = _model_path(ns, "stages")

@@ -199,7 +199,7 @@ def plan(path: Any, base_args: dict[str, Any], grid: dict[str, list[Any]], opts:
     """Every setting of the grid (one process, the config read once), best ones marked."""
     from pathlib import Path
 
-    from enginecfg.pipeline.config import EngineConfig
+    from enginecfg.pipeline.loading import EngineConfig
 
     file = Path(path)
     file = file / "config.json" if file.is_dir() else file

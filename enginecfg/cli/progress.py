@@ -2,7 +2,7 @@
 
 Two steps take seconds: building a config's transformers snapshot the first time (a worker
 process imports transformers) and GPU validation (Triton kernels; many seconds in
-``interpret`` mode).  The first is announced through :data:`enginecfg.pipeline.hfcache.progress`;
+``interpret`` mode).  The first is announced through :data:`enginecfg.pipeline.hf.cache.progress`;
 the second from the signal bus: a line when the ``gpu-validation`` stage has been running for
 half a second, and one per finished check.  stdout (the run document) is never touched.
 """
@@ -13,7 +13,8 @@ import sys
 import threading
 from typing import Any
 
-from enginecfg.pipeline import events, hfcache
+from enginecfg.pipeline import events
+from enginecfg.pipeline.hf import cache as hfcache
 
 __all__ = ["attach", "Progress"]
 

@@ -2,10 +2,11 @@
 
 Every decision that depends on the model class (is it hybrid, attention-free, does it
 support Mamba prefix caching, which state calculator and which config fields size its
-Mamba state, which per-architecture hook vLLM's ``MODELS_CONFIG_MAP`` runs) reads an
-:class:`ArchInfo` from :data:`ARCHITECTURES`.  The code that *uses* the facts lives
-elsewhere (``mamba_state`` for shapes, the stages for hooks); keeping the facts as data
-means a new architecture is one row, and a test can check every row.
+Mamba state, which per-layer KV-cache pattern its layers declare, which per-architecture
+hook vLLM's ``MODELS_CONFIG_MAP`` runs) reads an :class:`ArchInfo` from
+:data:`ARCHITECTURES`.  The code that *uses* the facts lives elsewhere (``mamba_state`` for
+shapes, ``kv_specs`` for the layer patterns, the stages for hooks); keeping the facts as
+data means a new architecture is one row, and a test can check every row.
 
 Names are vLLM registry names (the strings in ``config.json`` ``architectures``).  Several
 names can share one model class (``FalconMambaForCausalLM`` is ``mamba.MambaForCausalLM``);
@@ -33,6 +34,8 @@ __all__ = [
 ]
 
 Family = Literal["attention", "hybrid", "attention_free"]
+#: the name of a per-layer KV-cache pattern: a key of :data:`enginecfg.pipeline.models.kv_specs.LAYOUTS`
+KvLayout = str
 StateKind = Literal["mamba1", "mamba2", "short_conv", "gated_delta_net", "kda", "linear_attention"]
 StateSource = Literal["hf_config", "hf_text_config", "text_config", "nano_vl"]
 NumSpecSource = Literal["none", "speculative", "vllm"]
@@ -60,6 +63,12 @@ class ArchInfo:
       number; they are kept apart because vLLM reads them from different objects.
     * ``config_hook``: the ``MODELS_CONFIG_MAP`` entry for this registry name (None: no
       entry); :data:`HOOK_LEVELS` says whether it runs at model or vllm level.
+    * ``kv_layout``: which layers keep KV cache or state and of which kind, as the model
+      class builds them (a pattern of :mod:`enginecfg.pipeline.models.kv_specs`).  None: a
+      plain decoder (every layer full or sliding attention, or MLA) for an attention row;
+      for a row with a Mamba state, a pattern enginecfg does not encode (its capacity
+      figures record an error).  ``layer_prefix``: where the class keeps the decoder in
+      vLLM's layer names (``language_model.`` for the multimodal classes).
     """
 
     name: str
@@ -74,6 +83,8 @@ class ArchInfo:
     state_source: StateSource | None = None
     num_spec_source: NumSpecSource = "none"
     config_hook: str | None = None
+    kv_layout: KvLayout | None = None
+    layer_prefix: str = ""
 
     @property
     def has_mamba_state(self) -> bool:
@@ -94,100 +105,108 @@ HOOK_LEVELS: Mapping[str, str] = MappingProxyType({
 })
 
 
-def _attention(name: str, module_class: str, *, pooling: bool = False,
-               hook: str | None = None) -> ArchInfo:
+def _attention(name: str, module_class: str, *, pooling: bool = False, hook: str | None = None,
+               layout: KvLayout | None = None, prefix: str = "") -> ArchInfo:
     return ArchInfo(name=name, module_class=module_class, family="attention",
-                    is_pooling=pooling, config_hook=hook)
+                    is_pooling=pooling, config_hook=hook, kv_layout=layout, layer_prefix=prefix)
 
 
-def _hybrid(name: str, module_class: str, kind: StateKind, recipe: str, *,
+def _hybrid(name: str, module_class: str, kind: StateKind, recipe: str, layout: KvLayout | None, *,
             source: StateSource = "hf_config", mpc: bool = False, spec: NumSpecSource = "none",
-            pooling: bool = False, hook: str | None = None) -> ArchInfo:
+            pooling: bool = False, hook: str | None = None, prefix: str = "") -> ArchInfo:
     return ArchInfo(name=name, module_class=module_class, family="hybrid", is_hybrid_class=True,
                     supports_mamba_prefix_caching=mpc, is_pooling=pooling, state_kind=kind,
                     state_recipe=recipe, state_source=source, num_spec_source=spec,
-                    config_hook=hook)
+                    config_hook=hook, kv_layout=layout, layer_prefix=prefix)
 
 
-def _attention_free(name: str, module_class: str, kind: StateKind | None, recipe: str | None, *,
-                    mpc: bool = False, spec: NumSpecSource = "none", pooling: bool = False,
-                    hook: str | None = None) -> ArchInfo:
+def _attention_free(name: str, module_class: str, kind: StateKind | None, recipe: str | None,
+                    layout: KvLayout | None, *, mpc: bool = False, spec: NumSpecSource = "none",
+                    pooling: bool = False, hook: str | None = None) -> ArchInfo:
     return ArchInfo(name=name, module_class=module_class, family="attention_free",
                     is_attention_free=True, supports_mamba_prefix_caching=mpc,
                     is_pooling=pooling, state_kind=kind, state_recipe=recipe,
                     state_source="hf_config" if kind else None, num_spec_source=spec,
-                    config_hook=hook)
+                    config_hook=hook, kv_layout=layout)
 
+
+_LM = "language_model."  # a multimodal class's decoder, in vLLM's layer names
 
 _ROWS: tuple[ArchInfo, ...] = (
     # --- hybrid attention + Mamba2 (MambaMixer2) -------------------------------------------
-    _hybrid("BambaForCausalLM", "bamba.BambaForCausalLM", "mamba2", "bamba", mpc=True),
+    _hybrid("BambaForCausalLM", "bamba.BambaForCausalLM", "mamba2", "bamba", "block_types", mpc=True),
     _hybrid("FalconH1ForCausalLM", "falcon_h1.FalconH1ForCausalLM", "mamba2", "falcon_h1",
-            mpc=True),
+            "falcon_h1", mpc=True),
     _hybrid("GraniteMoeHybridForCausalLM", "granitemoehybrid.GraniteMoeHybridForCausalLM",
-            "mamba2", "bamba", mpc=True),
+            "mamba2", "bamba", "block_types", mpc=True),
     _hybrid("NemotronHForCausalLM", "nemotron_h.NemotronHForCausalLM", "mamba2", "nemotron_h",
-            mpc=True, spec="vllm", hook="nemotron_h"),
-    _hybrid("NemotronHPuzzleForCausalLM", "nemotron_h.NemotronHForCausalLM", "mamba2",
             "nemotron_h", mpc=True, spec="vllm", hook="nemotron_h"),
+    _hybrid("NemotronHPuzzleForCausalLM", "nemotron_h.NemotronHForCausalLM", "mamba2",
+            "nemotron_h", "nemotron_h", mpc=True, spec="vllm", hook="nemotron_h"),
     # Runs the NemotronH recipe on its text config; no MPC and no NemotronH ssm-dtype hook.
     _hybrid("NemotronH_Nano_VL_V2", "nano_nemotron_vl.NemotronH_Nano_VL_V2", "mamba2",
-            "nemotron_h", source="nano_vl", spec="vllm", hook="nemotron_nano_vl"),
-    _hybrid("Zamba2ForCausalLM", "zamba2.Zamba2ForCausalLM", "mamba2", "zamba2", mpc=True),
-    _hybrid("Plamo2ForCausalLM", "plamo2.Plamo2ForCausalLM", "mamba2", "plamo2"),
+            "nemotron_h", "nemotron_h", source="nano_vl", spec="vllm", hook="nemotron_nano_vl"),
+    _hybrid("Zamba2ForCausalLM", "zamba2.Zamba2ForCausalLM", "mamba2", "zamba2", "zamba2", mpc=True),
+    _hybrid("Plamo2ForCausalLM", "plamo2.Plamo2ForCausalLM", "mamba2", "plamo2", "plamo2"),
     # --- hybrid attention + Mamba1 ---------------------------------------------------------
-    _hybrid("JambaForCausalLM", "jamba.JambaForCausalLM", "mamba1", "jamba", mpc=True),
+    _hybrid("JambaForCausalLM", "jamba.JambaForCausalLM", "mamba1", "jamba", "block_types", mpc=True),
     _hybrid("JambaForSequenceClassification", "jamba.JambaForSequenceClassification", "mamba1",
-            "jamba", mpc=True, pooling=True, hook="jamba_seq_cls"),
+            "jamba", "block_types", mpc=True, pooling=True, hook="jamba_seq_cls"),
     # --- hybrid attention + gated delta net ------------------------------------------------
     _hybrid("Qwen3NextForCausalLM", "qwen3_next.Qwen3NextForCausalLM", "gated_delta_net", "gdn",
-            source="hf_text_config", spec="speculative"),
+            "layer_types", source="hf_text_config", spec="speculative"),
     _hybrid("Qwen3_5ForConditionalGeneration", "qwen3_5.Qwen3_5ForConditionalGeneration",
-            "gated_delta_net", "gdn", source="hf_text_config", spec="speculative", hook="qwen3_5"),
+            "gated_delta_net", "gdn", "layer_types", source="hf_text_config", spec="speculative",
+            hook="qwen3_5", prefix=_LM),
     _hybrid("Qwen3_5MoeForConditionalGeneration", "qwen3_5.Qwen3_5MoeForConditionalGeneration",
-            "gated_delta_net", "gdn", source="hf_text_config", spec="speculative", hook="qwen3_5"),
-    _hybrid("ColQwen3_5", "colqwen3_5.ColQwen3_5Model", "gated_delta_net", "gdn",
+            "gated_delta_net", "gdn", "layer_types", source="hf_text_config", spec="speculative",
+            hook="qwen3_5", prefix=_LM),
+    _hybrid("ColQwen3_5", "colqwen3_5.ColQwen3_5Model", "gated_delta_net", "gdn", "layer_types",
             source="hf_text_config", spec="speculative", pooling=True, hook="qwen3_5"),
     _hybrid("OlmoHybridForCausalLM", "olmo_hybrid.OlmoHybridForCausalLM", "gated_delta_net",
-            "gdn", spec="speculative"),
+            "gdn", "olmo_hybrid", spec="speculative"),
     # --- hybrid attention + KDA ------------------------------------------------------------
-    # The calculator takes num_spec but ignores it.
+    # The calculator takes num_spec but ignores it.  Its full-attention layers are MLA with
+    # latent sizes of their own: the layer pattern is not encoded.
     _hybrid("KimiLinearForCausalLM", "kimi_linear.KimiLinearForCausalLM", "kda", "kimi_linear",
-            spec="speculative"),
+            None, spec="speculative"),
     # --- hybrid attention + short convolution ----------------------------------------------
-    _hybrid("Lfm2ForCausalLM", "lfm2.Lfm2ForCausalLM", "short_conv", "lfm2"),
-    _hybrid("ColBERTLfm2Model", "colbert.ColBERTLfm2Model", "short_conv", "lfm2", pooling=True),
-    _hybrid("Lfm2MoeForCausalLM", "lfm2_moe.Lfm2MoeForCausalLM", "short_conv", "lfm2_moe"),
+    _hybrid("Lfm2ForCausalLM", "lfm2.Lfm2ForCausalLM", "short_conv", "lfm2", "short_conv"),
+    _hybrid("ColBERTLfm2Model", "colbert.ColBERTLfm2Model", "short_conv", "lfm2", "short_conv",
+            pooling=True),
+    _hybrid("Lfm2MoeForCausalLM", "lfm2_moe.Lfm2MoeForCausalLM", "short_conv", "lfm2_moe",
+            "short_conv"),
     _hybrid("Lfm2VlForConditionalGeneration", "lfm2_vl.Lfm2VLForConditionalGeneration",
-            "short_conv", "lfm2_moe", source="text_config"),
+            "short_conv", "lfm2_moe", "short_conv", source="text_config"),
     # --- hybrid attention + lightning/linear attention -------------------------------------
     _hybrid("MiniMaxForCausalLM", "minimax_text_01.MiniMaxText01ForCausalLM",
-            "linear_attention", "minimax"),
+            "linear_attention", "minimax", "minimax"),
     _hybrid("MiniMaxText01ForCausalLM", "minimax_text_01.MiniMaxText01ForCausalLM",
-            "linear_attention", "minimax"),
+            "linear_attention", "minimax", "minimax"),
     _hybrid("MiniMaxM1ForCausalLM", "minimax_text_01.MiniMaxText01ForCausalLM",
-            "linear_attention", "minimax"),
+            "linear_attention", "minimax", "minimax"),
+    # Its full-attention layers are MLA too: the layer pattern is not encoded.
     _hybrid("BailingMoeV2_5ForCausalLM", "bailing_moe_linear.BailingMoeV25ForCausalLM",
-            "linear_attention", "bailing"),
+            "linear_attention", "bailing", None),
     # --- attention-free --------------------------------------------------------------------
-    _attention_free("MambaForCausalLM", "mamba.MambaForCausalLM", "mamba1", "mamba", mpc=True,
-                    hook="mamba"),
-    _attention_free("FalconMambaForCausalLM", "mamba.MambaForCausalLM", "mamba1", "mamba",
+    _attention_free("MambaForCausalLM", "mamba.MambaForCausalLM", "mamba1", "mamba", "mamba_only",
                     mpc=True, hook="mamba"),
+    _attention_free("FalconMambaForCausalLM", "mamba.MambaForCausalLM", "mamba1", "mamba",
+                    "mamba_only", mpc=True, hook="mamba"),
     _attention_free("Mamba2ForCausalLM", "mamba2.Mamba2ForCausalLM", "mamba2", "mamba2",
-                    mpc=True, spec="vllm", hook="mamba"),
+                    "mamba_only", mpc=True, spec="vllm", hook="mamba"),
     # Registered among vLLM's embedding (pooling) models; no state, no hook.
-    _attention_free("Terratorch", "terratorch.Terratorch", None, None, pooling=True),
-    _attention_free("PrithviGeoSpatialMAE", "terratorch.Terratorch", None, None, pooling=True),
+    _attention_free("Terratorch", "terratorch.Terratorch", None, None, None, pooling=True),
+    _attention_free("PrithviGeoSpatialMAE", "terratorch.Terratorch", None, None, None, pooling=True),
     # --- attention-only models the fixtures and hooks name ---------------------------------
     _attention("LlamaForCausalLM", "llama.LlamaForCausalLM"),
     _attention("MistralForCausalLM", "llama.LlamaForCausalLM"),
     _attention("Qwen2ForCausalLM", "qwen2.Qwen2ForCausalLM"),
     _attention("Qwen3ForCausalLM", "qwen3.Qwen3ForCausalLM"),
     _attention("Qwen3MoeForCausalLM", "qwen3_moe.Qwen3MoeForCausalLM"),
-    _attention("Gemma4ForCausalLM", "gemma4.Gemma4ForCausalLM", hook="gemma4"),
+    _attention("Gemma4ForCausalLM", "gemma4.Gemma4ForCausalLM", hook="gemma4", layout="gemma4"),
     _attention("Gemma4ForConditionalGeneration", "gemma4_mm.Gemma4ForConditionalGeneration",
-               hook="gemma4"),
+               hook="gemma4", layout="gemma4", prefix=_LM),
     _attention("DeepseekV2ForCausalLM", "deepseek_v2.DeepseekV2ForCausalLM"),
     _attention("DeepseekV3ForCausalLM", "deepseek_v2.DeepseekV3ForCausalLM"),
     _attention("LlamaNemotronVLModel", "nemotron_vl.LlamaNemotronVLForEmbedding", pooling=True,
@@ -306,7 +325,7 @@ def is_hybrid(info: ArchInfo, hf_config: Any) -> bool:
     """
     if not info.is_hybrid_class:
         return False
-    from enginecfg.pipeline import typed
+    from enginecfg.pipeline.hf import typed
 
     # vLLM iterates whatever it finds (a string by character, an object by key) and crashes
     # on a number: the typed read refuses only what vLLM cannot iterate

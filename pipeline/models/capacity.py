@@ -13,11 +13,17 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from enginecfg.pipeline.hf import ContentMemo, memoised
 from enginecfg.pipeline.models import kv_cache as kc
 from enginecfg.pipeline.models import kv_specs
+from enginecfg.pipeline.models.engine_defaults import max_num_batched_tokens
 from enginecfg.pipeline.models.weights import estimate_weights
 
-__all__ = ["H200_GIB", "DEFAULT_UTILIZATION", "DEFAULT_CONTEXTS", "memory_budget", "impact"]
+__all__ = ["H200_GIB", "DEFAULT_UTILIZATION", "DEFAULT_CONTEXTS", "FIGURES", "memory_budget", "impact"]
+
+#: the figures of configs seen before in this process: the arithmetic is pure, and an engine
+#: resolving the same model under the same arguments again pays it once
+FIGURES = ContentMemo(maxsize=256)
 
 #: the H200's memory, the default GPU
 H200_GIB = 141.0
@@ -48,7 +54,7 @@ def _pct(part: float, whole: float) -> float:
 
 def _limits(cfg, max_model_len: int | None = None) -> kc.Limits:
     return kc.Limits(max_model_len=max_model_len or cfg.model_config.max_model_len,
-                     max_num_batched_tokens=kv_specs.max_num_batched_tokens(cfg),
+                     max_num_batched_tokens=max_num_batched_tokens(cfg),
                      mamba_cache_mode=cfg.cache_config.mamba_cache_mode)
 
 
@@ -76,6 +82,7 @@ def _group_row(g: kc.KVCacheGroup, group_size: int, limits: kc.Limits) -> dict[s
     return row
 
 
+@memoised(FIGURES)
 def impact(cfg, *, gpu_memory_gib: float = H200_GIB,
            gpu_memory_utilization: float = DEFAULT_UTILIZATION, kv_cache_memory: int | None = None,
            contexts: Sequence[int] = DEFAULT_CONTEXTS,

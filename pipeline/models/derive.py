@@ -1,6 +1,6 @@
 """The model facts vLLM 0.19.0 derives while it builds its model config.
 
-Pure functions over the transformers view of a config (:class:`~enginecfg.pipeline.hfview.HFConfigView`)
+Pure functions over the transformers view of a config (:class:`~enginecfg.pipeline.hf.view.HFConfigView`)
 and the tables behind them: the dtype (with vLLM's casting log lines), max_model_len (rope
 scaling, the long-context override refusal), the attention head size, the KV heads, MLA, the
 quantisation method and its dtypes, the KV-cache dtype a ModelOpt checkpoint asks for, and the
@@ -13,12 +13,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from enginecfg.pipeline import typed
 from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
-from enginecfg.pipeline.hfsnapshot import is_snapshot
-from enginecfg.pipeline.hfview import HFConfigView
-from enginecfg.pipeline.jsoncopy import copy_json
+from enginecfg.pipeline.hf import HFConfigView, is_snapshot, typed
+from enginecfg.pipeline.jsonvalue import to_json
 from enginecfg.pipeline.models.dtypes import canonical_dtype
+
+__all__ = ["vllm_view", "MLA_MODEL_TYPES", "MODELOPT_METHODS", "QUANTIZATION_DTYPES", "PYDANTIC_INTS", "DEVICE",
+           "field_name", "number", "check_model_ints", "opt_int", "resolve_dtype", "max_model_len",
+           "head_size", "total_kv_heads", "checkpoint_kv_cache_dtype", "quantization", "gemma4_head_dims",
+           "attention_head_sizes", "is_mla", "mla_dims"]
 
 # -- the vLLM 0.19 view of a transformers 5.23 snapshot --------------------------------------
 
@@ -34,7 +37,7 @@ def vllm_view(snap: dict[str, Any], raw: dict[str, Any] | None) -> dict[str, Any
     cached = snap.get("vllm_view")
     if cached is not None:
         return cached
-    view = copy_json(snap)  # JSON-shaped: copied without deepcopy's bookkeeping
+    view = to_json(snap)  # JSON-shaped: copied without deepcopy's bookkeeping
     _unlayer(view, raw)
     snap["vllm_view"] = view
     return view

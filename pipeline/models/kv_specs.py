@@ -5,9 +5,9 @@ layer and every Mamba-like mixer reports a ``KVCacheSpec`` (full attention, slid
 MLA, or a recurrent-state page).  Which layers are which is written in each model class's
 constructor, driven by per-layer config patterns (``layer_types``, ``layers_block_type``,
 ``hybrid_override_pattern``, Gemma 4's sliding/global split with its own head sizes, ...).
-This module is that knowledge as data and small functions, for the architectures of
-:mod:`enginecfg.pipeline.architectures`, so that :mod:`enginecfg.pipeline.models.kv_cache`
-can do vLLM's capacity arithmetic on it.
+This module is that knowledge as small functions, one per layer pattern (:data:`LAYOUTS`);
+each row of the architecture table names its pattern (``ArchInfo.kv_layout``), so that
+:mod:`enginecfg.pipeline.models.kv_cache` can do vLLM's capacity arithmetic on it.
 
 Layer names and their order are vLLM's (checked against the built model classes,
 ``tests/kv_oracle/model_layers.json``): they decide which layers share a KV-cache group.
@@ -25,10 +25,12 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from enginecfg.pipeline import typed
-from enginecfg.pipeline.models import mamba_state
-from enginecfg.pipeline.models.dtypes import attention_kv_dtype
 from enginecfg.pipeline.errors import InvalidInputError
+from enginecfg.pipeline.hf import typed
+from enginecfg.pipeline.models import mamba_state
+from enginecfg.pipeline.models.architectures import ARCHITECTURES
+from enginecfg.pipeline.models.dtypes import attention_kv_dtype
+from enginecfg.pipeline.models.engine_defaults import DEFAULT_BLOCK_SIZE, is_causal
 from enginecfg.pipeline.models.kv_cache import (FullAttentionSpec, MambaSpec, MLAAttentionSpec,
                                                 SlidingWindowSpec, Spec)
 
@@ -41,8 +43,6 @@ MAMBA_TYPES = {
 }
 
 _ATTENTION_WORDS = {"attention", "full_attention", "*"}
-_MULTIMODAL = {"Gemma4ForConditionalGeneration", "Qwen3_5ForConditionalGeneration",
-               "Qwen3_5MoeForConditionalGeneration"}
 _MAMBA_WORDS = {"mamba", "linear_attention", "M", "conv"}
 
 
@@ -50,14 +50,14 @@ def engine_block_size(cfg) -> int:
     """The attention block size the layers declare at engine start (see the module doc)."""
     mc, cc = cfg.model_config, cfg.cache_config
     if mc.is_hybrid and not cc.user_specified_block_size:
-        return 16
+        return DEFAULT_BLOCK_SIZE
     return cc.block_size
 
 
 class _Builder:
     """Collects ``{layer name: spec}`` in module construction order."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, prefix: str = ""):
         mc, cc = cfg.model_config, cfg.cache_config
         self.cfg = cfg
         self.tp = cfg.parallel_config.tensor_parallel_size
@@ -65,8 +65,8 @@ class _Builder:
         self.kv_dtype = attention_kv_dtype(cc.cache_dtype, mc.dtype)
         self.block = engine_block_size(cfg)
         self.specs: dict[str, Spec] = {}
-        #: multimodal classes hold the decoder as ``language_model``
-        self.prefix = "language_model." if mc.architecture in _MULTIMODAL else ""
+        #: where the class keeps the decoder (``language_model.`` for multimodal classes)
+        self.prefix = prefix
         self._mamba: MambaSpec | None = None
 
     @property
@@ -161,13 +161,18 @@ def _nemotron_h(b: _Builder) -> None:
 
 
 def _layer_types(b: _Builder) -> None:
-    """Qwen3-Next, Qwen3.5 and OLMo-hybrid: gated-delta-net or full attention per layer."""
-    arch = b.cfg.model_config.architecture
-    if arch == "OlmoHybridForCausalLM":
-        head = b.need("hidden_size") // b.need("num_attention_heads")
-        total_kv = b.opt("num_key_value_heads") or b.need("num_attention_heads")
-    else:
-        head, total_kv = b.head_dim(), b.need("num_key_value_heads")
+    """Qwen3-Next and Qwen3.5: gated-delta-net or full attention per layer."""
+    _gated_delta_or_attention(b, b.head_dim(), b.need("num_key_value_heads"))
+
+
+def _olmo_hybrid(b: _Builder) -> None:
+    """OLMo-hybrid: as Qwen3-Next, with the head size from the hidden size and KV heads
+    defaulting to the attention heads."""
+    head = b.need("hidden_size") // b.need("num_attention_heads")
+    _gated_delta_or_attention(b, head, b.opt("num_key_value_heads") or b.need("num_attention_heads"))
+
+
+def _gated_delta_or_attention(b: _Builder, head: int, total_kv: int) -> None:
     for i, kind in enumerate(b.pattern("layer_types")):
         if kind == "linear_attention":
             b.mamba(f"{b.prefix}model.layers.{i}.linear_attn")
@@ -257,7 +262,7 @@ def _mla(b: _Builder) -> None:
 def _decoder(b: _Builder) -> None:
     """A plain decoder: every layer full attention (encoder-only pooling models: none)."""
     mc = b.cfg.model_config
-    if typed.attr(mc.hf_config, "is_causal", typed.ANY, default=True) is False:  # as engine-defaults
+    if not is_causal(mc.hf_config):  # bidirectional: encoder-only attention keeps no KV cache
         return
     sliding = b.opt("sliding_window")
     for i in range(b.need("num_hidden_layers", minimum=0)):
@@ -265,41 +270,20 @@ def _decoder(b: _Builder) -> None:
                     replicate=False)
 
 
-#: registry name -> layout function
+#: layer pattern (``ArchInfo.kv_layout``) -> the function that lays the layers out
 LAYOUTS: dict[str, Callable[[_Builder], None]] = {
-    "MambaForCausalLM": _all_mamba,
-    "FalconMambaForCausalLM": _all_mamba,
-    "Mamba2ForCausalLM": _all_mamba,
-    "JambaForCausalLM": _block_types,
-    "JambaForSequenceClassification": _block_types,
-    "BambaForCausalLM": _block_types,
-    "GraniteMoeHybridForCausalLM": _block_types,
-    "NemotronHForCausalLM": _nemotron_h,
-    "NemotronHPuzzleForCausalLM": _nemotron_h,
-    "Qwen3NextForCausalLM": _layer_types,
-    "Qwen3_5ForConditionalGeneration": _layer_types,
-    "Qwen3_5MoeForConditionalGeneration": _layer_types,
-    "ColQwen3_5": _layer_types,
-    "OlmoHybridForCausalLM": _layer_types,
-    "Lfm2ForCausalLM": _short_conv,
-    "Lfm2MoeForCausalLM": _short_conv,
-    "Lfm2VlForConditionalGeneration": _short_conv,
-    "NemotronH_Nano_VL_V2": _nemotron_h,
-    "ColBERTLfm2Model": _short_conv,
-    "FalconH1ForCausalLM": _falcon_h1,
-    "Zamba2ForCausalLM": _zamba2,
-    "Plamo2ForCausalLM": _plamo2,
-    "MiniMaxForCausalLM": _minimax,
-    "MiniMaxText01ForCausalLM": _minimax,
-    "MiniMaxM1ForCausalLM": _minimax,
-    "Gemma4ForCausalLM": _gemma4,
-    "Gemma4ForConditionalGeneration": _gemma4,
+    "mamba_only": _all_mamba,
+    "block_types": _block_types,
+    "nemotron_h": _nemotron_h,
+    "layer_types": _layer_types,
+    "olmo_hybrid": _olmo_hybrid,
+    "short_conv": _short_conv,
+    "falcon_h1": _falcon_h1,
+    "zamba2": _zamba2,
+    "plamo2": _plamo2,
+    "minimax": _minimax,
+    "gemma4": _gemma4,
 }
-
-
-#: state-keeping classes whose per-layer pattern is not encoded here (their full-attention
-#: layers are MLA with their own latent sizes); the impact of such a run records an error
-UNSUPPORTED = frozenset({"KimiLinearForCausalLM", "BailingMoeV2_5ForCausalLM"})
 
 
 def layer_specs(cfg) -> dict[str, Spec]:
@@ -307,38 +291,19 @@ def layer_specs(cfg) -> dict[str, Spec]:
     model class builds them.  An empty map means no KV cache (attention-free in vLLM's
     sense, or encoder-only attention)."""
     mc = cfg.model_config
-    b = _Builder(cfg)
-    layout = LAYOUTS.get(mc.architecture or "")
+    row = ARCHITECTURES.get(mc.architecture or "")  # the registry name as the config spells it
+    layout = LAYOUTS[row.kv_layout] if row is not None and row.kv_layout is not None else None
+    b = _Builder(cfg, row.layer_prefix if row is not None else "")
     if layout is None:
         info = mc.arch_info
         if info is not None and info.family != "attention":
             if info.state_kind is None:
                 return {}
+            known = sorted(name for name, r in ARCHITECTURES.items() if r.kv_layout is not None)
             raise InvalidInputError(
                 f"invalid model_config.architecture: {mc.architecture!r}; the per-layer KV-cache "
                 f"pattern of this hybrid/recurrent class is not known to enginecfg (known: "
-                f"{', '.join(sorted(k for k in LAYOUTS))})", field="model_config.architecture")
+                f"{', '.join(known)})", field="model_config.architecture")
         layout = _mla if mc.use_mla else _decoder
     layout(b)
     return b.specs
-
-
-#: vLLM's default ``max_num_seqs`` for ``vllm serve`` on a GPU of 70 GiB or more
-DEFAULT_MAX_NUM_SEQS = 1024
-#: ... and its default ``max_num_batched_tokens``
-DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
-
-
-def max_num_batched_tokens(cfg) -> int:
-    """The scheduler's token budget per step, as ``vllm serve`` defaults it on an H200.
-
-    Without chunked prefill a whole prompt must fit, so the budget is at least
-    max_model_len; it never exceeds ``max_num_seqs * max_model_len``.
-    """
-    sc, mc = cfg.scheduler_config, cfg.model_config
-    if sc.max_num_batched_tokens is not None:
-        return sc.max_num_batched_tokens
-    value = DEFAULT_MAX_NUM_BATCHED_TOKENS
-    if not sc.enable_chunked_prefill:
-        value = max(mc.max_model_len, value)
-    return min(DEFAULT_MAX_NUM_SEQS * mc.max_model_len, value)

@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 from enginecfg.pipeline.models.architectures import ArchInfo
 from enginecfg.pipeline.models.dtypes import dtype_size, kv_cache_torch_dtype, str_dtype
-from enginecfg.pipeline import typed
+from enginecfg.pipeline.hf import typed
 from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
 
 __all__ = [

@@ -1,7 +1,7 @@
 """What vLLM 0.19.0 reads from the files beside ``config.json`` while it builds its config.
 
 Each function takes a *source* (anything with ``read_json(name)`` returning the parsed file
-or None, e.g. :class:`enginecfg.pipeline.sources.ModelSource`) and returns what vLLM derives
+or None, e.g. :class:`enginecfg.pipeline.hf.sources.ModelSource`) and returns what vLLM derives
 from it:
 
 - :func:`sentence_transformers_pooling` -- ``modules.json`` and the Pooling module's

@@ -8,10 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from enginecfg.pipeline.hf import ContentMemo, memoised
 from enginecfg.pipeline.models import mamba_state
 from enginecfg.pipeline.models.dtypes import attention_kv_dtype
 
+__all__ = ["PAGES", "page_facts"]
 
+#: the page facts of configs seen before in this process (a pure function of the config)
+PAGES = ContentMemo(maxsize=256)
+
+
+@memoised(PAGES)
 def page_facts(cfg: Any) -> dict[str, Any]:
     """The attention and Mamba page sizes this config implies (before padding)."""
     mc, cc = cfg.model_config, cfg.cache_config

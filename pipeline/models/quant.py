@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from enginecfg.pipeline import typed
+from enginecfg.pipeline.hf import typed
 from enginecfg.pipeline.errors import ConfigRejectedError
 
 __all__ = ["QUANT_FIELD", "MODELOPT_ALGOS", "quant_config", "quant_method", "check_modelopt"]

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from enginecfg.pipeline import typed
+from enginecfg.pipeline.hf import typed
 from enginecfg.pipeline.models.quant import QUANT_FIELD
 from enginecfg.pipeline.models import mamba_state
 from enginecfg.pipeline.models.dtypes import dtype_size

@@ -91,7 +91,7 @@ def test_why_gives_initial_changes_and_final(runs):
     store, a, b, c = runs
     w = store.why(b, "cache_config.block_size")
     assert (w["initial"], w["final"], w["found"]) == (16, 2048, True)
-    assert [(x["stage"], x["new"]) for x in w["changes"]] == [("defaults", 16),
+    assert [(x["stage"], x["new"]) for x in w["changes"]] == [("engine-defaults", 16),
                                                                ("hybrid-alignment", 2048)]
     sect = store.why(b, "cache_config")   # a section: every change under it
     assert {x["field"] for x in sect["changes"]} == {

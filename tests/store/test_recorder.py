@@ -29,7 +29,7 @@ def test_a_finished_run_is_recorded_whole(store):
     assert run["status"] == "resolved"
     assert run["position"] == 1
     assert [s["stage"] for s in run["stages"]] == run["planned_stages"]
-    assert run["stages"][2]["outcome"] == "changed" and run["stages"][2]["n_changes"] == 3
+    assert run["stages"][1]["outcome"] == "changed" and run["stages"][1]["n_changes"] == 3
     assert [c["seq"] for c in run["changes"]] == [1, 2, 3, 4, 5]
     last = run["changes"][-1]
     assert (last["stage"], last["field"], last["old"], last["new"]) == (
@@ -50,7 +50,7 @@ def test_a_failed_run_is_recorded_with_status_and_error(store, status):
     run = store.get_run(rid)
     assert run["status"] == status
     assert run["error"]["field"] == "cache_config.mamba_block_size"
-    assert run["failed_stage"] == "post-checks"
+    assert run["failed_stage"] == "vllm-checks"
     assert run["stages"][-1]["outcome"] == "failed"
     assert store.list_runs(status=status)[0]["run_id"] == rid
 

@@ -17,7 +17,7 @@ import os
 import time
 
 from enginecfg.pipeline import events
-from enginecfg.pipeline.canonical import canonical_json
+from enginecfg.pipeline.jsonvalue import canonical_json
 from enginecfg.store import AuditStore
 from enginecfg.store.hashing import PreparedRunHash, canonical, child_hash, child_hashes, run_hash
 from enginecfg.store.models import storable_text

@@ -8,7 +8,7 @@ For every ``qwen3_5`` / ``qwen3_5_moe`` fixture config and every case of ``typed
 the object vLLM's class builds is turned into enginecfg's snapshot (``hfsnapshot.snapshot_of``,
 the checkout's own module) and kept as a digest, or the exception it raises as its type and
 message.  ``tests/test_typed_oracle.py`` builds the same configs with
-``enginecfg.pipeline._hfclasses`` and compares.
+``enginecfg.pipeline.hf._classes`` and compares.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def _stable(value: Any) -> Any:
 
 def outcome(build, data: dict[str, Any]) -> str:
     """A digest of the snapshot of ``build(data)``, or the exception it raised."""
-    from enginecfg.pipeline.hfsnapshot import snapshot_of
+    from enginecfg.pipeline.hf.snapshot import snapshot_of
 
     try:
         snap = snapshot_of(build(data))

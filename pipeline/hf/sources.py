@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import logging
 import os
 import re
 import stat
@@ -37,7 +36,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from enginecfg.pipeline.errors import InvalidInputError
-from enginecfg.pipeline.safetensors_header import HeaderRead, read_header
+from enginecfg.pipeline.hf.safetensors_header import HeaderRead, read_header
 
 __all__ = [
     "SMALL_FILES", "ModelSource", "FileRecord", "open_source", "is_repo_id", "hub_cache_dir",
@@ -329,6 +328,8 @@ def open_source(model: Any, revision: str | None = None) -> ModelSource:
 @contextlib.contextmanager
 def _quiet_hub():
     """huggingface_hub logs each retry as a warning; enginecfg reports the outcome in one line."""
+    import logging  # only for a hub download
+
     log = logging.getLogger("huggingface_hub")
     before = log.level
     log.setLevel(logging.ERROR)

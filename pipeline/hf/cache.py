@@ -3,7 +3,7 @@
 Lookup order: this process's memory, then the on-disk cache (``ENGINECFG_CACHE_DIR``, else
 the user cache directory), then transformers itself: in this process if transformers is
 already imported (the caller paid for it), otherwise in this process's one long-lived worker
-(:mod:`._hfworker` ``--serve``), which imports transformers once and then answers each batch
+(:mod:`._worker` ``--serve``), which imports transformers once and then answers each batch
 of configs in milliseconds.
 
 Why a worker rather than importing transformers here: a run without GPU validation must not
@@ -14,7 +14,7 @@ Measured side by side in bench/NOTES.md ("cold path").
 The worker is started on the first miss, reused, restarted when it has died (the request
 it died on is sent once more to the new one), given ``ENGINECFG_HF_TIMEOUT`` seconds per
 request (killed when it overruns), and shut down at exit; it exits by itself when this
-process dies (see :mod:`._hfworker`).  A forked child never shares its parent's worker.
+process dies (see :mod:`._worker`).  A forked child never shares its parent's worker.
 
 The key is the config's canonical JSON plus the transformers version and the snapshot
 layout version, a digest of the source of the modules that build snapshots, so a changed
@@ -30,7 +30,6 @@ import hashlib
 import json
 import os
 import select
-import subprocess
 import sys
 import tempfile
 import threading
@@ -38,11 +37,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from enginecfg.pipeline.canonical import canonical_json
 from enginecfg.pipeline.errors import InvalidInputError
+from enginecfg.pipeline.hf import memo
+from enginecfg.pipeline.jsonvalue import canonical_json, fingerprint
 
-__all__ = ["snapshot_for", "snapshots_for", "missing", "start_worker", "remember_bytes", "cache_dir", "transformers_version", "clear_memory",
-           "layout_version", "worker_pid", "shutdown_worker", "TIMEOUT_ENV"]
+__all__ = ["snapshot_for", "snapshots_for", "snapshot_for_bytes", "snapshot_of_object", "missing",
+           "start_worker", "remember_bytes", "cache_dir", "transformers_version", "clear", "on_clear",
+           "layout_version", "worker_pid", "worker_request", "shutdown_worker", "progress", "TIMEOUT_ENV"]
 
 TIMEOUT_ENV = "ENGINECFG_HF_TIMEOUT"
 _DEFAULT_TIMEOUT_S = 300.0
@@ -75,11 +76,10 @@ def layout_version() -> str:
     """A digest of the code that builds snapshots: it changes exactly when that code does."""
     global _layout
     if _layout is None:
-        from enginecfg.pipeline import _hfclasses, _hfworker, hfsnapshot
-        from enginecfg.pipeline.models import config_defaults
+        from enginecfg.pipeline.hf import _classes, _worker, snapshot, vllm_classes
 
         h = hashlib.sha256()
-        for mod in (hfsnapshot, _hfworker, _hfclasses, config_defaults):
+        for mod in (snapshot, _worker, _classes, vllm_classes):
             h.update(mod.__name__.encode() + b"\0")
             h.update(Path(mod.__file__).read_bytes())
         _layout = h.hexdigest()[:16]
@@ -95,21 +95,34 @@ def cache_dir() -> Path:
     return Path(user_cache_dir("enginecfg")) / "hf-snapshots"
 
 
-#: what else holds snapshots in memory (the loaded-config memo), emptied with this cache
+#: what else holds snapshots in memory above this room (the loaded-config memo), emptied
+#: with this cache
 _dependents: list[Callable[[], None]] = []
 
 
-def on_clear_memory(clear: Callable[[], None]) -> None:
-    """Call *clear* whenever :func:`clear_memory` runs."""
-    _dependents.append(clear)
+def on_clear(forget: Callable[[], None]) -> None:
+    """Call *forget* whenever :func:`clear` runs (a cache that holds snapshots registers)."""
+    _dependents.append(forget)
 
 
-def clear_memory() -> None:
-    """Forget every snapshot held in memory (the disk cache stays)."""
+def clear(*, disk: bool = False) -> None:
+    """Forget everything loading holds in this process's memory: every snapshot, every
+    memoised figure (:mod:`.memo`), every loaded-config template (registered with
+    :func:`on_clear`) and the snapshot builder's code digest.  With *disk*, the disk cache's
+    entries are removed as well (the next load of each config builds its snapshot afresh)."""
+    global _layout
     _memory.clear()
     _by_bytes.clear()
-    for clear in _dependents:
-        clear()
+    _layout = None
+    memo.clear_all()
+    for forget in _dependents:
+        forget()
+    if disk:
+        for entry in cache_dir().glob("*.json"):
+            try:
+                entry.unlink()
+            except OSError:  # gone already, or not ours to remove: only speed is at stake
+                pass
 
 
 def _key(canonical: bytes) -> str:
@@ -123,10 +136,6 @@ def _canonical(config_dict: dict[str, Any]) -> bytes:
     return canonical_json(config_dict).encode()
 
 
-def _digest(snap: Any) -> str:
-    return hashlib.sha256(canonical_json(snap).encode()).hexdigest()
-
-
 def _disk_get(key: str) -> dict[str, Any] | None:
     """The entry for *key*, or None when absent or not provably the entry for *key*."""
     try:
@@ -136,7 +145,7 @@ def _disk_get(key: str) -> dict[str, Any] | None:
     if not isinstance(entry, dict) or entry.get("key") != key:
         return None  # an old layout, a file copied over from another key
     snap = entry.get("snapshot")
-    if not isinstance(snap, dict) or entry.get("sha256") != _digest(snap):
+    if not isinstance(snap, dict) or entry.get("sha256") != fingerprint(snap):
         return None  # edited or damaged
     return snap
 
@@ -164,7 +173,7 @@ def _disk_put(key: str, snap: dict[str, Any]) -> None:
 
 
 def _build_in_process(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    from enginecfg.pipeline._hfworker import snapshot_item
+    from enginecfg.pipeline.hf._worker import snapshot_item
 
     return [snapshot_item(item) for item in items]
 
@@ -183,24 +192,24 @@ _BOOT = (
     "mod = importlib.util.module_from_spec(spec)\n"
     "sys.modules['enginecfg'] = mod\n"
     "spec.loader.exec_module(mod)\n"
-    "from enginecfg.pipeline._hfworker import main\n"
+    "from enginecfg.pipeline.hf._worker import main\n"
     "sys.exit(main())\n"
 )
 
 
 def _worker_command(*args: str) -> list[str]:
-    import enginecfg
-
+    # the package this process runs (imported first, whatever enginecfg module was asked for);
     # -P: never put the working directory on sys.path (a checkout's top-level folders must
     # not shadow installed packages in the worker)
-    return [sys.executable, "-P", "-c", _BOOT, os.path.abspath(enginecfg.__file__), *args]
+    package = sys.modules["enginecfg"]
+    return [sys.executable, "-P", "-c", _BOOT, os.path.abspath(package.__file__), *args]
 
 
 class _Worker:
     """This process's long-lived transformers worker (see the module docstring)."""
 
     def __init__(self) -> None:
-        self.proc: subprocess.Popen | None = None
+        self.proc: "subprocess.Popen | None" = None
         self.owner = 0
         self.lock = threading.Lock()
         self.next_id = 0
@@ -211,6 +220,8 @@ class _Worker:
     def _start(self) -> None:
         env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TRANSFORMERS_VERBOSITY="error")
         env["ENGINECFG_HF_PARENT"] = str(os.getpid())
+        import subprocess  # here: a process that never starts a worker does not import it
+
         self.stderr = tempfile.TemporaryFile()
         try:
             self.proc = subprocess.Popen(
@@ -245,6 +256,8 @@ class _Worker:
         except OSError:
             pass
         if grace_s > 0:
+            import subprocess  # imported already: the worker was started with it
+
             try:
                 proc.wait(grace_s)
             except subprocess.TimeoutExpired:
@@ -375,9 +388,7 @@ def _build_in_worker(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _in_process() -> bool:
-    flag = os.environ.get("ENGINECFG_HF_INPROCESS", "")
-    if flag:
-        return flag not in ("0", "false", "no")
+    """Build in this process exactly when transformers is imported here already."""
     return "transformers" in sys.modules
 
 
@@ -445,6 +456,20 @@ def remember_bytes(raw: bytes, snap: dict[str, Any]) -> None:
 
 def snapshot_for(config_dict: dict[str, Any]) -> dict[str, Any]:
     return snapshots_for([config_dict])[0]
+
+
+def snapshot_of_object(config: Any) -> dict[str, Any]:
+    """The snapshot of a transformers config object the caller built, as the worker records
+    one (with the model type's default architecture, None where transformers names none)."""
+    from enginecfg.pipeline.hf._worker import default_architecture
+    from enginecfg.pipeline.hf.snapshot import snapshot_of
+
+    snap = snapshot_of(config)
+    try:
+        snap["default_architecture"] = default_architecture(snap.get("model_type"))
+    except Exception:  # transformers' own tables could not be read: no default to offer
+        snap["default_architecture"] = None
+    return snap
 
 
 _by_bytes: dict[bytes, dict[str, Any]] = {}

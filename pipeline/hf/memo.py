@@ -1,9 +1,11 @@
 """Memoising pure computations by the content of their inputs.
 
-A run's derived figures (the ``impact`` stage's KV-cache arithmetic above all) depend only on
-the resolved settings and the model's config, and an engine that starts the same model under
-the same arguments again and again asks for the same figures each time.  :class:`ContentMemo`
-keeps them, keyed by :func:`content_key` of everything the computation reads.
+A run's derived figures (the KV-cache arithmetic of ``impact``, the page facts) depend only
+on the resolved settings and the model's config, and an engine that starts the same model
+under the same arguments again and again asks for the same figures each time.
+:class:`ContentMemo` keeps them, keyed by :func:`content_key` of everything the computation
+reads; :func:`memoised` makes a function of a config answer from one (vLLM's knowledge in
+:mod:`enginecfg.pipeline.models` memoises its figures this way, so no caller sees it).
 
 The keys are strict on purpose: a wrong hit would put another config's figures into a run's
 record.  Two values get equal keys only when they are equal *with the same types all the way
@@ -13,17 +15,21 @@ cannot describe raises :class:`Unkeyable`, and the caller computes without the m
 Objects that are only known by identity (a cached transformers snapshot) are *anchors*: the
 memo holds them, so their ``id`` cannot be reused while an entry names it, and a hit checks
 that the anchors are the very same objects.
+
+Every memo is emptied by the one :func:`enginecfg.pipeline.hf.clear`.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
+import weakref
 from collections import OrderedDict
 from typing import Any, Callable, Hashable
 
-from enginecfg.pipeline.jsoncopy import copy_json
+from enginecfg.pipeline.jsonvalue import to_json
 
-__all__ = ["Unkeyable", "content_key", "copy_json", "ContentMemo", "per_config"]
+__all__ = ["Unkeyable", "content_key", "ContentMemo", "memoised", "clear_all"]
 
 _SCALARS = (str, int, bool, type(None))
 
@@ -46,11 +52,15 @@ def content_key(value: Any) -> Hashable:
     raise Unkeyable(f"no content key for a {cls.__name__}")
 
 
+#: every memo of the process, for :func:`clear_all`
+_MEMOS: "weakref.WeakSet[ContentMemo]" = weakref.WeakSet()
+
+
 class ContentMemo:
     """A bounded, thread-safe memo: ``key -> value``, with identity anchors per entry.
 
     Values are stored and handed out as they are: a caller that gives a mutable value to
-    its own users copies it on the way in and out (:func:`copy_json`).
+    its own users copies it on the way out (:func:`memoised` does).
     """
 
     def __init__(self, maxsize: int = 256) -> None:
@@ -59,6 +69,7 @@ class ContentMemo:
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        _MEMOS.add(self)
 
     def get(self, key: Hashable, anchors: tuple[Any, ...], default: Any = None) -> Any:
         with self._lock:
@@ -87,20 +98,39 @@ class ContentMemo:
         return len(self._entries)
 
 
-def per_config(memo: ContentMemo, ctx: Any, compute: Callable[[], Any], *extra: Hashable) -> Any:
-    """``compute()`` for the config a stage is looking at, answered from *memo* when a config
-    with the same content (and the same *extra* key parts) was seen before.
+def clear_all() -> None:
+    """Empty every memo of the process (part of :func:`enginecfg.pipeline.hf.clear`)."""
+    for memo in list(_MEMOS):
+        memo.clear()
 
-    *compute* must read nothing but the config (and what *extra* names) and return JSON-shaped
-    data; the caller gets its own copy either way.  An exception is not remembered.
+
+_MISS = object()
+
+
+def memoised(memo: ContentMemo) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: ``fn(cfg, **options)`` answered from *memo* when a config with the same
+    content (and the same options) was seen before.
+
+    *cfg* is an engine config: its ``state()`` gives ``content_key()``, the ``(anchors,
+    key)`` of every field it holds, this run's writes into the transformers config, the
+    model class's facts and, by identity, the snapshot read.  *fn* must read nothing but the
+    config and its options, and return JSON-shaped data (the caller gets its own copy either
+    way) or an immutable value (shared).  A config or an option the key cannot describe is
+    computed afresh; an exception is not remembered.
     """
-    try:
-        anchors, key = ctx.content_key()
-    except Unkeyable:
-        return compute()
-    key = (key, extra)
-    known = memo.get(key, anchors)
-    if known is None:
-        known = compute()
-        memo.put(key, anchors, known)
-    return copy_json(known)
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def call(cfg: Any, **options: Any) -> Any:
+            try:
+                anchors, key = cfg.state().content_key()
+                key = (key, content_key({name: options[name] for name in sorted(options)}))
+            except Unkeyable:
+                return fn(cfg, **options)
+            known = memo.get(key, anchors, _MISS)
+            if known is _MISS:
+                known = fn(cfg, **options)
+                memo.put(key, anchors, known)
+            return to_json(known) if known.__class__ in (dict, list) else known
+        call.memo = memo
+        return call
+    return wrap

@@ -6,7 +6,7 @@ transformers': plain ``PretrainedConfig`` subclasses that store each named field
 ``text_config`` / ``vision_config`` that is not a JSON object unset.  transformers 5.23's
 classes are strict dataclasses that refuse wrongly typed fields vLLM never looks at.  The
 object vLLM reads is the one to snapshot, so :func:`build` makes it from
-:data:`~enginecfg.pipeline.models.config_defaults.VLLM_CLASSES` (the fields, their defaults
+:data:`~enginecfg.pipeline.hf.vllm_classes.VLLM_CLASSES` (the fields, their defaults
 and their order) on transformers' ``PretrainedConfig``, whose own validators (rope, token
 ids, layer types) run as they run under vLLM.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from enginecfg.pipeline.models.config_defaults import VLLM_CLASSES
+from enginecfg.pipeline.hf.vllm_classes import VLLM_CLASSES
 
 __all__ = ["build"]
 

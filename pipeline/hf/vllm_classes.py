@@ -28,7 +28,7 @@ vLLM's classes do for the model types where that matters:
 :func:`apply` returns the config dict to hand to the builder and how to build it.  The table
 is data; the few derived defaults are small functions next to it.  It is applied where the
 transformers snapshot is built, so the snapshot cache must not outlive a change to it: its
-key (``hfcache.layout_version``) digests this module's source with the snapshot builder's.
+key (``cache.layout_version``) digests this module's source with the snapshot builder's.
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def _qwen3_5(name: str, moe: bool) -> dict[str, Any]:
 #: vLLM 0.19.0's own classes that enginecfg rebuilds (``build = "vllm_class"``), as data: the
 #: class names, the named fields with their defaults in the order the class sets them, and
 #: the rule that fills in ``layer_types`` (every ``interval``-th layer full attention).
-#: The builder is :func:`enginecfg.pipeline._hfclasses.build` (transformers-side).
+#: The builder is :func:`enginecfg.pipeline.hf._classes.build` (transformers-side).
 VLLM_CLASSES: dict[str, dict[str, Any]] = {
     "qwen3_5": _qwen3_5("qwen3_5", moe=False),
     "qwen3_5_moe": _qwen3_5("qwen3_5_moe", moe=True),

@@ -14,8 +14,8 @@ from types import MappingProxyType
 from typing import Any, Iterator
 
 from enginecfg.pipeline.errors import FrozenConfigError
-from enginecfg.pipeline.hfsnapshot import is_snapshot
-from enginecfg.pipeline.jsoncopy import PLAIN, copy_json as _copy
+from enginecfg.pipeline.hf.snapshot import is_snapshot
+from enginecfg.pipeline.jsonvalue import PLAIN, to_json
 
 __all__ = ["HFConfigView", "deep_freeze"]
 
@@ -73,7 +73,7 @@ class HFConfigView:
         if isinstance(value, (dict, list)):
             if self.is_frozen:
                 return deep_freeze(value)
-            value = _copy(value)
+            value = to_json(value)
             overlay[name] = value  # copy-on-read: in-place edits stay in this run
         return value
 
@@ -152,7 +152,7 @@ class HFConfigView:
         for name, value in self._overlay.items():
             if isinstance(value, HFConfigView):
                 raise TypeError(f"{name} holds a view, not a value: it cannot be copied")
-            new._overlay[name] = _copy(value)
+            new._overlay[name] = to_json(value)
         for name, child in self._children.items():
             child._clone_into(new._child(name, child._snap))
 
@@ -174,7 +174,7 @@ class HFConfigView:
         """What this view reads, by identity: its snapshot, its root view and its path there.
 
         Snapshots are shared between runs (one per distinct config content), so a memo of
-        something computed from a view may key on them (:mod:`enginecfg.pipeline.memo`); this
+        something computed from a view may key on them (:mod:`enginecfg.pipeline.hf.memo`); this
         run's writes are not in it, they are in :meth:`overlay_state` of the root.
         """
         return self._snap, self._root, self._path
@@ -194,7 +194,7 @@ class HFConfigView:
             base = attrs.get(name, _MISSING)
             if base is not _MISSING and value.__class__ is base.__class__ and value == base:
                 continue
-            out[prefix + name] = _copy(value)
+            out[prefix + name] = to_json(value)
         for child in self._children.values():
             out.update(child.overlay_state())
         return out

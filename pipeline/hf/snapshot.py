@@ -23,7 +23,7 @@ from typing import Any
 __all__ = ["SNAPSHOT_VERSION", "snapshot_of", "is_snapshot"]
 
 #: marks a dict as a snapshot.  Not a version to bump by hand: the on-disk cache is keyed by
-#: a digest of this module's and the worker's source (``hfcache.layout_version``)
+#: a digest of this module's and the worker's source (``cache.layout_version``)
 SNAPSHOT_VERSION = 2
 
 # properties (not instance attributes) that vLLM reads on some config classes

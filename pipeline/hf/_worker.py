@@ -6,21 +6,20 @@ process never pays for (or imports) transformers and torch.  Offline,
 
 Two ways to run it:
 
-``python -m enginecfg.pipeline._hfworker``
+``python -m enginecfg.pipeline.hf._worker``
     one shot: reads ``{"items": [{"config": {...}}]}`` as JSON on stdin and writes
     ``{"results": [snapshot | {"error": {...}}]}`` on stdout.
 
-``python -m enginecfg.pipeline._hfworker --serve``
-    long-lived (what :mod:`.hfcache` starts once per process): one JSON request per line
-    on stdin, one JSON answer per line on stdout, answered in order.  Requests are
-    ``{"id": n, "op": "snapshots", "items": [...]}`` (answer ``{"id": n, "results": [...]}``),
-    ``{"id": n, "op": "ping"}`` (answer ``{"id": n, "pid": ...}``) and ``{"id": n, "op":
-    "sleep", "seconds": s}`` (answers after *s* seconds: how the timeout and kill tests make a
-    request that is still in flight).  A request that cannot be handled is answered with
-    ``{"id": n, "fail": text}``; the worker carries on.  It never outlives the process that
-    started it: it exits when its stdin closes (the parent exited or closed it), and on
-    Linux the kernel kills it when the parent dies (``PR_SET_PDEATHSIG``), checked once more
-    after arming in case the parent was already gone.
+``python -m enginecfg.pipeline.hf._worker --serve``
+    long-lived (what :mod:`.cache` starts once per process): one JSON request per line on
+    stdin, one JSON answer per line on stdout, answered in order.  Requests are ``{"id": n,
+    "op": "snapshots", "items": [...]}`` (answer ``{"id": n, "results": [...]}``) and
+    ``{"id": n, "op": "ping"}`` (answer ``{"id": n, "pid": ...}``).  A request that cannot be
+    handled is answered with ``{"id": n, "fail": text}``; the worker carries on.  It never
+    outlives the process that started it: it exits when its stdin closes (the parent exited
+    or closed it), and on Linux the kernel kills it when the parent dies
+    (``PR_SET_PDEATHSIG``), checked once more after arming in case the parent was already
+    gone.
 """
 
 from __future__ import annotations
@@ -139,7 +138,7 @@ def _name_dtypes(cfg: Any, depth: int = 0) -> None:
 
 def load_config(config_dict: dict[str, Any]):
     """The config object vLLM 0.19.0 reads: for the model types where vLLM registers its own
-    config class, the config as that class builds it (see :mod:`.config_defaults`)."""
+    config class, the config as that class builds it (see :mod:`.vllm_classes`)."""
     cfg = _load_config(config_dict)
     if _torch_hidden():
         _name_dtypes(cfg)
@@ -149,7 +148,7 @@ def load_config(config_dict: dict[str, Any]):
 def _load_config(config_dict: dict[str, Any]):
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    from enginecfg.pipeline.models.config_defaults import apply
+    from enginecfg.pipeline.hf.vllm_classes import apply
 
     if _torch_hidden() and any(name not in TORCH_DTYPE_NAMES for name in _dtype_strings(config_dict)):
         _allow_torch()
@@ -162,7 +161,7 @@ def _load_config(config_dict: dict[str, Any]):
     if build == "plain":
         return _generic(config_dict)
     if build == "vllm_class":
-        from enginecfg.pipeline._hfclasses import build as build_vllm_class
+        from enginecfg.pipeline.hf._classes import build as build_vllm_class
 
         return build_vllm_class(config_dict)
     model_type = config_dict.get("model_type")
@@ -179,7 +178,7 @@ def _load_config(config_dict: dict[str, Any]):
 def _refused_type(model_type: Any) -> bool:
     """A model type neither transformers nor vLLM has a class for (a scalar: a list or an
     object never reaches transformers' lookup in vLLM's loader)."""
-    from enginecfg.pipeline.models.config_defaults import VLLM_REGISTERED_TYPES
+    from enginecfg.pipeline.hf.vllm_classes import VLLM_REGISTERED_TYPES
 
     if not (model_type is None or isinstance(model_type, (str, int, float, bool))):
         return False
@@ -213,7 +212,7 @@ def default_architecture(model_type: Any) -> str | None:
 
 
 def snapshot_item(item: dict[str, Any]) -> dict[str, Any]:
-    from enginecfg.pipeline.hfsnapshot import snapshot_of
+    from enginecfg.pipeline.hf.snapshot import snapshot_of
 
     config_dict = item["config"]
     try:
@@ -255,11 +254,6 @@ def _answer(request: Any) -> dict[str, Any]:
             return {"id": rid, "results": [snapshot_item(item) for item in request["items"]]}
         if op == "ping":
             return {"id": rid, "pid": os.getpid()}
-        if op == "sleep":
-            import time
-
-            time.sleep(float(request.get("seconds", 0)))
-            return {"id": rid, "slept": True}
         return {"id": rid, "fail": f"unknown op {op!r}"}
     except Exception as exc:  # a malformed request must not end the worker
         return {"id": rid, "fail": f"{type(exc).__name__}: {exc}"}

@@ -3,7 +3,7 @@
 A config.json can hold any JSON value anywhere.  Code that reads ``quant_algo`` and uses it
 as a dict key, or multiplies ``head_dim``, turns a value of the wrong type into a
 ``TypeError`` deep inside enginecfg.  Every such read goes through :func:`attr` (an
-attribute of an :class:`~enginecfg.pipeline.hfview.HFConfigView`) or :func:`key` (a key of a
+attribute of an :class:`~enginecfg.pipeline.hf.view.HFConfigView`) or :func:`key` (a key of a
 JSON object inside the config, such as ``quantization_config``), which checks the value and
 raises :class:`~enginecfg.InvalidInputError` naming the dotted field (``hf_config.
 quantization_config.quant_algo``), the value and what is allowed.  Where vLLM itself accepts
@@ -22,15 +22,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from enginecfg.pipeline.errors import InvalidInputError
+from enginecfg.pipeline.jsonvalue import ANY, BOOL, INT, LIST, NUMBER, OBJECT, STR
 
 __all__ = ["INT", "NUMBER", "STR", "BOOL", "OBJECT", "LIST", "ANY", "ABSENT", "describe", "check",
            "attr", "key", "has", "field_of", "fail", "Section"]
 
-#: the JSON types, as the accessor names them
-INT, NUMBER, STR, BOOL, OBJECT, LIST = "int", "number", "str", "bool", "object", "list"
-#: any value at all: for a read whose every value vLLM handles (it compares the value with
-#: known ones, or passes it on to a check of its own), said explicitly at the read
-ANY = "any"
+# the JSON kinds (INT, STR, ... ANY) are :mod:`enginecfg.pipeline.jsonvalue`'s; ANY is for a
+# read whose every value vLLM handles (it compares the value with known ones, or passes it
+# on to a check of its own), said explicitly at the read
 
 _NAMES = {INT: "an integer", NUMBER: "a number", STR: "a string", BOOL: "true or false",
           OBJECT: "a JSON object", LIST: "a list", ANY: "any value"}
