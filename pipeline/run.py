@@ -347,7 +347,7 @@ def _failed_model(path: Any) -> str:
     Face repo id as given."""
     import os
 
-    from enginecfg.pipeline.sources import is_repo_id
+    from enginecfg.pipeline.hf import is_repo_id
 
     text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else str(path)
     if not isinstance(text, str) or (not os.path.exists(text) and "/" in text and is_repo_id(text)):

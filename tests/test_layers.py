@@ -243,7 +243,6 @@ def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
 #: cycles that are being taken apart (issue 25: the store in parts, the commands out of the
 #: CLI); each must still be there until it is gone, and then its entry goes too
 BEING_REMOVED = {
-    frozenset({"enginecfg.store.checkpoint", "enginecfg.store.recorder", "enginecfg.store.verify"}),
     frozenset({"enginecfg.cli.app", "enginecfg.cli.explain"}),
 }
 
