@@ -58,7 +58,8 @@ class Message:
 
 
 def _jsonable(value: Any) -> Any:
-    """A JSON-shaped copy: tuples become lists, anything exotic its string."""
+    """A JSON-shaped copy: tuples become lists, a value object its ``to_dict()``, anything
+    else exotic its string."""
     cls = value.__class__
     if value is None or cls in (str, int, bool):
         return value
@@ -68,6 +69,8 @@ def _jsonable(value: Any) -> Any:
         return {str(k): _jsonable(v) for k, v in value.items()}
     if cls in (list, tuple):
         return [_jsonable(v) for v in value]
+    if hasattr(cls, "to_dict"):  # a value object (a fact such as ``impact``): its JSON form
+        return _jsonable(value.to_dict())
     return str(value)
 
 

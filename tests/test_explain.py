@@ -13,6 +13,7 @@ from support import CONFIGS
 from enginecfg import EngineConfig, Pipeline
 from enginecfg.cli.explain import explain, plan
 from enginecfg.pipeline.errors import InvalidInputError
+from enginecfg.pipeline.models.capacity import ImpactUnavailable
 
 EXPECTED = json.loads((Path(__file__).parent / "kv_oracle" / "expected.json").read_text())
 QWEN = CONFIGS / "qwen3.5-27b"
@@ -176,9 +177,10 @@ def test_a_bad_field_the_figures_need_is_named_and_the_run_still_resolves(tmp_pa
     (tmp_path / "config.json").write_text(json.dumps(raw))
     result = Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(tmp_path))
     assert result.status == "resolved"
-    impact = result.facts["impact"]
-    assert impact["field"] == f"hf_config.{field}"
-    assert repr(value) in impact["error"] and allowed in impact["error"]
+    impact = result.impact
+    assert isinstance(impact, ImpactUnavailable) and impact.field == f"hf_config.{field}"
+    assert repr(value) in impact.error and allowed in impact.error
+    assert result.to_dict()["impact"] == {"error": impact.error, "field": impact.field}
 
 
 def test_run_report_carries_the_kv_headline():

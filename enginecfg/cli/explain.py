@@ -57,7 +57,7 @@ def _mib(n: int) -> str:
 
 def findings(result) -> list[dict[str, Any]]:
     """Findings of one run, each with its figures and the change (or argument) behind it."""
-    impact = result.facts.get("impact") or {}
+    impact = result.to_dict().get("impact") or {}
     if "error" in impact:
         return [{"id": "no-impact", "message": f"KV-cache figures unavailable: {impact['error']}",
                  "figures": {}, "caused_by": None}]
@@ -169,7 +169,7 @@ def explain(path: Any, engine_args: dict[str, Any], opts: dict[str, Any]) -> dic
     """The explain document of one setting: the run's impact, its findings, the run id."""
     result = _pipeline(opts).resolve(path, **engine_args)
     return {"model": str(path), "engine_args": dict(engine_args), "run_id": result.run_id,
-            "impact": result.facts.get("impact"), "findings": findings(result),
+            "impact": result.to_dict()["impact"], "findings": findings(result),
             "changes": [{"stage": c.stage, "field": c.field, "old": c.old, "new": c.new}
                         for c in result.changes]}
 
@@ -222,7 +222,7 @@ def plan(path: Any, base_args: dict[str, Any], grid: dict[str, list[Any]], opts:
             row["error"] = " ".join(str(exc).split())
             rows.append(row)
             continue
-        imp = result.facts.get("impact") or {}
+        imp = result.to_dict().get("impact") or {}
         if "error" in imp:
             row["error"] = imp["error"]
             rows.append(row)
