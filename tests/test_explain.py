@@ -1,4 +1,5 @@
-"""``enginecfg explain`` / ``plan``: the impact fact, its findings and their causes."""
+"""``enginecfg explain`` / ``plan``: the impact fact, its findings and their causes (read here
+as the commands' ``--json`` documents; tests/test_commands.py holds the typed values)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from support import CONFIGS
 
 from enginecfg import EngineConfig, Pipeline
-from enginecfg.cli.explain import explain, plan
+from enginecfg.commands import explain as explain_value, plan as plan_value
 from enginecfg.pipeline.errors import InvalidInputError
 from enginecfg.pipeline.models.capacity import ImpactUnavailable
 
@@ -21,6 +22,16 @@ NEMOTRON_56B = CONFIGS / "nemotron-h-56b-base-8k"
 NANO = CONFIGS / "nemotron-3-nano-30b-a3b-bf16"
 GEMMA = CONFIGS / "gemma-4-26b-a4b"
 DEFAULT_OPTS = {"gpu_memory_gib": 141.0, "gpu_memory_utilization": 0.9, "kv_cache_memory": None}
+
+
+def explain(path, args, memory):
+    """The ``explain --json`` document of one setting."""
+    return explain_value(path, memory=memory, **args).to_dict()
+
+
+def plan(path, base, grid, memory, context):
+    """The ``plan --json`` document of a grid."""
+    return plan_value(path, grid, memory=memory, context=context, **base).to_dict()
 
 
 def _by_id(doc):

@@ -24,7 +24,7 @@ import json
 import sys
 from typing import Any, Sequence
 
-from enginecfg.pipeline.engine_args import BOOL, ENGINE_ARGS, EngineArg, parse_flag_text
+from enginecfg.cli.engine_flags import add_engine_flags, engine_args
 from enginecfg.pipeline.errors import EngineCfgError
 
 __all__ = ["main", "build_parser", "read_vllm_serve_line"]
@@ -73,47 +73,6 @@ def _version_line() -> str:
     return f"enginecfg {__version__} (vLLM {VLLM_VERSION} semantics)"
 
 
-# -- engine flags, from the one table ----------------------------------------------------------
-
-def _flag_type(arg: EngineArg):
-    flag = arg.flags[0]
-
-    def parse(text: str) -> Any:
-        try:
-            return parse_flag_text(arg, text)
-        except ValueError as exc:
-            what = "an integer (k/m/g/t and K/M/G/T suffixes allowed)" if arg.parser and arg.parser != "int" \
-                else "an integer"
-            detail = f": {exc}" if "suffix" in str(exc) else ""
-            raise argparse.ArgumentTypeError(f"{flag} needs {what}, got {text!r}{detail}") from None
-    parse.__name__ = arg.kind
-    return parse
-
-
-def _add_engine_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("engine arguments (vLLM's names; unset: as vLLM decides)")
-    for arg in ENGINE_ARGS.values():
-        help_text = arg.help
-        if arg.choices:
-            help_text += " Choices: " + ", ".join(arg.choices) + "."
-        if arg.kind == BOOL:
-            g.add_argument(*arg.flags, dest=arg.name, action=argparse.BooleanOptionalAction, default=None,
-                           help=help_text)
-        elif arg.kind == "int":
-            g.add_argument(*arg.flags, dest=arg.name, type=_flag_type(arg), default=None, metavar="N",
-                           help=help_text)
-        else:
-            # choices are checked by the loader, so a bad value is a recorded 'invalid' run
-            metavar = "{" + ",".join(arg.choices) + "}" if arg.choices else "NAME"
-            g.add_argument(*arg.flags, dest=arg.name, default=None, metavar=metavar, help=help_text)
-    p.add_argument("--revision", default=None, metavar="REV",
-                   help="a branch, tag or commit of the Hugging Face repo (with a repo id only)")
-
-
-def _engine_args(ns: argparse.Namespace) -> dict[str, Any]:
-    return {k: getattr(ns, k) for k in ENGINE_ARGS if getattr(ns, k, None) is not None}
-
-
 def _add_globals(p: argparse.ArgumentParser, *, here: bool) -> None:
     """The global flags; on a command's parser they default to "not given" so that a value
     given before the command survives."""
@@ -153,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "(org/name; HF_HOME, HF_HUB_OFFLINE and HF_TOKEN apply); several: each is run, with "
                           "--json one document per line")
     run.add_argument("--model", dest="model_option", metavar="PATH", help=argparse.SUPPRESS)
-    _add_engine_flags(run)
+    add_engine_flags(run)
     _add_pipeline_flags(run)
     run.add_argument("--json", action="store_true", help="print the run document as JSON")
     run.add_argument("--no-audit", action="store_true", help="do not record the run in the audit store")
@@ -168,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
                             formatter_class=_Help)
     stages.add_argument("path", nargs="?", default=None)
     stages.add_argument("--model", dest="model_option", metavar="PATH", help=argparse.SUPPRESS)
-    _add_engine_flags(stages)
+    add_engine_flags(stages)
     _add_pipeline_flags(stages)
     stages.add_argument("--json", action="store_true", help="print JSON for machines")
     stages.add_argument("--csv", action="store_true", help="print CSV")
@@ -347,7 +306,7 @@ def _cmd_run(ns: argparse.Namespace) -> int:
         sys.stderr.write("enginecfg: error: run needs a model: a folder holding config.json, or a "
                          "config.json file (see enginecfg run --help)\n")
         return 2
-    args = _engine_args(ns)
+    args = engine_args(ns)
     # a config not cached yet needs the transformers worker: start it now, so that its
     # import runs while this process opens the audit store and builds the pipeline
     try:
@@ -428,7 +387,7 @@ def _cmd_stages(ns: argparse.Namespace) -> int:
     path = _model_path(ns, "stages")
     try:
         pipeline = _pipeline(ns)
-        cfg = EngineConfig.from_pretrained(path, revision=ns.revision, **_engine_args(ns)) if path else None
+        cfg = EngineConfig.from_pretrained(path, revision=ns.revision, **engine_args(ns)) if path else None
         rows = describe_stages(pipeline, cfg)
     except EngineCfgError as exc:
         sys.stderr.write(_error_line(exc) + "\n")
