@@ -45,7 +45,6 @@ OBJECTS = {
     ("pipeline/stage.py", "self._cfg"): "enginecfg's own engine config, by section name",
     ("pipeline/stage.py", "hf"): "the view's identity (anchor), not a config field",
     ("pipeline/stage.py", "text"): "the view's identity (anchor), not a config field",
-    ("stages/gpu_validation.py", "checks"): "the kernels' check functions, by name",
 }
 
 
