@@ -22,7 +22,7 @@ from support import CONFIGS, REPO
 from enginecfg import InvalidInputError
 from enginecfg.commands import (
     ArgumentCause, ChangeCause, Explanation, Finding, Impact, ImpactOptions, ImpactUnavailable, Plan,
-    PlanRow, explain, findings, plan,
+    PlanRow, RunOutcome, explain, findings, plan, run,
 )
 
 QWEN = CONFIGS / "qwen3.5-27b"
@@ -131,6 +131,27 @@ def test_to_dict_is_the_clis_json():
     proc = _cli("plan", str(QWEN), "--tp", "1,2", "--context", "4096", "--enable-prefix-caching", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == json.loads(json.dumps(p.to_dict(), default=str))
+
+
+def test_run_yields_an_outcome_per_model_failures_included(tmp_path):
+    from enginecfg.store import AuditStore
+
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "config.json").write_text("[]")
+    with AuditStore(f"sqlite:///{tmp_path / 'audit.db'}").attach() as store:
+        outcomes = list(run([QWEN, bad, CONFIGS / "olmo-hybrid-default"], store=store, tensor_parallel_size=4))
+    ok, invalid, rejected = outcomes
+    assert all(isinstance(o, RunOutcome) for o in outcomes)
+    assert ok.exit_code == 0 and ok.error is None and ok.result.config.parallel_config.tensor_parallel_size == 4
+    assert ok.to_dict() == ok.result.to_dict() and ok.recorded and ok.record_error is None
+    assert invalid.result is None and invalid.exit_code == 2 and invalid.document["status"] == "invalid"
+    assert rejected.exit_code == 1 and rejected.document["status"] == "rejected"
+    assert all(o.recorded for o in outcomes)  # a failed run is recorded as failed
+    assert [store.get_run(o.run_id)["status"] for o in outcomes] == ["resolved", "invalid", "rejected"]
+    # without a store, nothing is recorded and nothing says it was
+    alone = next(run([QWEN]))
+    assert not alone.recorded and alone.record_error is None
 
 
 # -- plan loads as run and explain do ---------------------------------------------------------

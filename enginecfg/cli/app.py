@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Sequence
+from typing import Sequence
 
 from enginecfg.cli.engine_flags import add_engine_flags, engine_args
 from enginecfg.pipeline.errors import EngineCfgError
@@ -328,14 +328,14 @@ def _cmd_run(ns: argparse.Namespace) -> int:
     except EngineCfgError as exc:
         sys.stderr.write(_error_line(exc) + "\n")
         return exc.exit_code
+    from enginecfg.commands.run import run
+
     many = len(paths) > 1
     code = 0
     watcher = progress.attach(ns.gpu_validation)
     try:
-        if many:
-            prefetch_pretrained(paths)  # every missing snapshot in one request
-        for path in paths:
-            code = max(code, _run_one(ns, pipeline, store, path, args, many))
+        for outcome in run(paths, revision=ns.revision, pipeline=pipeline, store=store, **args):
+            code = max(code, _report_run(ns, outcome, store, many))
     finally:
         watcher.detach()
         if store is not None:
@@ -343,40 +343,33 @@ def _cmd_run(ns: argparse.Namespace) -> int:
     return code
 
 
-def _run_one(ns: argparse.Namespace, pipeline, store, path: str, args: dict[str, Any], many: bool) -> int:
-    code = 0
-    failed_before = store.write_failed if store is not None else 0
-    try:
-        result = pipeline.resolve(path, revision=ns.revision, **args)
-        doc = result.to_dict()
-    except EngineCfgError as exc:
-        doc = getattr(exc, "document", None) or {"status": exc.status, "error": exc.to_dict()}
-        sys.stderr.write(_error_line(exc) + "\n")
+def _report_run(ns: argparse.Namespace, outcome, store, many: bool) -> int:
+    """Print one run's outcome; its exit status."""
+    code = outcome.exit_code
+    doc = outcome.to_dict()
+    if outcome.error is not None:
+        sys.stderr.write(_error_line(outcome.error) + "\n")
         if ns.traceback:
             import traceback
 
-            traceback.print_exception(exc)
-        code = exc.exit_code
-        result = None
-    write_failed = store is not None and store.write_failed > failed_before
-    recorded = store is not None and not write_failed and store.last_run_id == doc.get("run_id")
-    if write_failed:
-        sys.stderr.write(f"enginecfg: audit record NOT written: {store.record_error}\n")
+            traceback.print_exception(outcome.error)
+    if outcome.record_error is not None:
+        sys.stderr.write(f"enginecfg: audit record NOT written: {outcome.record_error}\n")
         if not ns.audit_best_effort and code == 0:
             code = 2
-    where = (f"recorded as run {doc.get('run_id')} in {store.display_url}" if recorded
+    where = (f"recorded as run {outcome.run_id} in {store.display_url}" if outcome.recorded
              else "not recorded (--no-audit)" if ns.no_audit else "not recorded")
     if ns.json:
         text = json.dumps(doc, default=str) if many else json.dumps(doc, indent=2, default=str)
         sys.stdout.write(text + "\n")
-        if recorded:
+        if outcome.recorded:
             sys.stderr.write(f"enginecfg: {where}\n")
-    elif result is not None:
+    elif outcome.result is not None:
         from enginecfg.cli.report import print_run
 
-        print_run(result, where=where)
-    elif doc.get("run_id"):
-        sys.stdout.write(f"run {doc['run_id']}: {doc['status']}; {where}\n")
+        print_run(outcome.result, where=where)
+    elif outcome.run_id:
+        sys.stdout.write(f"run {outcome.run_id}: {doc['status']}; {where}\n")
     return code
 
 
