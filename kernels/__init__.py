@@ -95,11 +95,12 @@ passed, max_error, tolerance, seconds, shapes, errors)``::
                     io_dtype="float32") -> StatePrecisionResult (error after every step)
     TOLERANCE, tolerance_for(dtype, reference)
     CHECKS: KernelCheck -> the function above
+    run_check(check: KernelCheck, **kwargs) -> CheckResult | StatePrecisionResult
 
-``kinds`` (no torch) -- ``KernelCheck``, an enum naming each check above, the kernel it proves
-(``.kernel``) and its function (``.function()``, importing torch then)::
+``kinds`` (no torch) -- ``KernelCheck``, an enum naming each check above and the kernel it
+proves (``.kernel``): what a caller plans with before torch is imported::
 
-    KernelCheck.PAGED_ATTENTION.run(device="cuda", head_size=128, ...) -> CheckResult
+    run_check(KernelCheck.PAGED_ATTENTION, device="cuda", head_size=128, ...) -> CheckResult
 
 On a machine without a GPU the kernels run in Triton's interpreter when the environment
 variable ``TRITON_INTERPRET=1`` is set before triton is first imported (the tests do so).
@@ -151,6 +152,7 @@ __all__ = [
     "state_precision",
     "KernelCheck",
     "CHECKS",
+    "run_check",
 ]
 
 #: submodules, importable as attributes (``enginecfg.kernels.checks``) once touched.
@@ -192,6 +194,7 @@ _HOME = {
     "state_precision": "checks",
     "KernelCheck": "kinds",
     "CHECKS": "checks",
+    "run_check": "checks",
 }
 
 def __getattr__(name: str) -> Any:

@@ -18,7 +18,7 @@ input -- a block size the cache was not built with, a scrambled block table.
 state's error grows.
 
 :data:`CHECKS` maps each :class:`~enginecfg.kernels.kinds.KernelCheck` (the torch-free names a
-caller plans with) to its function here.
+caller plans with) to its function here; :func:`run_check` runs one by its name.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ __all__ = [
     "check_page_layout",
     "state_precision",
     "CHECKS",
+    "run_check",
 ]
 
 #: relative tolerance per storage dtype (scaled by max(1, max|reference|)).
@@ -582,3 +583,8 @@ CHECKS: dict[KernelCheck, Callable[..., Any]] = {
     KernelCheck.PAGE_LAYOUT: check_page_layout,
     KernelCheck.STATE_PRECISION: state_precision,
 }
+
+
+def run_check(check: KernelCheck, **kwargs: Any) -> CheckResult | StatePrecisionResult:
+    """Run the check *check* names with *kwargs* (``device=`` and its shapes)."""
+    return CHECKS[check](**kwargs)

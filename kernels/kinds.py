@@ -1,16 +1,15 @@
 """The kernel checks by name, without torch: what a caller plans with before anything runs.
 
 :class:`KernelCheck` names each check of :mod:`enginecfg.kernels.checks` and the kernel it
-proves.  Importing this module imports neither torch nor triton; :meth:`KernelCheck.function`
-imports the checks (and with them torch) on first use.  Like every module here it knows
-nothing of configs, stages or the store: a caller decides which checks a model needs and
-with which shapes.
+proves.  Importing this module imports neither torch nor triton; the checks module maps each
+name to its function (``checks.CHECKS``, ``checks.run_check``), so a caller imports torch only
+when it runs one.  Like every module here it knows nothing of configs, stages or the store: a
+caller decides which checks a model needs and with which shapes.
 """
 
 from __future__ import annotations
 
 import enum
-from typing import Any, Callable
 
 __all__ = ["KernelCheck"]
 
@@ -39,16 +38,6 @@ class KernelCheck(enum.Enum):
         """A precision run (a ``StatePrecisionResult``: how the state's error grows), not a
         pass/fail comparison (a ``CheckResult``)."""
         return self is KernelCheck.STATE_PRECISION
-
-    def function(self) -> Callable[..., Any]:
-        """The check's function in :mod:`enginecfg.kernels.checks` (imports torch)."""
-        from enginecfg.kernels.checks import CHECKS
-
-        return CHECKS[self]
-
-    def run(self, **kwargs: Any) -> Any:
-        """Run the check: its function with *kwargs* (``device=`` and the shapes)."""
-        return self.function()(**kwargs)
 
 
 _KERNELS = {

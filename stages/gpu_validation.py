@@ -8,7 +8,7 @@ those shapes, compares them with a float64 reference within per-dtype tolerances
 publishes each result as a ``validation_checked`` event.  A failed check rejects the run
 before the config is frozen.  :func:`build_plan` gives the checks as :class:`GpuCheck` values,
 each naming its kernel check by a :class:`~enginecfg.kernels.kinds.KernelCheck` (torch-free;
-its function is looked up in the kernels only when it runs).
+the kernels run it by that name, importing torch only then).
 
 Modes: ``auto`` (validate when a CUDA device is present, else skip with the reason),
 ``require-gpu`` (no GPU is a failure), ``interpret`` (Triton's interpreter on the CPU, on
@@ -231,18 +231,20 @@ class GpuValidationStage(Stage):
                          f"(threshold {STATE_ERROR_WARN:g}); float32 keeps it at the float64 reference's level")
 
     def _run_check(self, check: GpuCheck, device: str, device_name: str, ctx) -> dict[str, Any]:
+        from enginecfg.kernels.checks import run_check
+
         t0 = time.perf_counter()
         shapes = dict(check.shapes)
         base = {"check": check.name, "kernel": check.kernel, "shapes": shapes, "dtype": check.dtype}
         if check.check.measures_precision:
-            res = check.check.run(device=device, **check.args)
+            res = run_check(check.check, device=device, **check.args)
             err = res.final_state_error
             entry = {**base, "max_error": err, "tolerance": None, "passed": True,
                      "seconds": time.perf_counter() - t0, "state_error": err, "growth": res.growth,
                      "detail": check.detail}
         else:
             try:
-                res = check.check.run(device=device, **check.args)
+                res = run_check(check.check, device=device, **check.args)
                 entry = {**base, "max_error": res.max_error, "tolerance": res.tolerance,
                          "passed": bool(res.passed), "seconds": res.seconds, "detail": check.detail}
             except Exception as exc:  # a kernel that cannot run these shapes fails the check
