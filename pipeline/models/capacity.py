@@ -49,6 +49,11 @@ class _Immutable:
     def __deepcopy__(self, memo: dict) -> Any:
         return self
 
+    def __reduce__(self):
+        # pickled by its field values (a read-only mapping travels as a dict)
+        return type(self), tuple(dict(v) if isinstance(v, MappingProxyType) else v
+                                 for v in attrs.astuple(self, recurse=False))
+
 
 def _read_only(value: Mapping[int, float | None]) -> Mapping[int, float | None]:
     return MappingProxyType(dict(value))

@@ -38,3 +38,12 @@ def test_more_kv_memory_holds_more_tokens(warm_snapshots):
 def test_a_bad_option_names_itself():
     with pytest.raises(InvalidInputError, match="gpu_memory_utilization"):
         Pipeline(gpu_validation="off", impact={"gpu_memory_utilization": 1.5})
+
+
+def test_the_figures_are_a_value_that_travels(warm_snapshots):
+    import pickle
+
+    imp = run_stage(ImpactStage, str(FIXTURES / "configs" / "qwen3.5-27b")).impact
+    again = pickle.loads(pickle.dumps(imp))
+    assert again == imp and again.to_dict() == imp.to_dict()
+    assert again.concurrency[8192] == imp.concurrency[8192]
