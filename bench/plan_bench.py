@@ -40,7 +40,9 @@ def _timed(fn) -> float:
     return time.perf_counter() - t
 
 
-def in_process(folder: Path, repeat: int) -> tuple[float, float]:
+def in_process(folder: Path, repeat: int) -> tuple[float, float, float]:
+    """(first call, warm median, the baseline's warm median): the two warm sides alternate
+    call by call, so that both see the same load on a shared machine."""
     from enginecfg.cli.explain import print_plan
     from enginecfg.commands import plan
 
@@ -50,18 +52,27 @@ def in_process(folder: Path, repeat: int) -> tuple[float, float]:
             print_plan(p)
 
     first = _timed(once)
-    warm = statistics.median(_timed(once) for _ in range(repeat))
-    return first, warm
+    base = baseline(folder)
+    base()
+    warm, warm_base = [], []
+    for _ in range(repeat):
+        warm.append(_timed(once))
+        warm_base.append(_timed(base))
+    return first, statistics.median(warm), statistics.median(warm_base)
 
 
-def baseline(folder: Path, repeat: int) -> float:
+def baseline(folder: Path):
     """The grid as ``plan`` ran it before it loaded through the sources: the parsed
-    ``config.json`` handed to ``from_hf_config`` for every setting, one pipeline, the findings."""
+    ``config.json`` handed to ``from_hf_config`` for every setting, one pipeline, the findings
+    (the table is printed from the same figures, so it is left out on both sides' behalf)."""
     import itertools
     import json
 
     from enginecfg import EngineConfig, Pipeline
-    from enginecfg.commands import findings
+    from enginecfg.cli.explain import print_plan
+    from enginecfg.commands import findings, plan
+
+    shown = plan(folder, GRID, memory=OPTS, context=8192)
 
     def once():
         raw = json.loads((folder / "config.json").read_text())
@@ -69,9 +80,10 @@ def baseline(folder: Path, repeat: int) -> float:
         for values in itertools.product(*GRID.values()):
             result = pipeline.run(EngineConfig.from_hf_config(raw, **dict(zip(GRID, values))))
             findings(result)
+        with redirect_stdout(io.StringIO()):
+            print_plan(shown)
 
-    once()
-    return statistics.median(_timed(once) for _ in range(repeat))
+    return once
 
 
 def processes(folder: Path, runs: int) -> tuple[float, float]:
@@ -107,8 +119,7 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|---|")
     for name in MODELS:
         folder = FIXTURES / "configs" / name
-        first, warm = in_process(folder, ns.repeat)
-        base = baseline(folder, ns.repeat)
+        first, warm, base = in_process(folder, ns.repeat)
         proc, floor = processes(folder, ns.startup_runs)
         one = impact_alone(folder, ns.repeat)
         print(f"| {name} | {first * 1e3:.1f} ms | {warm * 1e3:.1f} ms | {base * 1e3:.1f} ms | "
