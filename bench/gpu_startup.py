@@ -78,19 +78,19 @@ def timed(self, check, device, name, ctx):
     t = time.perf_counter()
     entry = real(self, check, device, name, ctx)
     torch.cuda.synchronize()
-    checks[check["name"]] = [time.perf_counter() - t, entry["passed"]]
+    checks[check.name] = [time.perf_counter() - t, entry["passed"]]
     return entry
 gv.GpuValidationStage._run_check = timed
 res = Pipeline(gpu_validation="require-gpu").run(EngineConfig.from_pretrained(cfg_path))
 mark("stage (whole run)")
 plan = gv.build_plan(res.config, interpret=False)
-from enginecfg.kernels import checks as ck
+from enginecfg.kernels.checks import run_check
 again = {}
 for c in plan:
     t = time.perf_counter()
-    getattr(ck, c["fn"])(device="cuda", **c["args"])
+    run_check(c.check, device="cuda", **c.args)
     torch.cuda.synchronize()
-    again[c["name"]] = time.perf_counter() - t
+    again[c.name] = time.perf_counter() - t
 print("RESULT " + json.dumps({"marks": marks, "checks": checks, "again": again,
                               "status": res.to_dict()["validation"]["status"]}))
 """

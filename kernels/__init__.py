@@ -94,6 +94,13 @@ passed, max_error, tolerance, seconds, shapes, errors)``::
     state_precision(kernel, state_dtype, steps=300, device="cuda", seed=0, *, shape=None,
                     io_dtype="float32") -> StatePrecisionResult (error after every step)
     TOLERANCE, tolerance_for(dtype, reference)
+    CHECKS: KernelCheck -> the function above
+    run_check(check: KernelCheck, **kwargs) -> CheckResult | StatePrecisionResult
+
+``kinds`` (no torch) -- ``KernelCheck``, an enum naming each check above and the kernel it
+proves (``.kernel``): what a caller plans with before torch is imported::
+
+    run_check(KernelCheck.PAGED_ATTENTION, device="cuda", head_size=128, ...) -> CheckResult
 
 On a machine without a GPU the kernels run in Triton's interpreter when the environment
 variable ``TRITON_INTERPRET=1`` is set before triton is first imported (the tests do so).
@@ -143,10 +150,13 @@ __all__ = [
     "check_mla_attention",
     "check_page_layout",
     "state_precision",
+    "KernelCheck",
+    "CHECKS",
+    "run_check",
 ]
 
 #: submodules, importable as attributes (``enginecfg.kernels.checks``) once touched.
-SUBMODULES = ("paged_attention", "mamba_ssm", "gated_delta", "page_check", "checks")
+SUBMODULES = ("paged_attention", "mamba_ssm", "gated_delta", "page_check", "checks", "kinds")
 
 _HOME = {
     "paged_decode_attention": "paged_attention",
@@ -182,6 +192,9 @@ _HOME = {
     "check_gated_delta": "checks",
     "check_page_layout": "checks",
     "state_precision": "checks",
+    "KernelCheck": "kinds",
+    "CHECKS": "checks",
+    "run_check": "checks",
 }
 
 def __getattr__(name: str) -> Any:

@@ -16,6 +16,9 @@ input -- a block size the cache was not built with, a scrambled block table.
 :func:`state_precision` runs a recurrent kernel many steps with its state in a 16- or
 32-bit dtype next to a float64 reference carrying a float64 state, and reports how the
 state's error grows.
+
+:data:`CHECKS` maps each :class:`~enginecfg.kernels.kinds.KernelCheck` (the torch-free names a
+caller plans with) to its function here; :func:`run_check` runs one by its name.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import torch.nn.functional as F
 
 from enginecfg.kernels import _reference as ref
 from enginecfg.kernels._util import FP8_DTYPES, as_dtype, dtype_name, require
+from enginecfg.kernels.kinds import KernelCheck
 
 __all__ = [
     "CheckResult",
@@ -46,6 +50,8 @@ __all__ = [
     "check_mla_attention",
     "check_page_layout",
     "state_precision",
+    "CHECKS",
+    "run_check",
 ]
 
 #: relative tolerance per storage dtype (scaled by max(1, max|reference|)).
@@ -562,3 +568,23 @@ def state_precision(kernel: str, state_dtype: str | torch.dtype, steps: int = 30
                                 state_errors=tuple(s_err), output_errors=tuple(o_err),
                                 final_state_error=s_err[-1], max_state_error=max(s_err),
                                 growth=growth)
+
+
+#: each named check's function (``KernelCheck.function`` reads it)
+CHECKS: dict[KernelCheck, Callable[..., Any]] = {
+    KernelCheck.PAGED_ATTENTION: check_paged_attention,
+    KernelCheck.PAGED_ATTENTION_FP8: check_paged_attention_fp8,
+    KernelCheck.PAGED_PREFILL: check_paged_prefill,
+    KernelCheck.MLA_ATTENTION: check_mla_attention,
+    KernelCheck.CAUSAL_CONV1D_UPDATE: check_causal_conv1d_update,
+    KernelCheck.SELECTIVE_STATE_UPDATE: check_selective_state_update,
+    KernelCheck.GATED_DELTA: check_gated_delta,
+    KernelCheck.GATED_DELTA_PACKED: check_gated_delta_packed,
+    KernelCheck.PAGE_LAYOUT: check_page_layout,
+    KernelCheck.STATE_PRECISION: state_precision,
+}
+
+
+def run_check(check: KernelCheck, **kwargs: Any) -> CheckResult | StatePrecisionResult:
+    """Run the check *check* names with *kwargs* (``device=`` and its shapes)."""
+    return CHECKS[check](**kwargs)

@@ -40,7 +40,7 @@ def to_json(value: Any, *, strict: bool = False) -> Any:
     Dicts (any mapping) are rebuilt with text keys spelt as JSON spells them (``1`` ->
     ``"1"``, ``True`` -> ``"true"``, ``None`` -> ``"null"``); lists and tuples become
     lists; ``str``, ``int``, ``float`` and ``bool`` (and their subclasses) are their plain
-    values; anything else becomes its text, ``str(value)``.  A key JSON cannot hold (a
+    values; a value object with ``to_dict()`` its JSON form; anything else becomes its text, ``str(value)``.  A key JSON cannot hold (a
     tuple, say) is written as its text too, unless *strict*, where it raises ``TypeError``.
     A value that contains itself raises ``RecursionError``.
     """
@@ -63,6 +63,8 @@ def _copy(value: Any, strict: bool) -> Any:
     for base in (bool, int, float, str):  # a subclass (an IntEnum, a numpy float) as its value
         if isinstance(value, base):
             return base.__str__(value) if base is str else base(value)
+    if hasattr(cls, "to_dict"):  # a value object (a fact such as ``impact``): its JSON form
+        return _copy(value.to_dict(), strict)
     return str(value)
 
 

@@ -114,12 +114,22 @@ def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None
     from the same source (see :mod:`.hf.sources` and :mod:`.models.model_files`), and every one
     is recorded with its sha256 in the config's ``source``.
 
+    *path* may also be a :class:`ModelSource` opened before (it carries its revision): a
+    caller loading one model under many settings (``plan``) opens and reads it once.
+
     Engine-argument errors are raised after the model config was read (vLLM reports a config
     it cannot build first); with ``defer_argument_errors`` they are kept in
     ``pending_errors`` for :meth:`Pipeline.run` to raise at vLLM's step (:mod:`.arg_order`).
     """
     args, deferred = check_engine_args(engine_args)
-    source = open_source(path, revision)
+    if isinstance(path, ModelSource):
+        if revision is not None:
+            raise InvalidInputError(f"invalid revision (--revision): got {revision!r} with a model source "
+                                    f"already opened; allowed: none (the source carries its revision)",
+                                    field="revision")
+        source, path, revision = path, path.given, path.revision
+    else:
+        source = open_source(path, revision)
     raw = source.config_bytes()
     memo_key = None if deferred or source.kind == "hub" else LOADS.key(path, revision, engine_args)
     if memo_key is not None:

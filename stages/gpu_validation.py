@@ -6,7 +6,9 @@ dtype; the Mamba family's per-rank state shapes and dtypes; the hybrid page layo
 padding — runs the Triton kernels of :mod:`enginecfg.kernels` on fresh random inputs of
 those shapes, compares them with a float64 reference within per-dtype tolerances, and
 publishes each result as a ``validation_checked`` event.  A failed check rejects the run
-before the config is frozen.
+before the config is frozen.  :func:`build_plan` gives the checks as :class:`GpuCheck` values,
+each naming its kernel check by a :class:`~enginecfg.kernels.kinds.KernelCheck` (torch-free;
+the kernels run it by that name, importing torch only then).
 
 Modes: ``auto`` (validate when a CUDA device is present, else skip with the reason),
 ``require-gpu`` (no GPU is a failure), ``interpret`` (Triton's interpreter on the CPU, on
@@ -26,8 +28,12 @@ import math
 import os
 import threading
 import time
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Mapping
 
+import attrs
+
+from enginecfg.kernels.kinds import KernelCheck
 from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
 from enginecfg.pipeline.models import derive, mamba_state
 from enginecfg.pipeline.models.pages import page_facts
@@ -109,6 +115,29 @@ def _kv_dtype(cfg) -> tuple[str, str | None]:
 
 #: where the checks may run (``Pipeline(gpu_validation=...)``, ``--gpu-validation``)
 MODES = ("auto", "require-gpu", "interpret", "off")
+
+
+def _read_only(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(dict(value))
+
+
+@attrs.frozen
+class GpuCheck:
+    """One kernel check a resolved config implies: its name in the validation record, the
+    kernel check it runs (:class:`~enginecfg.kernels.kinds.KernelCheck`), the dtype checked,
+    the shapes the record states, the arguments the check is called with, and a note."""
+
+    name: str
+    check: KernelCheck
+    dtype: str
+    shapes: Mapping[str, Any] = attrs.field(converter=_read_only)
+    args: Mapping[str, Any] = attrs.field(converter=_read_only)
+    detail: str | None = None
+
+    @property
+    def kernel(self) -> str:
+        """The kernel proved, as the record names it (``paged_decode_attention``)."""
+        return self.check.kernel
 
 
 def mla_facts(cfg) -> dict[str, int] | None:
@@ -201,28 +230,25 @@ class GpuValidationStage(Stage):
                          f"{entry['state_error']:.3g} after {entry['shapes']['steps']} decode steps "
                          f"(threshold {STATE_ERROR_WARN:g}); float32 keeps it at the float64 reference's level")
 
-    def _run_check(self, check: dict[str, Any], device: str, device_name: str, ctx) -> dict[str, Any]:
-        from enginecfg.kernels import checks
+    def _run_check(self, check: GpuCheck, device: str, device_name: str, ctx) -> dict[str, Any]:
+        from enginecfg.kernels.checks import run_check
 
-        fn = getattr(checks, check["fn"])
         t0 = time.perf_counter()
-        detail = check.get("detail")
-        if check["fn"] == "state_precision":
-            res = fn(device=device, **check["args"])
+        shapes = dict(check.shapes)
+        base = {"check": check.name, "kernel": check.kernel, "shapes": shapes, "dtype": check.dtype}
+        if check.check.measures_precision:
+            res = run_check(check.check, device=device, **check.args)
             err = res.final_state_error
-            entry = {"check": check["name"], "kernel": "state_precision", "shapes": check["shapes"],
-                     "dtype": check["dtype"], "max_error": err, "tolerance": None, "passed": True,
+            entry = {**base, "max_error": err, "tolerance": None, "passed": True,
                      "seconds": time.perf_counter() - t0, "state_error": err, "growth": res.growth,
-                     "detail": detail}
+                     "detail": check.detail}
         else:
             try:
-                res = fn(device=device, **check["args"])
-                entry = {"check": check["name"], "kernel": check["kernel"], "shapes": check["shapes"],
-                         "dtype": check["dtype"], "max_error": res.max_error, "tolerance": res.tolerance,
-                         "passed": bool(res.passed), "seconds": res.seconds, "detail": detail}
+                res = run_check(check.check, device=device, **check.args)
+                entry = {**base, "max_error": res.max_error, "tolerance": res.tolerance,
+                         "passed": bool(res.passed), "seconds": res.seconds, "detail": check.detail}
             except Exception as exc:  # a kernel that cannot run these shapes fails the check
-                entry = {"check": check["name"], "kernel": check["kernel"], "shapes": check["shapes"],
-                         "dtype": check["dtype"], "max_error": None, "tolerance": None, "passed": False,
+                entry = {**base, "max_error": None, "tolerance": None, "passed": False,
                          "seconds": time.perf_counter() - t0,
                          "detail": f"{type(exc).__name__}: {exc}"}
         if isinstance(entry["max_error"], float) and not math.isfinite(entry["max_error"]):
@@ -236,11 +262,11 @@ class GpuValidationStage(Stage):
         return entry
 
 
-def build_plan(cfg, *, interpret: bool) -> list[dict[str, Any]]:
+def build_plan(cfg, *, interpret: bool) -> list[GpuCheck]:
     """The kernel checks a config implies, with their arguments (scaled down to interpret)."""
     mc, cc = cfg.model_config, cfg.cache_config
     tp = cfg.parallel_config.tensor_parallel_size
-    plan: list[dict[str, Any]] = []
+    plan: list[GpuCheck] = []
     block = cc.block_size
     kv_dtype, kv_note = _kv_dtype(cfg)
     heads = mc.num_attention_heads
@@ -252,10 +278,10 @@ def build_plan(cfg, *, interpret: bool) -> list[dict[str, Any]]:
         args = {"kv_lora_rank": mla["kv_lora_rank"], "qk_rope_head_dim": mla["qk_rope_head_dim"],
                 "num_heads": h, "block_size": block, "kv_dtype": kv_dtype, "seq_lens": seq_lens,
                 "q_dtype": mc.dtype}
-        plan.append({"name": f"mla-decode-attention-{mla['kv_lora_rank']}+{mla['qk_rope_head_dim']}",
-                     "kernel": "mla_decode_attention", "fn": "check_mla_attention", "dtype": kv_dtype,
-                     "detail": kv_note, "shapes": {k: v for k, v in args.items() if k != "q_dtype"},
-                     "args": args})
+        plan.append(GpuCheck(f"mla-decode-attention-{mla['kv_lora_rank']}+{mla['qk_rope_head_dim']}",
+                             KernelCheck.MLA_ATTENTION, kv_dtype,
+                             shapes={k: v for k, v in args.items() if k != "q_dtype"}, args=args,
+                             detail=kv_note))
     elif not mc.is_attention_free and mc.head_size and not mc.use_mla and heads:
         kv_heads = mc.num_kv_heads
         q_heads = max(kv_heads, heads // tp)
@@ -272,27 +298,26 @@ def build_plan(cfg, *, interpret: bool) -> list[dict[str, Any]]:
                     "block_size": block, "kv_dtype": kv_dtype, "seq_lens": seq_lens}
             if fp8:
                 args["q_dtype"] = mc.dtype
-            plan.append({"name": f"paged-decode-attention-h{hs}" + ("-fp8" if fp8 else ""),
-                         "kernel": "paged_decode_attention", "dtype": kv_dtype, "shapes": shapes,
-                         "fn": "check_paged_attention_fp8" if fp8 else "check_paged_attention",
-                         "detail": kv_note, "args": args})
+            plan.append(GpuCheck(f"paged-decode-attention-h{hs}" + ("-fp8" if fp8 else ""),
+                                 KernelCheck.PAGED_ATTENTION_FP8 if fp8 else KernelCheck.PAGED_ATTENTION,
+                                 kv_dtype, shapes=shapes, args=args, detail=kv_note))
         hs = attention_head_sizes(cfg)[-1]
         if fp8:  # the prefill kernel reads 16/32-bit caches: its check stays in the model dtype
             kv_dtype = mc.dtype
             kv_note = f"prefill checked in the model dtype {mc.dtype}; the fp8 cache is checked by decode"
         q_lens = [4, 3] if interpret else [64, 17]
         p_lens = [block + 4, 9] if interpret else [block + 64, 40]
-        plan.append({"name": f"paged-prefill-chunk-h{hs}", "kernel": "paged_prefill_attention",
-                     "fn": "check_paged_prefill", "dtype": kv_dtype, "detail": kv_note,
-                     "shapes": {"head_size": hs, "block_size": block, "seq_lens": p_lens, "query_lens": q_lens},
-                     "args": {"head_size": hs, "num_kv_heads": kv_heads, "num_q_heads": q_heads,
-                              "block_size": block, "kv_dtype": kv_dtype, "seq_lens": p_lens,
-                              "query_lens": q_lens}})
+        plan.append(GpuCheck(
+            f"paged-prefill-chunk-h{hs}", KernelCheck.PAGED_PREFILL, kv_dtype,
+            shapes={"head_size": hs, "block_size": block, "seq_lens": p_lens, "query_lens": q_lens},
+            args={"head_size": hs, "num_kv_heads": kv_heads, "num_q_heads": q_heads, "block_size": block,
+                  "kv_dtype": kv_dtype, "seq_lens": p_lens, "query_lens": q_lens},
+            detail=kv_note))
     plan += _mamba_plan(cfg, interpret)
     return plan
 
 
-def _mamba_plan(cfg, interpret: bool) -> list[dict[str, Any]]:
+def _mamba_plan(cfg, interpret: bool) -> list[GpuCheck]:
     mc, cc = cfg.model_config, cfg.cache_config
     info = mc.arch_info
     if info is None or info.state_kind is None:
@@ -302,18 +327,17 @@ def _mamba_plan(cfg, interpret: bool) -> list[dict[str, Any]]:
     shapes = mamba_state.state_shapes(info, mc.hf_config, mc.hf_text_config,
                                       cfg.parallel_config.tensor_parallel_size)
     dtypes = facts["mamba_state_dtypes"]
-    plan: list[dict[str, Any]] = []
+    plan: list[GpuCheck] = []
     batch = 2 if interpret else 64
     kind = info.state_kind
     if kind in ("mamba2", "gated_delta_net", "mamba1", "short_conv") and shapes:
         conv_dim = shapes[0].dim("conv_dim")
         width = shapes[0].dim("conv_width") + 1
         dim = min(conv_dim, 64) if interpret else conv_dim
-        plan.append({"name": "conv1d-state-update", "kernel": "causal_conv1d_update",
-                     "fn": "check_causal_conv1d_update", "dtype": dtypes[0],
-                     "shapes": {"batch": batch, "conv_dim": dim, "kernel_width": width},
-                     "args": {"batch": batch, "conv_dim": dim, "kernel_width": width,
-                              "state_dtype": dtypes[0], "io_dtype": mc.dtype}})
+        plan.append(GpuCheck("conv1d-state-update", KernelCheck.CAUSAL_CONV1D_UPDATE, dtypes[0],
+                             shapes={"batch": batch, "conv_dim": dim, "kernel_width": width},
+                             args={"batch": batch, "conv_dim": dim, "kernel_width": width,
+                                   "state_dtype": dtypes[0], "io_dtype": mc.dtype}))
     if kind == "mamba2" and len(shapes) == 2:
         temporal = shapes[1]
         nheads, head_dim, dstate = temporal.dim("heads"), temporal.dim("head_dim"), temporal.dim("state_size")
@@ -323,12 +347,12 @@ def _mamba_plan(cfg, interpret: bool) -> list[dict[str, Any]]:
             head_dim, dstate = min(head_dim, 16), min(dstate, 16)
         args = {"batch": batch, "nheads": nheads, "head_dim": head_dim, "dstate": dstate, "ngroups": groups,
                 "state_dtype": dtypes[1], "io_dtype": mc.dtype}
-        plan.append({"name": "mamba2-state-update", "kernel": "selective_state_update",
-                     "fn": "check_selective_state_update", "dtype": dtypes[1], "shapes": dict(args), "args": args})
+        plan.append(GpuCheck("mamba2-state-update", KernelCheck.SELECTIVE_STATE_UPDATE, dtypes[1],
+                             shapes=args, args=args))
         steps = 12 if interpret else 300
-        plan.append({"name": "mamba2-state-precision", "kernel": "state_precision", "fn": "state_precision",
-                     "dtype": dtypes[1], "shapes": {"steps": steps},
-                     "args": {"kernel": "mamba2", "state_dtype": dtypes[1], "steps": steps}})
+        plan.append(GpuCheck("mamba2-state-precision", KernelCheck.STATE_PRECISION, dtypes[1],
+                             shapes={"steps": steps},
+                             args={"kernel": "mamba2", "state_dtype": dtypes[1], "steps": steps}))
     if kind == "gated_delta_net" and len(shapes) == 2:
         temporal = shapes[1]
         nv, dv, dk = temporal.dim("v_heads"), temporal.dim("head_v_dim"), temporal.dim("head_k_dim")
@@ -338,24 +362,22 @@ def _mamba_plan(cfg, interpret: bool) -> list[dict[str, Any]]:
             nk, nv, dk, dv = 1, min(ratio, 2), min(dk, 16), min(dv, 16)
         args = {"batch": batch, "num_k_heads": nk, "num_v_heads": nv, "head_k_dim": dk, "head_v_dim": dv,
                 "state_dtype": dtypes[1], "io_dtype": mc.dtype}
-        plan.append({"name": "gated-delta-step", "kernel": "gated_delta_rule_step", "fn": "check_gated_delta",
-                     "dtype": dtypes[1], "shapes": dict(args), "args": args})
-        plan.append({"name": "gated-delta-step-packed", "kernel": "gated_delta_rule_step_packed",
-                     "fn": "check_gated_delta_packed", "dtype": dtypes[1], "shapes": dict(args, packed=True),
-                     "args": dict(args)})
+        plan.append(GpuCheck("gated-delta-step", KernelCheck.GATED_DELTA, dtypes[1], shapes=args, args=args))
+        plan.append(GpuCheck("gated-delta-step-packed", KernelCheck.GATED_DELTA_PACKED, dtypes[1],
+                             shapes=dict(args, packed=True), args=args))
         steps = 12 if interpret else 300
-        plan.append({"name": "gated-delta-state-precision", "kernel": "state_precision", "fn": "state_precision",
-                     "dtype": dtypes[1], "shapes": {"steps": steps},
-                     "args": {"kernel": "gated_delta", "state_dtype": dtypes[1], "steps": steps}})
+        plan.append(GpuCheck("gated-delta-state-precision", KernelCheck.STATE_PRECISION, dtypes[1],
+                             shapes={"steps": steps},
+                             args={"kernel": "gated_delta", "state_dtype": dtypes[1], "steps": steps}))
     if mc.is_hybrid and facts["mamba_page_size"]:
         page = cc.mamba_page_size_padded or cc.block_size * facts["attn_page_size_1_token"]
         attn_block = cc.block_size * facts["attn_page_size_1_token"]
         from enginecfg.pipeline.models.dtypes import dtype_size
 
         state_bytes = [math.prod(s) * dtype_size(d) for s, d in zip(shapes, dtypes)]
-        plan.append({"name": "hybrid-page-layout", "kernel": "page_check", "fn": "check_page_layout",
-                     "dtype": "uint8", "shapes": {"page_size": page, "attn_block_bytes": attn_block,
-                                                  "mamba_state_bytes": state_bytes},
-                     "args": {"page_size_bytes": page, "attn_block_bytes": attn_block,
-                              "mamba_state_bytes": state_bytes, "num_pages": 2 if interpret else 3}})
+        plan.append(GpuCheck("hybrid-page-layout", KernelCheck.PAGE_LAYOUT, "uint8",
+                             shapes={"page_size": page, "attn_block_bytes": attn_block,
+                                     "mamba_state_bytes": state_bytes},
+                             args={"page_size_bytes": page, "attn_block_bytes": attn_block,
+                                   "mamba_state_bytes": state_bytes, "num_pages": 2 if interpret else 3}))
     return plan

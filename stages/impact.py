@@ -6,27 +6,28 @@ KV-cache groups, page sizes, tokens of KV cache, concurrency at several context 
 and the largest max_model_len that fits one GPU, and records them as the ``impact`` fact
 of the run, so the run document, the audit store, ``diff`` and ``history`` carry them.
 
-Options (``Pipeline(impact={...})``): ``gpu_memory_gib`` (default 141, an H200),
-``gpu_memory_utilization`` (0.9), ``kv_cache_memory`` (bytes; skips the weights estimate),
-``contexts`` (context lengths for the concurrency figures).  A model whose per-layer pattern
-enginecfg does not know, or a config field the figures need but the stages do not, records
-``{"error": ...}`` instead of failing the run.
+Options (``Pipeline(impact=...)``: a dict of them, or an
+:class:`~enginecfg.pipeline.models.capacity.ImpactOptions`): ``gpu_memory_gib`` (default 141,
+an H200), ``gpu_memory_utilization`` (0.9), ``kv_cache_memory`` (bytes; skips the weights
+estimate), ``contexts`` (context lengths for the concurrency figures).  The fact is an
+:class:`~enginecfg.pipeline.models.capacity.Impact`; a model whose per-layer pattern
+enginecfg does not know, or a config field the figures need but the stages do not, records an
+:class:`~enginecfg.pipeline.models.capacity.ImpactUnavailable` instead of failing the run.
+The run document holds their ``to_dict()``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError
 from enginecfg.pipeline.models import capacity
+from enginecfg.pipeline.models.capacity import Impact, ImpactOptions, ImpactUnavailable
 from enginecfg.pipeline.stage import Stage
 
-_DEFAULTS = {
-    "gpu_memory_gib": capacity.H200_GIB,
-    "gpu_memory_utilization": capacity.DEFAULT_UTILIZATION,
-    "kv_cache_memory": None,
-    "contexts": capacity.DEFAULT_CONTEXTS,
-}
+_NAMES = tuple(a.name for a in attrs.fields(ImpactOptions))
 
 
 def _number(name: str, value: Any, *, low: float, high: float | None, flag: str) -> float:
@@ -38,17 +39,20 @@ def _number(name: str, value: Any, *, low: float, high: float | None, flag: str)
     return value
 
 
-def parse_options(options: Any) -> dict[str, Any]:
+def parse_options(options: Any) -> ImpactOptions:
     """The stage's options, checked; bad input names the option, the value and what is allowed."""
     if options is None:
-        return dict(_DEFAULTS)
+        return ImpactOptions()
+    if isinstance(options, ImpactOptions):
+        options = attrs.asdict(options, recurse=False)
     if not isinstance(options, dict):
         raise InvalidInputError.for_value("impact", options, "a dict of impact options")
-    unknown = set(options) - set(_DEFAULTS)
+    unknown = set(options) - set(_NAMES)
     if unknown:
         raise InvalidInputError(f"unknown impact option(s) {sorted(unknown)}; known: "
-                                f"{', '.join(_DEFAULTS)}", field="impact")
-    out = dict(_DEFAULTS, **options)
+                                f"{', '.join(_NAMES)}", field="impact")
+    given = {name: options[name] for name in _NAMES if name in options}
+    out = attrs.asdict(ImpactOptions(), recurse=False) | given
     _number("gpu_memory_gib", out["gpu_memory_gib"], low=0, high=None, flag="--gpu-memory")
     _number("gpu_memory_utilization", out["gpu_memory_utilization"], low=0, high=1,
             flag="--gpu-memory-utilization")
@@ -60,30 +64,31 @@ def parse_options(options: Any) -> dict[str, Any]:
     if not isinstance(ctxs, (list, tuple)) or not all(
             isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in ctxs):
         raise InvalidInputError.for_value("contexts", ctxs, "a list of positive token counts")
-    out["contexts"] = tuple(ctxs)
-    return out
+    return ImpactOptions(**out)
 
 
 class ImpactStage(Stage):
     name = "impact"
     facts = ("impact",)
 
+    def __init__(self) -> None:
+        self.options = ImpactOptions()
+
     def configure(self, pipeline) -> None:
         self.options = parse_options(pipeline.options_for(self.name))
 
     def run(self, cfg, ctx) -> None:
-        opts = getattr(self, "options", None) or dict(_DEFAULTS)
-        ctx.record("impact", self._figures(cfg, opts))
 
     @staticmethod
-    def _figures(cfg, opts: dict[str, Any]) -> dict[str, Any]:
+    def _figures(cfg, opts: ImpactOptions) -> Impact | ImpactUnavailable:
         try:
-            figures = capacity.impact(cfg, **opts)
+            return capacity.impact(cfg, gpu_memory_gib=opts.gpu_memory_gib,
+                                   gpu_memory_utilization=opts.gpu_memory_utilization,
+                                   kv_cache_memory=opts.kv_cache_memory, contexts=opts.contexts)
         except EngineCfgError as exc:
-            figures = {"error": str(exc), "field": getattr(exc, "field", None)}
+            return ImpactUnavailable(str(exc), exc.field)
         except (ArithmeticError, TypeError, ValueError, KeyError, IndexError) as exc:
             # the figures inform, they do not decide: a config the stages accepted is not
             # rejected because its cost could not be worked out
-            figures = {"error": f"the KV-cache figures could not be computed: "
-                                f"{type(exc).__name__}: {exc}", "field": None}
-        return figures
+            return ImpactUnavailable(f"the KV-cache figures could not be computed: "
+                                     f"{type(exc).__name__}: {exc}")

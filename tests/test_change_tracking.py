@@ -197,19 +197,28 @@ def test_a_changed_input_is_not_answered_from_the_memo(warm_snapshots):
         EngineConfig.from_pretrained(NEMOTRON)).impact
 
     def attention(figures):
-        return [g for g in figures["groups"] if g["kind"] == "full_attention"]
+        return [g for g in figures.groups if g.kind == "full_attention"]
 
     assert attention(plain) and attention(fp8)
-    assert [g["bytes_per_token"] for g in attention(fp8)] == [g["bytes_per_token"] // 2 for g in attention(plain)]
+    assert [g.bytes_per_token for g in attention(fp8)] == [g.bytes_per_token // 2 for g in attention(plain)]
     other_gpu = Pipeline(gpu_validation="off", impact={"gpu_memory_gib": 80}).run(
         EngineConfig.from_pretrained(NEMOTRON)).impact
-    assert other_gpu["memory"]["gpu_memory_bytes"] != plain["memory"]["gpu_memory_bytes"]
+    assert other_gpu.memory.gpu_memory_bytes != plain.memory.gpu_memory_bytes
 
 
 def test_editing_a_result_does_not_reach_the_memo(warm_snapshots):
     first = Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(NEMOTRON))
-    kept = to_json(first.impact)
-    first.impact["groups"][0]["block_size"] = -1
-    first.impact["memory"].clear()
+    kept = first.impact.to_dict()
+    # the figures are frozen all the way down: the memo's value cannot be edited through a result
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        first.impact.groups[0].block_size = -1
+    with pytest.raises(TypeError):
+        first.impact.concurrency[8192] = 0.0
+    with pytest.raises(AttributeError):
+        first.impact.groups.append(None)
+    # and the run document is a copy of them
+    doc = first.to_dict()
+    doc["impact"]["groups"][0]["block_size"] = -1
+    doc["impact"]["memory"].clear()
     second = Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(NEMOTRON))
-    assert second.impact == kept
+    assert second.impact.to_dict() == kept == second.to_dict()["impact"]

@@ -1,4 +1,5 @@
-"""``enginecfg explain`` / ``plan``: the impact fact, its findings and their causes."""
+"""``enginecfg explain`` / ``plan``: the impact fact, its findings and their causes (read here
+as the commands' ``--json`` documents; tests/test_commands.py holds the typed values)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import pytest
 from support import CONFIGS
 
 from enginecfg import EngineConfig, Pipeline
-from enginecfg.cli.explain import explain, plan
+from enginecfg.commands import explain as explain_value, plan as plan_value
 from enginecfg.pipeline.errors import InvalidInputError
+from enginecfg.pipeline.models.capacity import ImpactUnavailable
 
 EXPECTED = json.loads((Path(__file__).parent / "kv_oracle" / "expected.json").read_text())
 QWEN = CONFIGS / "qwen3.5-27b"
@@ -20,6 +22,16 @@ NEMOTRON_56B = CONFIGS / "nemotron-h-56b-base-8k"
 NANO = CONFIGS / "nemotron-3-nano-30b-a3b-bf16"
 GEMMA = CONFIGS / "gemma-4-26b-a4b"
 DEFAULT_OPTS = {"gpu_memory_gib": 141.0, "gpu_memory_utilization": 0.9, "kv_cache_memory": None}
+
+
+def explain(path, args, memory):
+    """The ``explain --json`` document of one setting."""
+    return explain_value(path, memory=memory, **args).to_dict()
+
+
+def plan(path, base, grid, memory, context):
+    """The ``plan --json`` document of a grid."""
+    return plan_value(path, grid, memory=memory, context=context, **base).to_dict()
 
 
 def _by_id(doc):
@@ -176,9 +188,10 @@ def test_a_bad_field_the_figures_need_is_named_and_the_run_still_resolves(tmp_pa
     (tmp_path / "config.json").write_text(json.dumps(raw))
     result = Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(tmp_path))
     assert result.status == "resolved"
-    impact = result.facts["impact"]
-    assert impact["field"] == f"hf_config.{field}"
-    assert repr(value) in impact["error"] and allowed in impact["error"]
+    impact = result.impact
+    assert isinstance(impact, ImpactUnavailable) and impact.field == f"hf_config.{field}"
+    assert repr(value) in impact.error and allowed in impact.error
+    assert result.to_dict()["impact"] == {"error": impact.error, "field": impact.field}
 
 
 def test_run_report_carries_the_kv_headline():

@@ -240,19 +240,8 @@ def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
     return found
 
 
-#: cycles that are being taken apart (issue 25: the store in parts, the commands out of the
-#: CLI); each must still be there until it is gone, and then its entry goes too
-BEING_REMOVED = {
-    frozenset({"enginecfg.cli.app", "enginecfg.cli.explain"}),
-}
-
-
-def test_no_import_cycle_but_those_being_removed():
-    assert set(cycles(import_graph())) - BEING_REMOVED == set()
-
-
-def test_each_cycle_being_removed_is_still_there():
-    assert BEING_REMOVED - set(cycles(import_graph())) == set()
+def test_no_import_cycle():
+    assert cycles(import_graph()) == []
 
 
 def test_the_walk_sees_lazy_imports_and_finds_a_cycle():

@@ -45,7 +45,6 @@ OBJECTS = {
     ("pipeline/stage.py", "self._cfg"): "enginecfg's own engine config, by section name",
     ("pipeline/config.py", "hf"): "the view's identity (anchor), not a config field",
     ("pipeline/config.py", "text"): "the view's identity (anchor), not a config field",
-    ("stages/gpu_validation.py", "checks"): "the kernels' check functions, by name",
     ("stages/impact.py", "self"): "the stage's own options",
     ("stages/impact.py", "exc"): "an error's field",
 }

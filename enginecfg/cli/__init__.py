@@ -2,7 +2,9 @@
 
 It sits above the pipeline and the audit store and is the only place that wires them
 together (``enginecfg run`` attaches the store to the signal bus); neither of them imports
-it. :mod:`.app` parses the command line and runs the pipeline, :mod:`.audit` holds the store's
+it. :mod:`.app` parses the command line and runs the pipeline, :mod:`.engine_flags` turns
+vLLM's engine arguments into flags, :mod:`.explain` prints what :mod:`enginecfg.commands`
+returns for ``explain`` and ``plan``, :mod:`.audit` holds the store's
 commands, :mod:`.report` the human report of a run, :mod:`.logs` the structlog listener,
 :mod:`.tables` the plain-text tables (names whole, prose wrapped), :mod:`.progress` the
 progress lines of slow steps, :mod:`.vllm_serve_flags` the option table of ``vllm serve``

@@ -22,9 +22,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Sequence
+from typing import Sequence
 
-from enginecfg.pipeline.engine_args import BOOL, ENGINE_ARGS, EngineArg, parse_flag_text
+from enginecfg.cli.engine_flags import add_engine_flags, engine_args
 from enginecfg.pipeline.errors import EngineCfgError
 
 __all__ = ["main", "build_parser", "read_vllm_serve_line"]
@@ -73,47 +73,6 @@ def _version_line() -> str:
     return f"enginecfg {__version__} (vLLM {VLLM_VERSION} semantics)"
 
 
-# -- engine flags, from the one table ----------------------------------------------------------
-
-def _flag_type(arg: EngineArg):
-    flag = arg.flags[0]
-
-    def parse(text: str) -> Any:
-        try:
-            return parse_flag_text(arg, text)
-        except ValueError as exc:
-            what = "an integer (k/m/g/t and K/M/G/T suffixes allowed)" if arg.parser and arg.parser != "int" \
-                else "an integer"
-            detail = f": {exc}" if "suffix" in str(exc) else ""
-            raise argparse.ArgumentTypeError(f"{flag} needs {what}, got {text!r}{detail}") from None
-    parse.__name__ = arg.kind
-    return parse
-
-
-def _add_engine_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("engine arguments (vLLM's names; unset: as vLLM decides)")
-    for arg in ENGINE_ARGS.values():
-        help_text = arg.help
-        if arg.choices:
-            help_text += " Choices: " + ", ".join(arg.choices) + "."
-        if arg.kind == BOOL:
-            g.add_argument(*arg.flags, dest=arg.name, action=argparse.BooleanOptionalAction, default=None,
-                           help=help_text)
-        elif arg.kind == "int":
-            g.add_argument(*arg.flags, dest=arg.name, type=_flag_type(arg), default=None, metavar="N",
-                           help=help_text)
-        else:
-            # choices are checked by the loader, so a bad value is a recorded 'invalid' run
-            metavar = "{" + ",".join(arg.choices) + "}" if arg.choices else "NAME"
-            g.add_argument(*arg.flags, dest=arg.name, default=None, metavar=metavar, help=help_text)
-    p.add_argument("--revision", default=None, metavar="REV",
-                   help="a branch, tag or commit of the Hugging Face repo (with a repo id only)")
-
-
-def _engine_args(ns: argparse.Namespace) -> dict[str, Any]:
-    return {k: getattr(ns, k) for k in ENGINE_ARGS if getattr(ns, k, None) is not None}
-
-
 def _add_globals(p: argparse.ArgumentParser, *, here: bool) -> None:
     """The global flags; on a command's parser they default to "not given" so that a value
     given before the command survives."""
@@ -153,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "(org/name; HF_HOME, HF_HUB_OFFLINE and HF_TOKEN apply); several: each is run, with "
                           "--json one document per line")
     run.add_argument("--model", dest="model_option", metavar="PATH", help=argparse.SUPPRESS)
-    _add_engine_flags(run)
+    add_engine_flags(run)
     _add_pipeline_flags(run)
     run.add_argument("--json", action="store_true", help="print the run document as JSON")
     run.add_argument("--no-audit", action="store_true", help="do not record the run in the audit store")
@@ -171,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
                             formatter_class=_Help)
     stages.add_argument("path", nargs="?", default=None)
     stages.add_argument("--model", dest="model_option", metavar="PATH", help=argparse.SUPPRESS)
-    _add_engine_flags(stages)
+    add_engine_flags(stages)
     _add_pipeline_flags(stages)
     stages.add_argument("--json", action="store_true", help="print JSON for machines")
     stages.add_argument("--csv", action="store_true", help="print CSV")
@@ -350,7 +309,7 @@ def _cmd_run(ns: argparse.Namespace) -> int:
         sys.stderr.write("enginecfg: error: run needs a model: a folder holding config.json, or a "
                          "config.json file (see enginecfg run --help)\n")
         return 2
-    args = _engine_args(ns)
+    args = engine_args(ns)
     # a config not cached yet needs the transformers worker: start it now, so that its
     # import runs while this process opens the audit store and builds the pipeline
     try:
@@ -372,14 +331,14 @@ def _cmd_run(ns: argparse.Namespace) -> int:
     except EngineCfgError as exc:
         sys.stderr.write(_error_line(exc) + "\n")
         return exc.exit_code
+    from enginecfg.commands.run import run
+
     many = len(paths) > 1
     code = 0
     watcher = progress.attach(ns.gpu_validation)
     try:
-        if many:
-            prefetch_pretrained(paths)  # every missing snapshot in one request
-        for path in paths:
-            code = max(code, _run_one(ns, pipeline, store, path, args, many))
+        for outcome in run(paths, revision=ns.revision, pipeline=pipeline, store=store, **args):
+            code = max(code, _report_run(ns, outcome, store, many))
     finally:
         watcher.detach()
         if store is not None:
@@ -387,40 +346,33 @@ def _cmd_run(ns: argparse.Namespace) -> int:
     return code
 
 
-def _run_one(ns: argparse.Namespace, pipeline, store, path: str, args: dict[str, Any], many: bool) -> int:
-    code = 0
-    failed_before = store.write_failed if store is not None else 0
-    try:
-        result = pipeline.resolve(path, revision=ns.revision, **args)
-        doc = result.to_dict()
-    except EngineCfgError as exc:
-        doc = getattr(exc, "document", None) or {"status": exc.status, "error": exc.to_dict()}
-        sys.stderr.write(_error_line(exc) + "\n")
+def _report_run(ns: argparse.Namespace, outcome, store, many: bool) -> int:
+    """Print one run's outcome; its exit status."""
+    code = outcome.exit_code
+    doc = outcome.to_dict()
+    if outcome.error is not None:
+        sys.stderr.write(_error_line(outcome.error) + "\n")
         if ns.traceback:
             import traceback
 
-            traceback.print_exception(exc)
-        code = exc.exit_code
-        result = None
-    write_failed = store is not None and store.write_failed > failed_before
-    recorded = store is not None and not write_failed and store.last_run_id == doc.get("run_id")
-    if write_failed:
-        sys.stderr.write(f"enginecfg: audit record NOT written: {store.record_error}\n")
+            traceback.print_exception(outcome.error)
+    if outcome.record_error is not None:
+        sys.stderr.write(f"enginecfg: audit record NOT written: {outcome.record_error}\n")
         if not ns.audit_best_effort and code == 0:
             code = 2
-    where = (f"recorded as run {doc.get('run_id')} in {store.display_url}" if recorded
+    where = (f"recorded as run {outcome.run_id} in {store.display_url}" if outcome.recorded
              else "not recorded (--no-audit)" if ns.no_audit else "not recorded")
     if ns.json:
         text = json.dumps(doc, default=str) if many else json.dumps(doc, indent=2, default=str)
         sys.stdout.write(text + "\n")
-        if recorded:
+        if outcome.recorded:
             sys.stderr.write(f"enginecfg: {where}\n")
-    elif result is not None:
+    elif outcome.result is not None:
         from enginecfg.cli.report import print_run
 
-        print_run(result, where=where)
-    elif doc.get("run_id"):
-        sys.stdout.write(f"run {doc['run_id']}: {doc['status']}; {where}\n")
+        print_run(outcome.result, where=where)
+    elif outcome.run_id:
+        sys.stdout.write(f"run {outcome.run_id}: {doc['status']}; {where}\n")
     return code
 
 
@@ -431,7 +383,7 @@ def _cmd_stages(ns: argparse.Namespace) -> int:
     path = _model_path(ns, "stages")
     try:
         pipeline = _pipeline(ns)
-        cfg = EngineConfig.from_pretrained(path, revision=ns.revision, **_engine_args(ns)) if path else None
+        cfg = EngineConfig.from_pretrained(path, revision=ns.revision, **engine_args(ns)) if path else None
         rows = describe_stages(pipeline, cfg)
     except EngineCfgError as exc:
         sys.stderr.write(_error_line(exc) + "\n")

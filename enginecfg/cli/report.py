@@ -124,16 +124,18 @@ def print_run(result, *, where: str) -> None:
 
 def impact_lines(result) -> list[str]:
     """The run's KV-cache headline in vLLM's own words (``enginecfg explain`` has the rest)."""
+    from enginecfg.pipeline.models.capacity import Impact, ImpactUnavailable
+
     imp = result.facts.get("impact")
-    if not isinstance(imp, dict):
+    if isinstance(imp, ImpactUnavailable):
+        return [f"KV-cache figures unavailable: {imp.error}"]
+    if not isinstance(imp, Impact):
         return []
-    if "error" in imp:
-        return [f"KV-cache figures unavailable: {imp['error']}"]
-    if not imp.get("groups"):
+    if not imp.groups:
         return ["No layer keeps a KV cache."]
-    mem = imp["memory"]
-    basis = "estimated weights" if mem["source"] == "estimate" else "--kv-cache-memory"
-    return [f"KV cache ({mem['kv_cache_memory'] / 2**30:.2f} GiB per GPU, {basis}): "
-            f"GPU KV cache size: {imp['kv_tokens']:,} tokens; maximum concurrency for "
-            f"{imp['max_model_len']:,} tokens per request: {imp['max_concurrency']:.2f}x "
+    mem = imp.memory
+    basis = "estimated weights" if mem.source == "estimate" else "--kv-cache-memory"
+    return [f"KV cache ({mem.kv_cache_memory / 2**30:.2f} GiB per GPU, {basis}): "
+            f"GPU KV cache size: {imp.kv_tokens:,} tokens; maximum concurrency for "
+            f"{imp.max_model_len:,} tokens per request: {imp.max_concurrency:.2f}x "
             f"(enginecfg explain for the details)."]

@@ -157,6 +157,9 @@ class ModelSource:
         self._headers: dict[str, dict[str, Any]] | None = None
 
     # -- naming ----------------------------------------------------------------------------
+    def __str__(self) -> str:
+        return self.given
+
     @property
     def model(self) -> str:
         """What vLLM's ``model_config.model`` holds: the repo id, or the path as given."""

@@ -11,6 +11,7 @@ import pytest
 
 from support import CONFIGS
 from enginecfg import ConfigRejectedError, EngineConfig, Pipeline, Stage
+from enginecfg.kernels.kinds import KernelCheck
 from enginecfg.pipeline import events
 from enginecfg.testing import capture_events
 from enginecfg.pipeline.plugins import builtin_stages
@@ -119,8 +120,9 @@ def test_fp8_plan_uses_the_fp8_check_and_model_dtype_queries():
     from enginecfg.stages.gpu_validation import build_plan
 
     cfg = _run("qwen3.5-27b", kv_cache_dtype="fp8_e5m2").config
-    plan = {c["name"]: c for c in build_plan(cfg, interpret=False)}
+    plan = {c.name: c for c in build_plan(cfg, interpret=False)}
     dec = plan["paged-decode-attention-h256-fp8"]
-    assert dec["fn"] == "check_paged_attention_fp8" and dec["args"]["kv_dtype"] == "fp8_e5m2"
-    assert dec["args"]["q_dtype"] == cfg.model_config.dtype
-    assert plan["gated-delta-step-packed"]["fn"] == "check_gated_delta_packed"
+    assert dec.check is KernelCheck.PAGED_ATTENTION_FP8 and dec.args["kv_dtype"] == "fp8_e5m2"
+    assert dec.kernel == "paged_decode_attention"
+    assert dec.args["q_dtype"] == cfg.model_config.dtype
+    assert plan["gated-delta-step-packed"].check is KernelCheck.GATED_DELTA_PACKED

@@ -21,8 +21,8 @@ def test_impact_is_stored_diffed_and_followed(store):
     b = _run(kv_cache_dtype="fp8")
     ra, rb = store.get_run(a.run_id), store.get_run(b.run_id)
     assert ra["result"]["impact"] == a.to_dict()["impact"]
-    assert ra["kv_tokens"] == a.facts["impact"]["kv_tokens"] > 0
-    assert rb["max_concurrency"] == b.facts["impact"]["max_concurrency"]
+    assert ra["kv_tokens"] == a.impact.kv_tokens > 0
+    assert rb["max_concurrency"] == b.impact.max_concurrency
     # fp8 halves the attention page: more blocks, more tokens, more concurrent requests
     assert rb["kv_tokens"] > ra["kv_tokens"]
 

@@ -1,0 +1,75 @@
+"""``explain``: what one setting costs in KV cache, and why, before anything is loaded.
+
+vLLM prints "GPU KV cache size: N tokens" and "Maximum concurrency for L tokens per request"
+only after it has loaded the weights.  :func:`explain` resolves the model as ``run`` does
+(same sources, same stages; GPU validation off) and returns the run's ``impact`` figures with
+the findings behind them as one :class:`Explanation`.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import attrs
+
+from enginecfg.commands._memory import MemoryLike, figures_pipeline, memory_options
+from enginecfg.commands.findings import Finding, findings
+from enginecfg.pipeline.models.capacity import Impact, ImpactOptions, ImpactUnavailable
+from enginecfg.pipeline.document import Change, RunResult
+
+__all__ = ["Explanation", "explain"]
+
+
+def _read_only(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(dict(value))
+
+
+@attrs.frozen
+class Explanation:
+    """One setting explained: the model as given, the caller's engine arguments, the memory
+    the figures assume, the run (its config, changes and facts), its ``impact`` and the
+    findings.  ``to_dict()`` is ``enginecfg explain --json``."""
+
+    model: str
+    engine_args: Mapping[str, Any] = attrs.field(converter=_read_only)
+    memory: ImpactOptions
+    result: RunResult
+    findings: tuple[Finding, ...] = attrs.field(converter=tuple)
+
+    @property
+    def run_id(self) -> str:
+        return self.result.run_id
+
+    @property
+    def impact(self) -> Impact | ImpactUnavailable | None:
+        return self.result.facts.get("impact")
+
+    @property
+    def changes(self) -> list[Change]:
+        return self.result.changes
+
+    def to_dict(self) -> dict[str, Any]:
+        imp = self.impact
+        return {"model": self.model, "engine_args": dict(self.engine_args), "run_id": self.run_id,
+                "impact": imp.to_dict() if imp is not None else None,
+                "findings": [f.to_dict() for f in self.findings],
+                "changes": [{"stage": c.stage, "field": c.field, "old": c.old, "new": c.new}
+                            for c in self.changes]}
+
+
+def explain(model: Any, *, memory: MemoryLike = None, revision: str | None = None,
+            **engine_args: Any) -> Explanation:
+    """Resolve *model* (a folder, a ``config.json`` or a Hugging Face repo id, at *revision*)
+    with vLLM's engine arguments, as ``Pipeline().resolve`` takes them, and explain what the
+    result costs on the GPU *memory* describes (an
+    :class:`~enginecfg.pipeline.models.capacity.ImpactOptions` or a mapping of its fields;
+    default an H200 at utilization 0.9).
+
+    Raises :class:`~enginecfg.InvalidInputError` for bad input and
+    :class:`~enginecfg.ConfigRejectedError` where vLLM itself refuses the setting.
+    """
+    args = dict(engine_args)
+    options = memory_options(memory)
+    result = figures_pipeline(options).resolve(model, revision=revision, **args)
+    return Explanation(str(model), args, options, result, findings(result))

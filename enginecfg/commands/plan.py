@@ -1,0 +1,180 @@
+"""``plan``: the KV-cache figures of many settings side by side, the best ones marked.
+
+Every setting of a grid (tensor-parallel sizes, KV dtypes, block sizes, Mamba cache modes, or
+any other engine argument) is resolved through the same path as ``run`` and ``explain``: the
+model's source is opened once (a folder, a ``config.json``, a Hugging Face repo id, with the
+safetensors headers and sentence-transformers settings vLLM reads), and each setting is one
+run of one pipeline over it.  A setting vLLM refuses is a row with its error, not a failure of
+the plan.  Three objectives are marked: the most concurrent requests at ``context`` tokens,
+the largest context that fits, and the finest prefix-cache granularity (the smallest block).
+"""
+
+from __future__ import annotations
+
+import itertools
+from types import MappingProxyType
+from typing import Any, Mapping, Sequence
+
+import attrs
+
+from enginecfg.commands._memory import MemoryLike, figures_pipeline, memory_options
+from enginecfg.commands.findings import Finding, findings
+from enginecfg.pipeline.engine_args import ENGINE_ARGS
+from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError
+from enginecfg.pipeline.models.capacity import DEFAULT_CONTEXTS, Impact, ImpactOptions
+from enginecfg.pipeline.document import RunResult
+from enginecfg.pipeline.hf import open_source
+from enginecfg.pipeline.suggest import did_you_mean
+
+__all__ = ["OBJECTIVES", "DEFAULT_CONTEXT", "PlanRow", "Plan", "plan"]
+
+#: what ``best`` marks: the most requests at the context, the largest context, the finest reuse
+OBJECTIVES = ("concurrency", "context", "granularity")
+#: the context length of the concurrency objective when none is given
+DEFAULT_CONTEXT = 8192
+
+
+def _read_only(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(dict(value))
+
+
+@attrs.frozen
+class PlanRow:
+    """One setting of the grid (only the grid's engine arguments; a ``None`` value is left
+    out): its error, or its figures.  ``block_size`` is the attention block vLLM ends up with
+    (which is also the prefix-cache ``granularity``), ``concurrency`` the requests of the
+    plan's context length that fit at once; ``result`` and ``impact`` hold the whole run."""
+
+    setting: Mapping[str, Any] = attrs.field(converter=_read_only)
+    error: str | None = None
+    result: RunResult | None = None
+    findings: tuple[Finding, ...] = attrs.field(default=(), converter=tuple)
+    block_size: int | None = None
+    concurrency: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def impact(self) -> Impact | None:
+        return self.result.facts.get("impact") if self.result is not None and self.ok else None
+
+    @property
+    def granularity(self) -> int | None:
+        return self.block_size
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"setting": dict(self.setting)}
+        if self.error is not None:
+            out["error"] = self.error
+            return out
+        imp = self.impact
+        mem = imp.memory
+        out.update(block_size=self.block_size, kv_tokens=imp.kv_tokens, concurrency=self.concurrency,
+                   max_concurrency=imp.max_concurrency, max_model_len=imp.max_model_len,
+                   max_model_len_fits=imp.max_model_len_fits, kv_cache_memory=mem.kv_cache_memory,
+                   weights_per_gpu=mem.weights.bytes_per_gpu if mem.weights is not None else None,
+                   granularity=self.granularity, findings=[f.id for f in self.findings])
+        return out
+
+
+@attrs.frozen
+class Plan:
+    """A grid of settings and their rows, in the grid's order (the last axis fastest), with
+    the index of the best row per objective (None where no row qualifies).  ``to_dict()`` is
+    ``enginecfg plan --json``."""
+
+    model: str
+    engine_args: Mapping[str, Any] = attrs.field(converter=_read_only)
+    grid: Mapping[str, tuple[Any, ...]] = attrs.field(converter=_read_only)
+    context: int
+    memory: ImpactOptions
+    rows: tuple[PlanRow, ...] = attrs.field(converter=tuple)
+    best: Mapping[str, int | None] = attrs.field(converter=_read_only)
+
+    def best_row(self, objective: str) -> PlanRow | None:
+        """The best row for *objective* (one of :data:`OBJECTIVES`), None if none qualifies."""
+        if objective not in OBJECTIVES:
+            raise InvalidInputError.for_value("objective", objective, ", ".join(OBJECTIVES))
+        i = self.best[objective]
+        return None if i is None else self.rows[i]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "engine_args": dict(self.engine_args),
+                "grid": {name: list(values) for name, values in self.grid.items()},
+                "context": self.context, "memory": self.memory.to_dict(),
+                "rows": [r.to_dict() for r in self.rows], "best": dict(self.best)}
+
+
+def _check_grid(grid: Any) -> dict[str, tuple[Any, ...]]:
+    if not isinstance(grid, Mapping):
+        raise InvalidInputError.for_value("grid", grid, "a mapping of engine argument names to lists of values")
+    out: dict[str, tuple[Any, ...]] = {}
+    for name, values in grid.items():
+        if name not in ENGINE_ARGS:
+            raise InvalidInputError(f"invalid grid: {name!r} is not an engine argument"
+                                    f"{did_you_mean(str(name), list(ENGINE_ARGS))}; allowed: "
+                                    f"{', '.join(ENGINE_ARGS)}", field="grid")
+        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
+            raise InvalidInputError(f"invalid grid: {name} got {values!r}; allowed: a non-empty list of "
+                                    f"values", field=f"grid.{name}")
+        out[name] = tuple(values)
+    return out
+
+
+def _row(pipeline, source, base: dict[str, Any], setting: dict[str, Any], context: int) -> PlanRow:
+    try:
+        result = pipeline.resolve(source, **base, **setting)
+    except EngineCfgError as exc:
+        return PlanRow(setting, error=" ".join(str(exc).split()))
+    imp = result.facts.get("impact")
+    if not isinstance(imp, Impact):
+        error = getattr(imp, "error", None) or "the impact stage recorded no figures"
+        return PlanRow(setting, error=error)
+    block = imp.attention_block_size
+    if block is None:
+        block = result.config.cache_config.block_size
+    return PlanRow(setting, result=result, findings=findings(result), block_size=block,
+                   concurrency=imp.concurrency_at(context))
+
+
+def _best(rows: Sequence[PlanRow]) -> dict[str, int | None]:
+    best: dict[str, int | None] = dict.fromkeys(OBJECTIVES)
+    ok = [(i, r) for i, r in enumerate(rows) if r.ok]
+    if not ok:
+        return best
+    with_conc = [(i, r) for i, r in ok if r.concurrency is not None]
+    if with_conc:
+        best["concurrency"] = max(with_conc, key=lambda ir: (ir[1].concurrency, ir[1].impact.kv_tokens))[0]
+    best["context"] = max(ok, key=lambda ir: (ir[1].impact.max_model_len_fits, ir[1].impact.kv_tokens))[0]
+    best["granularity"] = min(ok, key=lambda ir: (ir[1].granularity, -ir[1].impact.kv_tokens))[0]
+    return best
+
+
+def plan(model: Any, grid: Mapping[str, Sequence[Any]], *, memory: MemoryLike = None,
+         context: int = DEFAULT_CONTEXT, revision: str | None = None, **engine_args: Any) -> Plan:
+    """Every setting of *grid* (engine argument name -> values) on top of *engine_args*,
+    resolved as ``run`` resolves *model* (a folder, a ``config.json`` or a Hugging Face repo
+    id at *revision*), the source opened and read once; the figures assume the GPU *memory*
+    describes (see :func:`~enginecfg.commands.explain`), concurrency is also given at
+    *context* tokens.
+
+    Raises :class:`~enginecfg.InvalidInputError` for a bad grid, context or memory option, or
+    a model whose ``config.json`` cannot be read; a setting vLLM refuses is a row with its error.
+    """
+    axes = _check_grid(grid)
+    if isinstance(context, bool) or not isinstance(context, int) or context < 1:
+        raise InvalidInputError.for_value("context", context, "a positive token count", flag="--context")
+    base = dict(engine_args)
+    options = memory_options(memory, contexts=(*DEFAULT_CONTEXTS, context))
+    source = open_source(model, revision)
+    source.config_bytes()  # absent, unreadable or not JSON: the model, not a setting, is at fault
+    source.read_json("config.json")
+    pipeline = figures_pipeline(options)
+    names = list(axes)
+    rows = []
+    for values in itertools.product(*(axes[n] for n in names)):
+        setting = {n: v for n, v in zip(names, values) if v is not None}
+        rows.append(_row(pipeline, source, base, setting, context))
+    return Plan(str(model), base, axes, context, options, rows, _best(rows))
