@@ -78,6 +78,7 @@ class ImpactStage(Stage):
         self.options = parse_options(pipeline.options_for(self.name))
 
     def run(self, cfg, ctx) -> None:
+        ctx.record("impact", self._figures(cfg, self.options))
 
     @staticmethod
     def _figures(cfg, opts: ImpactOptions) -> Impact | ImpactUnavailable:
