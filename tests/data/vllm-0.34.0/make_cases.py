@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""Write the oracle case files of this folder from the shared fixtures.
+
+    python tests/data/vllm-0.34.0/make_cases.py
+
+cases/extra.json   the fixtures' argument sets that results/public-034.json does not run
+                   (all, kvscales, ssm-fp16, mbs-noprefix, align-nochunk, fp16, be-flash,
+                   be-triton) on the 34 configs of the public set, with the engine arguments
+                   of shared/fixtures/cases.json, so every 0.19.0 fixture case has a 0.34.0 answer.
+cases/subset.json  default, fp8 and tp2 on the 34 configs: the cheaper set run on other GPUs
+                   whose answers are expected to equal one already run (H100 = H200, L40S = A100).
+"""
+
+import json
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHARED = os.path.normpath(os.path.join(HERE, "..", "..", "..", "..", "shared"))
+PUBLIC_SETS = {"default", "prefix", "noprefix", "bs16", "fp8", "tp2", "tp4", "ssm-fp32",
+               "align", "maxlen8k"}
+
+
+def main() -> None:
+    with open(os.path.join(SHARED, "fixtures", "cases.json")) as f:
+        fixtures = json.load(f)["cases"]
+    with open(os.path.join(SHARED, "oracle34", "cases", "public.json")) as f:
+        public = json.load(f)
+    configs = sorted({c["name"].split("/")[0] for c in public})
+    args_of_set: dict[str, dict] = {}
+    for c in fixtures:
+        args_of_set.setdefault(c["name"].split("/", 1)[1], c["engine_args"])
+    cases_dir = os.path.join(HERE, "cases")
+    rel = os.path.relpath(os.path.join(SHARED, "fixtures", "configs"), cases_dir)
+    extra = [{"name": f"{cfg}/{s}", "config_dir": f"{rel}/{cfg}", "args": args_of_set[s]}
+             for cfg in configs for s in sorted(args_of_set) if s not in PUBLIC_SETS]
+    subset = [c for c in public if c["name"].split("/")[1] in ("default", "fp8", "tp2")]
+    for c in subset:
+        c["config_dir"] = f"{rel}/{c['name'].split('/')[0]}"
+    for name, cases in (("extra.json", extra), ("subset.json", subset)):
+        with open(os.path.join(cases_dir, name), "w") as f:
+            json.dump(cases, f, indent=1)
+            f.write("\n")
+        print(f"cases/{name}: {len(cases)} cases")
+
+
+if __name__ == "__main__":
+    main()
