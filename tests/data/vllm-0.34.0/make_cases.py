@@ -9,6 +9,10 @@ cases/extra.json   the fixtures' argument sets that results/public-034.json does
                    of shared/fixtures/cases.json, so every 0.19.0 fixture case has a 0.34.0 answer.
 cases/subset.json  default, fp8 and tp2 on the 34 configs: the cheaper set run on other GPUs
                    whose answers are expected to equal one already run (H100 = H200, L40S = A100).
+cases/mla.json     seven argument sets on configs/deepseek-v2-lite-mla, written here too: the
+                   fixtures' DeepSeek-V2-Lite-like config with the MoE routing fields the real
+                   checkpoint publishes, so that vLLM 0.34.0's model class builds and its MLA
+                   start-up step and KV planning can be observed (no public case builds an MLA model).
 """
 
 import json
@@ -18,6 +22,32 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SHARED = os.path.normpath(os.path.join(HERE, "..", "..", "..", "..", "shared"))
 PUBLIC_SETS = {"default", "prefix", "noprefix", "bs16", "fp8", "tp2", "tp4", "ssm-fp32",
                "align", "maxlen8k"}
+
+
+MLA_ROUTING = {"n_group": 1, "topk_group": 1, "num_experts_per_tok": 6,
+               "moe_intermediate_size": 1408, "first_k_dense_replace": 1, "norm_topk_prob": False}
+MLA_SETS = [("default", {}), ("fp8", {"kv_cache_dtype": "fp8"}), ("bs16", {"block_size": 16}),
+            ("tp2", {"tensor_parallel_size": 2}), ("tp4", {"tensor_parallel_size": 4}),
+            ("prefix", {"enable_prefix_caching": True}), ("noprefix", {"enable_prefix_caching": False})]
+
+
+def write_mla_config(cases_dir: str) -> list[dict]:
+    folder = os.path.join(HERE, "configs", "deepseek-v2-lite-mla")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(SHARED, "fixtures", "configs", "deepseek-v2-lite-like", "config.json")) as f:
+        config = json.load(f)
+    config.update(MLA_ROUTING)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+        f.write("\n")
+    with open(os.path.join(folder, "SOURCE.txt"), "w") as f:
+        f.write("constructed, not published: shared/fixtures/configs/deepseek-v2-lite-like/config.json "
+                "with the MoE\nrouting fields of the published DeepSeek-V2-Lite checkpoint: "
+                + json.dumps(MLA_ROUTING) + "\n(the fixture leaves n_group/topk_group None, "
+                "on which vLLM 0.34.0's DeepseekV2 MoE router refuses to build).\n"
+                "Written by tests/data/vllm-0.34.0/make_cases.py.\n")
+    rel = os.path.relpath(folder, cases_dir)
+    return [{"name": f"deepseek-v2-lite-mla/{n}", "config_dir": rel, "args": a} for n, a in MLA_SETS]
 
 
 def main() -> None:
@@ -36,7 +66,8 @@ def main() -> None:
     subset = [c for c in public if c["name"].split("/")[1] in ("default", "fp8", "tp2")]
     for c in subset:
         c["config_dir"] = f"{rel}/{c['name'].split('/')[0]}"
-    for name, cases in (("extra.json", extra), ("subset.json", subset)):
+    mla = write_mla_config(cases_dir)
+    for name, cases in (("extra.json", extra), ("subset.json", subset), ("mla.json", mla)):
         with open(os.path.join(cases_dir, name), "w") as f:
             json.dump(cases, f, indent=1)
             f.write("\n")

@@ -9,6 +9,7 @@
 #   REF=/path/holding/venv34 bash tests/data/vllm-0.34.0/make_results.sh [step ...]
 #
 # Steps (default: all): extra-h200 public-b200 public-a100 subset-l40s subset-h100
+#                       mla-h200 mla-b200 mla-a100
 # Each takes 10-20 minutes on two cores. The device is emulated: only the device queries
 # (name, capability, memory, SM count) are answered; backend choice, kernel block sizes and
 # every decision are vLLM's own code. The KV budgets are explicit (2, 17, 64, 500 GiB).
@@ -23,7 +24,10 @@ run() {  # run NAME CASES [oracle options...]
   (cd "$ORACLE" && nice "$PY" "$HERE/run_oracle34_device.py" "$cases" -o "$OUT/$name.json" \
       --cache-dir "$CACHE" --all-logs "$@")
 }
-steps=("$@"); [ ${#steps[@]} -eq 0 ] && steps=(extra-h200 public-b200 public-a100 subset-l40s subset-h100)
+steps=("$@"); [ ${#steps[@]} -eq 0 ] && steps=(extra-h200 public-b200 public-a100 subset-l40s
+  subset-h100 mla-h200 mla-b200 mla-a100)
+B200=(--gpu-name "NVIDIA B200" --capability 10.0 --gpu-mem-mib 183359)
+A100=(--gpu-name "NVIDIA A100-SXM4-80GB" --capability 8.0 --gpu-mem-mib 81920)
 for s in "${steps[@]}"; do
   case $s in
     # the fixtures' other argument sets, on the H200 of public-034.json
@@ -31,14 +35,17 @@ for s in "${steps[@]}"; do
     # B200: FlashInfer's TRT-LLM kernels taken as usable (the cubins present, or NVIDIA's
     # artifactory reachable at start-up, as on a deployment with network access)
     public-b200) VLLM_HAS_FLASHINFER_CUBIN=1 ORACLE_VLLM_NUM_SMS=148 run public-b200 \
-                   "$ORACLE/cases/public.json" --gpu-name "NVIDIA B200" --capability 10.0 \
-                   --gpu-mem-mib 183359 ;;
-    public-a100) ORACLE_VLLM_NUM_SMS=108 run public-a100 "$ORACLE/cases/public.json" \
-                   --gpu-name "NVIDIA A100-SXM4-80GB" --capability 8.0 --gpu-mem-mib 81920 ;;
+                   "$ORACLE/cases/public.json" "${B200[@]}" ;;
+    public-a100) ORACLE_VLLM_NUM_SMS=108 run public-a100 "$ORACLE/cases/public.json" "${A100[@]}" ;;
     subset-l40s) ORACLE_VLLM_NUM_SMS=142 run subset-l40s "$HERE/cases/subset.json" \
                    --gpu-name "NVIDIA L40S" --capability 8.9 --gpu-mem-mib 46068 ;;
     subset-h100) run subset-h100 "$HERE/cases/subset.json" \
                    --gpu-name "NVIDIA H100 80GB HBM3" --capability 9.0 --gpu-mem-mib 81559 ;;
+    # the MLA model no public case builds (cases/mla.json, configs/deepseek-v2-lite-mla)
+    mla-h200)    run mla-h200 "$HERE/cases/mla.json" ;;
+    mla-b200)    VLLM_HAS_FLASHINFER_CUBIN=1 ORACLE_VLLM_NUM_SMS=148 run mla-b200 \
+                   "$HERE/cases/mla.json" "${B200[@]}" ;;
+    mla-a100)    ORACLE_VLLM_NUM_SMS=108 run mla-a100 "$HERE/cases/mla.json" "${A100[@]}" ;;
     *) echo "unknown step $s" >&2; exit 2 ;;
   esac
 done
