@@ -19,6 +19,7 @@ not-enough-memory text) is recomputed and compared. Exit status 1 when anything 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import os
@@ -36,6 +37,14 @@ DEFAULT_RESULTS = os.path.normpath(
 #: prefill runs on FlashInfer (capability 9.0, or 10.x with head_k_dim 128 and CUDA 13).
 CHECKPOINT_BLOCK_ALWAYS = {"MambaMixer2"}
 CHECKPOINT_BLOCK_FLASHINFER_GDN = {"QwenGatedDeltaNetAttention"}
+
+
+def open_json(path: str):
+    """Read a results file, gzipped (`.json.gz`, as committed) or not."""
+    if not os.path.exists(path) and os.path.exists(path + ".gz"):
+        path += ".gz"
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+        return json.load(f)
 
 
 def cdiv(a: int, b: int) -> int:
@@ -272,6 +281,22 @@ def startup_block_size(case: dict, capability: tuple = (9, 0)) -> dict:
                 pct = 100 * (page - mp) / mp
                 logs.append(f"Padding mamba page size by {pct:.2f}% to ensure that mamba page "
                             "size and attention page size are exactly equal.")
+    skip = cc.get("kv_cache_dtype_skip_layers") or []
+    if skip:                                                     # S7: mixed KV dtypes
+        kvh, head = mc["num_kv_heads"], model_head
+        primary = kvh * 2 * head * (1 if kv_fp8 else DTYPE_BYTES[mc["dtype"]])
+        wide = kvh * 2 * head * DTYPE_BYTES[mc["dtype"]]
+        if wide > primary:
+            smallest = mins[names[0]]
+            unit = max(smallest, block)
+            required = max(wide * smallest, padded or 0)
+            primary_block = unit * cdiv(required, unit * primary)
+            if block < primary_block:
+                block = primary_block
+                logs.append(f"Setting attention block size to {primary_block} tokens so the "
+                            "quantized primary KV page covers the higher-precision padded-spec page.")
+            if padded is not None:
+                padded = block * primary
     return {"block_size": block, "mamba_block_size": mbs, "mamba_page_size_padded": padded,
             "logs": logs}
 
@@ -339,10 +364,20 @@ def plan(case: dict, capability: tuple = (9, 0)) -> dict:
             s["_checkpoint_blocks"] = ckpt
         s["n"] = s.pop("n_layers")
         kinds.append(s)
+    if sc.get("disable_hybrid_kv_cache_manager"):                    # G-1: no hybrid manager
+        full_blocks = {k["block_size"] for k in kinds if k["type"] == "FullAttentionSpec"}
+        if full_blocks and any(k["type"] == "SlidingWindowSpec" for k in kinds):
+            fb = next(iter(full_blocks)) if len(full_blocks) == 1 else None
+            for k in kinds:
+                if k["type"] == "SlidingWindowSpec":
+                    k["type"] = "FullAttentionSpec"
+                    k["block_size"] = fb or k["block_size"]
+                    k["sliding_window"] = None
     # the oracle lists kinds in an arbitrary order; grouping only needs the counts
     groups = make_groups(kinds)
-    out = {"groups": [(g["n"], g["spec"]["type"], g["spec"]["block_size"], spec_page(g["spec"]))
-                      for g in groups]}
+    out = {"groups": [(g["n"], "UniformTypeKVCacheSpecs" if g.get("uniform_type")
+                       else g["spec"]["type"], g["spec"]["block_size"], sum(g["pages"])
+                       if g.get("uniform_type") else spec_page(g["spec"])) for g in groups]}
     bpb = max(sum(g["pages"]) for g in groups)                     # K2
     out["bytes_per_block"] = bpb
     mml = mc["max_model_len"]
@@ -448,8 +483,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only")
     ap.add_argument("-v", "--verbose", action="store_true")
     ns = ap.parse_args(argv)
-    with open(ns.results) as f:
-        data = json.load(f)
+    data = open_json(ns.results)
     cap = tuple(data["platform"]["device_capability"])
     n_checked = n_bad = 0
     for case in data["results"]:

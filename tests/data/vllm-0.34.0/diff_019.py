@@ -16,6 +16,7 @@ no rule below is reported as UNEXPLAINED and makes the exit status 1.
 from __future__ import annotations
 
 import argparse
+import gzip
 import collections
 import json
 import os
@@ -33,16 +34,23 @@ CACHE_FIELDS = ("block_size", "user_specified_block_size", "cache_dtype", "enabl
 STARTUP_FIELDS = ("block_size", "mamba_block_size", "mamba_page_size_padded")
 
 
+def open_json(path: str):
+    """Read a results file, gzipped (`.json.gz`, as committed) or not."""
+    if not os.path.exists(path) and os.path.exists(path + ".gz"):
+        path += ".gz"
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+        return json.load(f)
+
+
 def load_034(public_only: bool = False) -> dict[str, dict]:
     out = {}
     paths = [os.path.join(SHARED, "oracle34", "results", "public-034.json")]
     if not public_only:
         paths.append(os.path.join(HERE, "results", "extra-h200.json"))
     for path in paths:
-        if os.path.exists(path):
-            with open(path) as f:
-                for c in json.load(f)["results"]:
-                    out[c["name"]] = c
+        if os.path.exists(path) or os.path.exists(path + ".gz"):
+            for c in open_json(path)["results"]:
+                out[c["name"]] = c
     return out
 
 

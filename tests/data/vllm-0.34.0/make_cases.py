@@ -13,6 +13,10 @@ cases/mla.json     seven argument sets on configs/deepseek-v2-lite-mla, written 
                    fixtures' DeepSeek-V2-Lite-like config with the MoE routing fields the real
                    checkpoint publishes, so that vLLM 0.34.0's model class builds and its MLA
                    start-up step and KV planning can be observed (no public case builds an MLA model).
+cases/probes.json  single cases for rules no public case reaches: one KV group of same-type
+                   layers with different shapes (G2, through --disable-hybrid-kv-cache-manager),
+                   unquantized skip layers beside an FP8 KV cache (S2's last step), a user block
+                   below FP8 d512's 64 on SM90.
 """
 
 import json
@@ -67,7 +71,19 @@ def main() -> None:
     for c in subset:
         c["config_dir"] = f"{rel}/{c['name'].split('/')[0]}"
     mla = write_mla_config(cases_dir)
-    for name, cases in (("extra.json", extra), ("subset.json", subset), ("mla.json", mla)):
+    probes = [
+        {"name": f"{cfg}/{label}", "config_dir": f"{rel}/{cfg}", "args": args}
+        for cfg, label, args in (
+            ("gemma4-text-default", "nohma", {"disable_hybrid_kv_cache_manager": True}),
+            ("gemma-4-26b-a4b", "nohma", {"disable_hybrid_kv_cache_manager": True}),
+            ("qwen3.5-27b", "fp8-skip3", {"kv_cache_dtype": "fp8",
+                                          "kv_cache_dtype_skip_layers": ["3"]}),
+            ("gemma4-text-default", "fp8-skipsw", {"kv_cache_dtype": "fp8",
+                                                   "kv_cache_dtype_skip_layers": ["sliding_window"]}),
+            ("gemma4-text-default", "fp8-bs32", {"kv_cache_dtype": "fp8", "block_size": 32}),
+        )]
+    for name, cases in (("extra.json", extra), ("subset.json", subset), ("mla.json", mla),
+                        ("probes.json", probes)):
         with open(os.path.join(cases_dir, name), "w") as f:
             json.dump(cases, f, indent=1)
             f.write("\n")

@@ -9,7 +9,7 @@
 #   REF=/path/holding/venv34 bash tests/data/vllm-0.34.0/make_results.sh [step ...]
 #
 # Steps (default: all): extra-h200 public-b200 public-a100 subset-l40s subset-h100
-#                       mla-h200 mla-b200 mla-a100
+#                       mla-h200 mla-b200 mla-a100 probes-h200
 # Each takes 10-20 minutes on two cores. The device is emulated: only the device queries
 # (name, capability, memory, SM count) are answered; backend choice, kernel block sizes and
 # every decision are vLLM's own code. The KV budgets are explicit (2, 17, 64, 500 GiB).
@@ -25,7 +25,7 @@ run() {  # run NAME CASES [oracle options...]
       --cache-dir "$CACHE" --all-logs "$@")
 }
 steps=("$@"); [ ${#steps[@]} -eq 0 ] && steps=(extra-h200 public-b200 public-a100 subset-l40s
-  subset-h100 mla-h200 mla-b200 mla-a100)
+  subset-h100 mla-h200 mla-b200 mla-a100 probes-h200)
 B200=(--gpu-name "NVIDIA B200" --capability 10.0 --gpu-mem-mib 183359)
 A100=(--gpu-name "NVIDIA A100-SXM4-80GB" --capability 8.0 --gpu-mem-mib 81920)
 for s in "${steps[@]}"; do
@@ -46,6 +46,8 @@ for s in "${steps[@]}"; do
     mla-b200)    VLLM_HAS_FLASHINFER_CUBIN=1 ORACLE_VLLM_NUM_SMS=148 run mla-b200 \
                    "$HERE/cases/mla.json" "${B200[@]}" ;;
     mla-a100)    ORACLE_VLLM_NUM_SMS=108 run mla-a100 "$HERE/cases/mla.json" "${A100[@]}" ;;
+    # single cases for rules no public case reaches (cases/probes.json)
+    probes-h200) run probes-h200 "$HERE/cases/probes.json" ;;
     *) echo "unknown step $s" >&2; exit 2 ;;
   esac
 done

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""shared/oracle34/run_oracle34.py, with three more stand-ins for what only a GPU provides.
+"""shared/oracle34/run_oracle34.py, with four more stand-ins for what only a GPU provides.
 
 On capability 10.0 vLLM 0.34.0 picks FlashInfer for most layers, and the FlashInfer
 attention implementation touches the device while the layer is built; without a GPU every
@@ -15,6 +15,11 @@ of the oracle's own stubs (device queries answered, device buffers on the meta d
    torch.cuda.Stream for its stand-in factory during a build: the module evaluates the
    annotation `torch.cuda.Stream | None` at import, and a first import during a build (the
    FlashInfer MoE router imports it lazily) raised TypeError, an artefact of the oracle.
+
+4. The CUTLASS MLA backend module allocates a 128 MiB workspace on the "cuda" device when it
+   is imported, which happens while an MLA layer's backend is selected on capability 10.0.
+   It is imported once beforehand with that one allocation on the meta device (torch.empty
+   is swapped only for the duration of that import). Nothing reads it before a forward.
 
 Then the unmodified oracle runs. The backend choice, the block sizes and every decision
 remain vLLM's own code. Run with the 0.34 venv's python, with run_oracle34.py's arguments.
@@ -60,6 +65,22 @@ def main(argv=None) -> int:
             fi._get_multi_ctas_kv_counter_buffer = counter_buffer
             fi._oracle_meta_counter = True
             run_oracle34.STUBS_USED["flashinfer_counter"] = "FlashInfer counter buffer on meta"
+
+        if "vllm.v1.attention.backends.mla.cutlass_mla" not in sys.modules:
+            # imported once, with its module-level CUDA workspace on meta
+            original_empty = torch.empty
+
+            def empty_on_meta(*args, **kwargs):
+                device = kwargs.get("device")
+                if device is not None and torch.device(device).type == "cuda":
+                    kwargs["device"] = "meta"
+                return original_empty(*args, **kwargs)
+            torch.empty = empty_on_meta
+            try:
+                importlib.import_module("vllm.v1.attention.backends.mla.cutlass_mla")
+            finally:
+                torch.empty = original_empty
+            run_oracle34.STUBS_USED["cutlass_mla_workspace"] = "CUTLASS MLA workspace on meta"
 
     run_oracle34.install_build_stubs = install_build_stubs
     return run_oracle34.main(argv)
