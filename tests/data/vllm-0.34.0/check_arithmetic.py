@@ -62,7 +62,12 @@ def fmt_gib(n: int) -> str:
 def attention_page(spec: dict, block: int | None = None) -> int:
     """P1: block x kv_heads x (head_size + head_size_v) x bytes(dtype)."""
     b = spec["block_size"] if block is None else block
-    hs_v = spec.get("head_size_v") or spec["head_size"]
+    if spec["type"] == "MLAAttentionSpec":          # one latent vector a token, no V
+        if spec.get("cache_dtype_str") == "fp8_ds_mla":
+            return b * 656
+        return b * spec["num_kv_heads"] * spec["head_size"] * DTYPE_BYTES[spec["dtype"]]
+    hs_v = spec.get("head_size_v")
+    hs_v = spec["head_size"] if hs_v is None else hs_v
     return b * spec["num_kv_heads"] * (spec["head_size"] + hs_v) * DTYPE_BYTES[spec["dtype"]]
 
 
@@ -89,7 +94,7 @@ def spec_page(spec: dict) -> int:
 # ---------------------------------------------------------------------------------------
 def blocks_per_request(spec: dict, facts: dict, max_model_len: int) -> int:
     t = spec["type"]
-    if t == "FullAttentionSpec":
+    if t in ("FullAttentionSpec", "MLAAttentionSpec"):
         return cdiv(max_model_len, spec["block_size"])
     if t == "SlidingWindowSpec":
         held = min(spec["sliding_window"] - 1 + facts["in_flight_tokens"], max_model_len)
@@ -118,8 +123,8 @@ def same_type(specs: list[dict]) -> bool:
     if len({s["block_size"] for s in specs}) > 1:
         return False
     first = specs[0]
-    if first["type"] == "FullAttentionSpec":
-        return all(s["type"] == "FullAttentionSpec" for s in specs)
+    if first["type"] in ("FullAttentionSpec", "MLAAttentionSpec"):
+        return all(s["type"] == first["type"] for s in specs)
     if first["type"] == "SlidingWindowSpec":
         return all(s["type"] == "SlidingWindowSpec"
                    and s["sliding_window"] == first["sliding_window"] for s in specs)
@@ -215,10 +220,16 @@ def kernel_min_block(name: str, model_head: int, kv_fp8: bool, capability: tuple
         return 16
     if name in ("TRITON_ATTN", "FLASHINFER"):
         return 16
+    if name in MLA_KERNEL_MIN:
+        return MLA_KERNEL_MIN[name]
     raise ValueError(f"no kernel table entry for {name}")
 
 
-ATTENTION_BACKENDS = ("FLASH_ATTN", "TRITON_ATTN", "TRITON_FLASH_ATTN", "FLASHINFER")
+#: smallest kernel block of the MLA backends (table B2)
+MLA_KERNEL_MIN = {"FLASHMLA": 64, "FLASH_ATTN_MLA": 16, "FLASHINFER_MLA": 32,
+                  "TRITON_MLA": 16, "CUTLASS_MLA": 128}
+ATTENTION_BACKENDS = ("FLASH_ATTN", "TRITON_ATTN", "TRITON_FLASH_ATTN", "FLASHINFER",
+                      *MLA_KERNEL_MIN)
 
 
 def startup_block_size(case: dict, capability: tuple = (9, 0)) -> dict:
