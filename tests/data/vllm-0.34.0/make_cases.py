@@ -13,6 +13,8 @@ cases/mla.json     seven argument sets on configs/deepseek-v2-lite-mla, written 
                    fixtures' DeepSeek-V2-Lite-like config with the MoE routing fields the real
                    checkpoint publishes, so that vLLM 0.34.0's model class builds and its MLA
                    start-up step and KV planning can be observed (no public case builds an MLA model).
+cases/offline.json eight public cases for a B200 without FlashInfer's TRT-LLM kernels (no
+                   cubins, NVIDIA's artifactory unreachable): do the answers change?
 cases/probes.json  single cases for rules no public case reaches: one KV group of same-type
                    layers with different shapes (G2, through --disable-hybrid-kv-cache-manager),
                    unquantized skip layers beside an FP8 KV cache (S2's last step), a user block
@@ -54,6 +56,11 @@ def write_mla_config(cases_dir: str) -> list[dict]:
     return [{"name": f"deepseek-v2-lite-mla/{n}", "config_dir": rel, "args": a} for n, a in MLA_SETS]
 
 
+def subset_all(public: list[dict], rel: str) -> list[dict]:
+    """The public cases with config_dir relative to cases/ here."""
+    return [dict(c, config_dir=f"{rel}/{c['name'].split('/')[0]}") for c in public]
+
+
 def main() -> None:
     with open(os.path.join(SHARED, "fixtures", "cases.json")) as f:
         fixtures = json.load(f)["cases"]
@@ -82,8 +89,13 @@ def main() -> None:
                                                    "kv_cache_dtype_skip_layers": ["sliding_window"]}),
             ("gemma4-text-default", "fp8-bs32", {"kv_cache_dtype": "fp8", "block_size": 32}),
         )]
+    offline_names = {"gemma-4-26b-a4b/default", "gemma-4-26b-a4b/fp8",
+                     "gemma4-text-default/default", "jamba-default/fp8",
+                     "nemotron-3-nano-30b-a3b-bf16/default", "qwen3-next-default/tp2",
+                     "qwen3.5-27b/default", "zamba2-default/default"}
+    offline = [c for c in subset_all(public, rel) if c["name"] in offline_names]
     for name, cases in (("extra.json", extra), ("subset.json", subset), ("mla.json", mla),
-                        ("probes.json", probes)):
+                        ("probes.json", probes), ("offline.json", offline)):
         with open(os.path.join(cases_dir, name), "w") as f:
             json.dump(cases, f, indent=1)
             f.write("\n")

@@ -9,7 +9,7 @@
 #   REF=/path/holding/venv34 bash tests/data/vllm-0.34.0/make_results.sh [step ...]
 #
 # Steps (default: all): extra-h200 public-b200 public-a100 subset-l40s subset-h100
-#                       mla-h200 mla-b200 mla-a100 probes-h200
+#                       mla-h200 mla-b200 mla-a100 probes-h200 offline-b200
 # Each takes 10-20 minutes on two cores. The device is emulated: only the device queries
 # (name, capability, memory, SM count) are answered; backend choice, kernel block sizes and
 # every decision are vLLM's own code. The KV budgets are explicit (2, 17, 64, 500 GiB).
@@ -25,7 +25,7 @@ run() {  # run NAME CASES [oracle options...]
       --cache-dir "$CACHE" --all-logs "$@")
 }
 steps=("$@"); [ ${#steps[@]} -eq 0 ] && steps=(extra-h200 public-b200 public-a100 subset-l40s
-  subset-h100 mla-h200 mla-b200 mla-a100 probes-h200)
+  subset-h100 mla-h200 mla-b200 mla-a100 probes-h200 offline-b200)
 B200=(--gpu-name "NVIDIA B200" --capability 10.0 --gpu-mem-mib 183359)
 A100=(--gpu-name "NVIDIA A100-SXM4-80GB" --capability 8.0 --gpu-mem-mib 81920)
 for s in "${steps[@]}"; do
@@ -56,6 +56,9 @@ for s in "${steps[@]}"; do
       python3 "$HERE/splice_results.py" "$OUT/public-b200.json" "$OUT/b200-deepseek.json" \
         --why "re-run with run_oracle34_device.py stand-in 4 (CUTLASS MLA workspace on meta)"
       rm "$OUT/b200-deepseek.json" ;;
+    # B200 without TRT-LLM: no cubins, NVIDIA's artifactory unreachable (cases/offline.json)
+    offline-b200) FLASHINFER_CUBINS_REPOSITORY=http://127.0.0.1:9/ ORACLE_VLLM_NUM_SMS=148 \
+                    run offline-b200 "$HERE/cases/offline.json" "${B200[@]}" ;;
     # single cases for rules no public case reaches (cases/probes.json)
     probes-h200) run probes-h200 "$HERE/cases/probes.json" ;;
     *) echo "unknown step $s" >&2; exit 2 ;;
