@@ -102,12 +102,22 @@ def explain(field: str, old, new, a: dict, b: dict, args: dict) -> str:
     hybrid = (b.get("model") or {}).get("is_hybrid")
     attention_free = (b.get("model") or {}).get("is_attention_free")
     mode = (b.get("cache") or {}).get("mamba_cache_mode")
+    if field == "status" and b["status"] == "resolved" and a["status"] == "error" and \
+            args.get("enable_chunked_prefill") is False:
+        if str(b["model"].get("architecture")).startswith("Transformers"):
+            return "C1 architecture left the registry: Transformers backend (no Mamba hook)"
+        if not b["model"].get("is_hybrid"):
+            return "C1 is_hybrid: 'full_attention' layer types now count as attention (no Mamba hook)"
     if field == "status":
         return "C6 calculate_kv_scales removed" if "calculate_kv_scales" in args else (
             "C9.1 prefix caching on by default needs chunked prefill"
             if args.get("enable_chunked_prefill") is False else
             "C9.5 prefix caching now on by default: --mamba-block-size no longer refused"
             if "mamba_block_size" in args else "UNEXPLAINED")
+    if field in ("error_message", "error_type") and "calculate_kv_scales" in args:
+        return "C6 calculate_kv_scales removed: EngineArgs refuses it before the config is read"
+    if field in ("error_message", "error_type") and a["status"] != b["status"]:
+        return explain("status", a["status"], b["status"], a, b, args)
     if field in ("error_message", "error_type") and "is not divisible by" in str(
             a.get("error_message")) and "must be divisible by tensor parallel size" in str(
             b.get("error_message")):

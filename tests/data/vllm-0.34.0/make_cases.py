@@ -18,7 +18,7 @@ cases/offline.json eight public cases for a B200 without FlashInfer's TRT-LLM ke
 cases/probes.json  single cases for rules no public case reaches: one KV group of same-type
                    layers with different shapes (G2, through --disable-hybrid-kv-cache-manager),
                    unquantized skip layers beside an FP8 KV cache (S2's last step), a user block
-                   below FP8 d512's 64 on SM90.
+                   below FP8 d512's 64 on SM90, a hybrid with only --no-enable-chunked-prefill.
 """
 
 import json
@@ -88,6 +88,7 @@ def main() -> None:
             ("gemma4-text-default", "fp8-skipsw", {"kv_cache_dtype": "fp8",
                                                    "kv_cache_dtype_skip_layers": ["sliding_window"]}),
             ("gemma4-text-default", "fp8-bs32", {"kv_cache_dtype": "fp8", "block_size": 32}),
+            ("qwen3.5-27b", "nochunk", {"enable_chunked_prefill": False}),
         )]
     offline_names = {"gemma-4-26b-a4b/default", "gemma-4-26b-a4b/fp8",
                      "gemma4-text-default/default", "jamba-default/fp8",

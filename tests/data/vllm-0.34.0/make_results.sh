@@ -19,10 +19,11 @@ ORACLE="$(cd "$HERE/../../../../shared/oracle34" && pwd)"
 PY="${REF:?set REF to the folder holding venv34}/venv34/bin/python"
 CACHE="${ORACLE34_CACHE:-$REF/o34/cache}"
 OUT="$HERE/results"
-run() {  # run NAME CASES [oracle options...]
+run() {  # run NAME CASES [oracle options...]; the result is committed gzipped
   local name=$1 cases=$2; shift 2
   (cd "$ORACLE" && nice "$PY" "$HERE/run_oracle34_device.py" "$cases" -o "$OUT/$name.json" \
       --cache-dir "$CACHE" --all-logs "$@")
+  gzip -n -9 -f "$OUT/$name.json"
 }
 steps=("$@"); [ ${#steps[@]} -eq 0 ] && steps=(extra-h200 public-b200 public-a100 subset-l40s
   subset-h100 mla-h200 mla-b200 mla-a100 probes-h200 offline-b200)
@@ -53,9 +54,10 @@ for s in "${steps[@]}"; do
     b200-splice-deepseek)
       VLLM_HAS_FLASHINFER_CUBIN=1 ORACLE_VLLM_NUM_SMS=148 run b200-deepseek \
         "$ORACLE/cases/public.json" "${B200[@]}" --only deepseek-v2-lite-like
+      gunzip -f "$OUT/public-b200.json.gz" "$OUT/b200-deepseek.json.gz"
       python3 "$HERE/splice_results.py" "$OUT/public-b200.json" "$OUT/b200-deepseek.json" \
         --why "re-run with run_oracle34_device.py stand-in 4 (CUTLASS MLA workspace on meta)"
-      rm "$OUT/b200-deepseek.json" ;;
+      gzip -n -9 -f "$OUT/public-b200.json"; rm "$OUT/b200-deepseek.json" ;;
     # B200 without TRT-LLM: no cubins, NVIDIA's artifactory unreachable (cases/offline.json)
     offline-b200) FLASHINFER_CUBINS_REPOSITORY=http://127.0.0.1:9/ ORACLE_VLLM_NUM_SMS=148 \
                     run offline-b200 "$HERE/cases/offline.json" "${B200[@]}" ;;
