@@ -177,6 +177,10 @@ def explain(field: str, old, new, a: dict, b: dict, args: dict) -> str:
     return "UNEXPLAINED"
 
 
+def short(text: str, limit: int = 140) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def compare(a: dict, b: dict, args: dict) -> list[tuple[str, object, object, str]]:
     out = []
     if a["status"] != b["status"]:
@@ -220,6 +224,10 @@ def main(argv=None) -> int:
     new = load_034(ns.public_only)
     pairs = [(c, new[c["name"]]) for c in fixtures if c["name"] in new]
     counts: collections.Counter = collections.Counter()
+    legend: dict[str, str] = {}
+
+    def key(why: str) -> str:
+        return legend.setdefault(why, f"R{len(legend) + 1}")
     field_pairs: collections.Counter = collections.Counter()
     lines = []
     unexplained = 0
@@ -237,11 +245,15 @@ def main(argv=None) -> int:
             lines.append(f"- **{c['name']}** `{json.dumps(c['engine_args'])}`")
             for field, old, new_v, why in diffs:
                 if field == "messages":
-                    lines.append(f"  - messages ({why}):")
-                    lines.append(f"    - 0.19: {json.dumps(old)}")
-                    lines.append(f"    - 0.34: {json.dumps(new_v)}")
+                    gone = [m for m in old if m not in new_v]
+                    added = [m for m in new_v if m not in old]
+                    lines.append(f"  - messages ({key(why)}):"
+                                 + (" same records, other order" if not gone and not added else ""))
+                    lines += [f"    - 0.19 only: {lvl} {short(msg)}" for lvl, msg in gone]
+                    lines += [f"    - 0.34 only: {lvl} {short(msg)}" for lvl, msg in added]
                 else:
-                    lines.append(f"  - {field}: {json.dumps(old)} → {json.dumps(new_v)} — {why}")
+                    lines.append(f"  - {field}: {short(json.dumps(old))} → {short(json.dumps(new_v))}"
+                                 f" ({key(why)})")
     both = sum(1 for c, n in pairs if view_019(c)["status"] == "resolved"
                and view_034(n)["status"] == "resolved")
     head = [
@@ -258,7 +270,8 @@ def main(argv=None) -> int:
         "",
         "| field | rule | count |",
         "|---|---|---|",
-    ] + [f"| {f} | {w} | {v} |" for (f, w), v in sorted(counts.items())] + ["", "## Pairs", ""]
+    ] + [f"| {f} | {legend.get(w, '')} {w} | {v} |" for (f, w), v in sorted(counts.items())] + [
+        "", "## Pairs", "", "(R… is the rule of the table above.)", ""]
     with open(ns.output, "w") as f:
         f.write("\n".join(head + lines) + "\n")
     print(f"{len(pairs)} pairs, {both} resolved by both, {unexplained} unexplained "
