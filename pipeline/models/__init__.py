@@ -9,6 +9,8 @@ Each fact about a model family lives here once, as data or a small pure function
   prefix caching, the block size, the scheduler's token budget);
 - :mod:`.mamba_state` -- the per-rank Mamba / linear-attention state shapes (named
   dimensions), their dtypes, page sizes and kernel block alignment;
+- :mod:`.gpus` -- the GPUs deployments run on: the memory each reports, its compute
+  capability (what the start-up step picks backends by);
 - :mod:`.dtypes` -- dtype names and element sizes, the attention KV dtype;
 - :mod:`.derive` -- the model facts vLLM derives while building its model config (dtype,
   max_model_len, head size, KV heads, MLA, quantisation, the checkpoint's KV-cache dtype,
@@ -38,6 +40,7 @@ from enginecfg.pipeline.models import (
     derive,
     dtypes,
     engine_defaults,
+    gpus,
     kv_cache,
     kv_specs,
     mamba_state,
@@ -48,5 +51,5 @@ from enginecfg.pipeline.models import (
     weights_dtype,
 )
 
-__all__ = ["architectures", "capacity", "derive", "dtypes", "engine_defaults", "kv_cache", "kv_specs",
+__all__ = ["architectures", "capacity", "derive", "dtypes", "engine_defaults", "gpus", "kv_cache", "kv_specs",
            "mamba_state", "model_files", "pages", "quant", "weights", "weights_dtype"]

@@ -1,0 +1,104 @@
+"""The GPUs deployments run on, as the figures and the start-up step need them.
+
+A GPU is an input like the engine arguments: its memory sizes the KV cache (vLLM takes a share
+of the memory the device reports, ``--gpu-memory-utilization``), and its compute capability
+decides which attention backends exist on it when the engine starts (FlashAttention 3 on
+Hopper, FlashInfer first on Blackwell, no FP8 KV cache on Triton below 8.9, ...).
+
+``memory_bytes`` is the total the CUDA driver reports for the card (what PyTorch's
+``torch.cuda.mem_get_info()`` gives as its second value, and what vLLM starts from), not the
+marketing figure: an "80 GB" H100 reports 79.6 GiB.  Where a figure was read off a real card
+the row says so in ``measured``; the others are the totals ``nvidia-smi`` prints for the card,
+which the driver's figure matches to within the memory the driver reserves for itself.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from enginecfg.pipeline.errors import InvalidInputError
+from enginecfg.pipeline.suggest import did_you_mean
+
+__all__ = ["Gpu", "GPUS", "DEFAULT_GPU", "find_gpu", "custom_gpu"]
+
+_MIB = 2**20
+
+
+@attrs.frozen
+class Gpu:
+    """One GPU model: its name, the memory the driver reports, its compute capability."""
+
+    #: the preset's name as ``--gpu`` takes it (``H200``, ``H100-80GB``, ...)
+    name: str
+    #: what the device reports as its total memory, in bytes
+    memory_bytes: int
+    #: compute capability ``(major, minor)``, e.g. ``(9, 0)`` for Hopper
+    capability: tuple[int, int]
+    #: the name the device reports (``torch.cuda.get_device_name()``)
+    device_name: str = ""
+    #: other spellings ``--gpu`` accepts
+    aliases: tuple[str, ...] = ()
+    #: where the memory figure comes from (a measurement on a real card, or the card's listing)
+    measured: str = ""
+
+    @property
+    def memory_gib(self) -> float:
+        return self.memory_bytes / 2**30
+
+    @property
+    def capability_text(self) -> str:
+        return f"{self.capability[0]}.{self.capability[1]}"
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "device_name": self.device_name, "memory_bytes": self.memory_bytes,
+                "memory_gib": round(self.memory_gib, 2), "capability": self.capability_text}
+
+
+def _gpu(name: str, mib: int, cap: tuple[int, int], device: str, *aliases: str, measured: str = "") -> Gpu:
+    return Gpu(name, mib * _MIB, cap, device, tuple(aliases), measured)
+
+
+#: the cards deployments use, by preset name (memory as ``nvidia-smi`` lists it)
+GPUS: dict[str, Gpu] = {g.name: g for g in (
+    _gpu("H200", 143771, (9, 0), "NVIDIA H200", "H200-141GB"),
+    _gpu("H100-80GB", 81559, (9, 0), "NVIDIA H100 80GB HBM3", "H100", "H100-SXM"),
+    _gpu("H100-PCIE", 81559, (9, 0), "NVIDIA H100 PCIe"),
+    _gpu("H100-NVL", 95830, (9, 0), "NVIDIA H100 NVL"),
+    _gpu("H20", 97871, (9, 0), "NVIDIA H20"),
+    _gpu("B200", 183359, (10, 0), "NVIDIA B200"),
+    _gpu("A100-80GB", 81920, (8, 0), "NVIDIA A100-SXM4-80GB", "A100"),
+    _gpu("A100-40GB", 40960, (8, 0), "NVIDIA A100-SXM4-40GB"),
+    _gpu("L40S", 46068, (8, 9), "NVIDIA L40S"),
+    _gpu("L40", 46068, (8, 9), "NVIDIA L40"),
+    _gpu("L4", 23034, (8, 9), "NVIDIA L4"),
+    _gpu("A10G", 23028, (8, 6), "NVIDIA A10G", "A10"),
+    _gpu("RTX-4090", 24564, (8, 9), "NVIDIA GeForce RTX 4090", "4090"),
+)}
+
+#: the GPU every figure assumes unless told otherwise
+DEFAULT_GPU = GPUS["H200"]
+
+
+def _norm(text: str) -> str:
+    return "".join(ch for ch in text.upper() if ch.isalnum())
+
+
+def find_gpu(name: str) -> Gpu:
+    """The preset called *name* (case, ``-``, ``_`` and spaces do not matter; an alias or the
+    device's own name works too); an unknown name is refused with the presets listed."""
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidInputError.for_value("gpu", name, "one of " + ", ".join(GPUS), flag="--gpu")
+    key = _norm(name)
+    for gpu in GPUS.values():
+        if key in {_norm(gpu.name), _norm(gpu.device_name), *(_norm(a) for a in gpu.aliases)}:
+            return gpu
+    raise InvalidInputError(f"invalid GPU (--gpu): got {name!r}{did_you_mean(name, GPUS)}; allowed: "
+                            + ", ".join(f"{g.name} ({g.memory_gib:.1f} GiB, sm {g.capability_text})"
+                                        for g in GPUS.values())
+                            + "; or --gpu-memory GIB for another card", field="gpu")
+
+
+def custom_gpu(memory_gib: float, like: Gpu = DEFAULT_GPU) -> Gpu:
+    """A card of *memory_gib* GiB that starts the engine as *like* does (``--gpu-memory``)."""
+    return attrs.evolve(like, name=f"{like.name} ({memory_gib:g} GiB)", memory_bytes=int(memory_gib * 2**30),
+                        aliases=(), measured="given with --gpu-memory")
