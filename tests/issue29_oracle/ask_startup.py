@@ -40,8 +40,9 @@ What stands in for the GPU (nothing in vLLM is edited):
   a no-op stands in for it on the placeholder;
 - ``current_platform.current_device()`` is the meta device, ``torch.cuda.Stream`` and vLLM's
   aux stream are stand-in objects during the build (layers only keep references);
-- ``flashinfer_mla``'s module-level workspace (``torch.zeros(..., device="cuda")``, run when
-  the selector first imports that backend) is made on the meta device;
+- ``flashinfer_mla``'s and ``cutlass_mla``'s module-level workspaces (``torch.zeros`` /
+  ``torch.empty(..., device="cuda")``, run when the selector first imports those backends) are
+  made on the meta device;
 - tensor parallelism: one process, the TP group patched to report ``world_size = tp``,
   rank 0 (each layer sizes itself per rank; every rank's specs are the same);
 - KV budgets are given, so no profiling runs.
@@ -72,6 +73,8 @@ SHARED = REPO.parent / "shared"
 ORACLE = SHARED / "oracle" / "run_oracle.py"
 PLUGIN = SHARED / "oracle34" / "oracle_plugin"
 GiB = 2**30
+#: how the engine core's memory check starts its two answers (a budget problem, not a start one)
+MEMORY_ERRORS = ("To serve at least one request", "No available memory for the cache blocks")
 STAND_INS: dict[str, str] = {}
 
 
@@ -150,19 +153,23 @@ def main(argv: list[str] | None = None) -> int:
     if not hasattr(vllm_triton, "set_allocator"):
         vllm_triton.set_allocator = lambda fn: None
         STAND_INS["triton.set_allocator"] = "no-op on vLLM's Triton placeholder"
-    real_zeros = torch.zeros
+    real = {"zeros": torch.zeros, "empty": torch.empty}
 
-    def zeros_on_meta(*a, **k):
-        if str(k.get("device", "")).startswith("cuda"):
-            k["device"] = "meta"
-        return real_zeros(*a, **k)
+    def on_meta(name):
+        def make(*a, **k):
+            if str(k.get("device", "")).startswith("cuda"):
+                k["device"] = "meta"
+            return real[name](*a, **k)
+        return make
 
-    torch.zeros = zeros_on_meta
+    torch.zeros, torch.empty = on_meta("zeros"), on_meta("empty")
     try:
+        import vllm.v1.attention.backends.mla.cutlass_mla  # noqa: F401
         import vllm.v1.attention.backends.mla.flashinfer_mla  # noqa: F401
-        STAND_INS["flashinfer_mla"] = "module-level workspace made on the meta device"
+        STAND_INS["mla workspaces"] = ("flashinfer_mla's and cutlass_mla's module-level "
+                                       "workspaces made on the meta device")
     finally:
-        torch.zeros = real_zeros
+        torch.zeros, torch.empty = real["zeros"], real["empty"]
 
     # ---- observation only -------------------------------------------------------------------
     records: list[logging.LogRecord] = []
@@ -309,17 +316,20 @@ def main(argv: list[str] | None = None) -> int:
         specs = {f"layer.{i}": spec for i in range(n_layers)}
         for gib in budgets:
             row: dict[str, Any] = {"budget_gib": gib}
-            with set_current_vllm_config(vc):
-                try:
-                    ku.get_kv_cache_configs(vc, [dict(specs)], [int(gib * GiB)])
-                    row["error"] = None
-                except ValueError as e:
-                    row["error"] = str(e)
-                grs = ku.get_kv_cache_groups(vc, dict(specs))
-                k = ku.get_kv_cache_config_from_groups(vc, grs, int(gib * GiB))
-            row["num_blocks"] = k.num_blocks
-            row["kv_tokens"] = k.num_blocks // len(k.kv_cache_groups) * bs
-            row["max_concurrency"] = ku.get_max_concurrency_for_kv_cache_config(vc, k)
+            try:
+                with set_current_vllm_config(vc):
+                    try:
+                        ku.get_kv_cache_configs(vc, [dict(specs)], [int(gib * GiB)])
+                        row["error"] = None
+                    except ValueError as e:
+                        row["error"] = str(e)
+                    grs = ku.get_kv_cache_groups(vc, dict(specs))
+                    k = ku.get_kv_cache_config_from_groups(vc, grs, int(gib * GiB))
+                row["num_blocks"] = k.num_blocks
+                row["kv_tokens"] = k.num_blocks // len(k.kv_cache_groups) * bs
+                row["max_concurrency"] = ku.get_max_concurrency_for_kv_cache_config(vc, k)
+            except Exception as e:  # noqa: BLE001 - vLLM's own failure (e.g. block size 0)
+                row["error"] = f"{type(e).__name__}: {e}"
             out["budgets"].append(row)
         return out
 
@@ -512,6 +522,14 @@ def main(argv: list[str] | None = None) -> int:
                         row["max_concurrency"] = ku.get_max_concurrency_for_kv_cache_config(vc, sched)
                         row["engine_block_size"] = mbs
                 except ValueError as e:
+                    if not str(e).startswith(MEMORY_ERRORS):
+                        # not the budget: the engine would stop here whatever the memory
+                        row["error"] = f"{type(e).__name__}: {e}"
+                        row["error_detail"] = ro.describe_error(e)
+                        start_error = start_error or dict(ro.describe_error(e),
+                                                          step="get_kv_cache_configs")
+                        rows.append(row)
+                        continue
                     # vLLM's not-enough-memory answer; the figures the same budget gives
                     # (as kv019 records them) are kept beside it
                     row["error"] = str(e)

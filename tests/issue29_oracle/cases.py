@@ -7,6 +7,7 @@ Plain Python (no vLLM needed); the two drivers beside it run in the oracle venv:
     python tests/issue29_oracle/cases.py hub     [--ref DIR]   # -> hub.json (item 8, repo ids)
     python tests/issue29_oracle/cases.py cli     [--ref DIR]   # -> cli.json (`vllm serve` parsing)
     python tests/issue29_oracle/cases.py startup [--ref DIR]   # -> startup.json (items 4-7)
+    python tests/issue29_oracle/cases.py summarize             # startup.json -> startup_summary.json
 
 ``--ref DIR`` (default ``$ENGINECFG_ORACLE_REF``, else ``../ref`` beside the checkout) holds the
 oracle venv ``venv19`` (vLLM 0.19.0) and the transformers overlays ``tf523-overlay`` (5.23.0)
@@ -162,6 +163,12 @@ def folders() -> dict[str, dict[str, Any]]:
                                         "sliding_window": 512, "vocab_size": 262144,
                                         "torch_dtype": "bfloat16"}},
         # ---- item 5: the attention backends of more layer kinds ------------------------------
+        # the bidirectional Llama that LlamaNemotronVL's language model is (the VL fixtures
+        # are hand-built without a vision tower, so their class does not build)
+        "llama-bidir-avg": {"config.json": dict(LLAMA, architectures=["LlamaBidirectionalModel"],
+                                                pooling="avg", max_position_embeddings=8192)},
+        "llama-bidir-cls": {"config.json": dict(LLAMA, architectures=["LlamaBidirectionalModel"],
+                                                pooling="cls", max_position_embeddings=8192)},
         "llama-hd64": {"config.json": LLAMA},
         "llama-hd96": {"config.json": dict(LLAMA, hidden_size=1536)},
         "llama-hd80": {"config.json": dict(LLAMA, hidden_size=1280)},
@@ -545,6 +552,14 @@ def startup_cases() -> list[dict[str, Any]]:
                            "bs8": {"block_size": 8}, "be-flashinfer": {"attention_backend": "FLASHINFER"},
                            "be-triton": {"attention_backend": "TRITON_ATTN"}}.items():
             add("5", f"{folder}/{name}", constructed(folder), args)
+    for folder in ("llama-bidir-avg", "llama-bidir-cls"):
+        for name, args in {"default": {}, "fp8": {"kv_cache_dtype": "fp8"},
+                           "prefix": {"enable_prefix_caching": True},
+                           "chunked": {"enable_chunked_prefill": True},
+                           "bs32": {"block_size": 32}, "tp2": {"tensor_parallel_size": 2},
+                           "be-flashinfer": {"attention_backend": "FLASHINFER"},
+                           "be-triton": {"attention_backend": "TRITON_ATTN"}}.items():
+            add("5", f"{folder}/{name}", constructed(folder), args)
     for folder in ("modelopt-llama-nvfp4", "modelopt-llama-fp8", "modelopt-nano-nvfp4"):
         add("5", f"{folder}/default", constructed(folder), {})
         add("5", f"{folder}/prefix", constructed(folder), {"enable_prefix_caching": True})
@@ -646,12 +661,81 @@ def _run(script: str, cases_file: str, out_name: str, ns: argparse.Namespace,
     print(f"wrote {len(merged['results'])} results to {target}", file=sys.stderr)
 
 
+def _short(err: dict | None) -> str | None:
+    if not err:
+        return None
+    kind = err.get("root_type") or err.get("type")
+    text = err.get("root_message") or err.get("message") or ""
+    return f"{kind}: {text}"
+
+
+def summarize() -> dict[str, Any]:
+    """startup.json, shortened to what a test asserts: per case the backends, the block size
+    through the start-up step and the KV figures; and one table of every distinct question
+    the layers asked the attention selector, with vLLM's answer and reasons."""
+    doc = json.loads((HERE / "startup.json").read_text())
+    cases, table = [], {}
+    for r in doc["results"]:
+        cfg = r.get("config") or {}
+        row: dict[str, Any] = {
+            "name": r["name"], "item": r.get("item"), "args": r["args"], "status": r.get("status"),
+            "is_hybrid": cfg.get("is_hybrid"), "use_mla": cfg.get("use_mla"),
+            "cache_dtype": cfg.get("cache_dtype"),
+            "config_block_size": cfg.get("block_size"),
+            "user_specified_block_size": cfg.get("user_specified_block_size"),
+            "block_size_after_update": r.get("block_size_after_update"),
+            "engine_block_size": r.get("engine_block_size"),
+            "backends": {k: v for k, v in (r.get("backends_by_layer_kind") or {}).items()},
+            "first_layer_backend": (r.get("first_layer") or {}).get("backend"),
+            "update_logs": [m["message"] for m in r.get("update_logs") or []],
+        }
+        if r.get("config_error"):
+            row["config_error"] = _short(r["config_error"])
+        if r.get("build_error"):
+            row["build_error"] = _short(r["build_error"])
+            row["build_error_raised_at"] = r["build_error"].get("raised_at")
+        if r.get("start_error"):
+            row["start_error"] = dict(step=r["start_error"].get("step"), error=_short(r["start_error"]))
+        if r.get("real_mamba"):
+            row["mamba_state_matches_config_time"] = r["real_mamba"]["matches_config_time"]
+            row["mamba_unpadded_page"] = r["real_mamba"]["unpadded_page_size_bytes"]
+            row["mamba_page_size_padded"] = r["real_mamba"]["page_size_padded"]
+        if r.get("kv"):
+            row["kv"] = [{k: b.get(k) for k in ("budget_gib", "num_blocks", "kv_tokens",
+                                                "max_concurrency", "group_block_sizes")}
+                         | ({"error": b["error"][:160]} if b.get("error") else {})
+                         for b in r["kv"]]
+        if r.get("declared_kv"):
+            row["declared_kv"] = {"block_size": r["declared_kv"]["block_size"],
+                                  "budgets": r["declared_kv"]["budgets"]}
+        if "validate_block_size" in r:
+            row["validate_block_size"] = (r["validate_block_size"] if isinstance(
+                r["validate_block_size"], str) else _short(r["validate_block_size"]))
+        cases.append(row)
+        for q in r.get("selector") or []:
+            sel = q.get("selector_config")
+            if not isinstance(sel, dict):
+                continue
+            key = json.dumps([sel, q.get("forced_backend")], sort_keys=True)
+            entry = table.setdefault(key, {
+                "selector_config": sel, "forced_backend": q.get("forced_backend"),
+                "chosen": q["chosen"], "priority": q.get("priority"), "valid": q.get("valid"),
+                "refused": q.get("refused"), "kernel_block_sizes": q.get("kernel_block_sizes"),
+                "kernel_block_sizes_multiple_of": q.get("kernel_block_sizes_multiple_of"),
+                "preferred_block_size": q.get("preferred_block_size"), "seen_in": []})
+            entry["seen_in"].append(r["name"])
+    return {"produced_by": {k: doc[k] for k in ("vllm_version", "transformers_version",
+                                                 "platform", "budgets_gib") if k in doc},
+            "cases": cases, "selector_table": list(table.values())}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("write", help="write configs/ and the cases files")
+    sub.add_parser("summarize", help="startup.json -> startup_summary.json")
     for name in ("config", "hub", "cli", "startup"):
         p = sub.add_parser(name, help=f"ask the oracle the {name} cases")
         p.add_argument("--ref", help="folder of venv19/ and the transformers overlays")
@@ -660,6 +744,9 @@ def main(argv: list[str] | None = None) -> int:
         if name == "startup":
             p.add_argument("--budgets-gib", default="2,17,64")
     ns = ap.parse_args(argv)
+    if ns.cmd == "summarize":
+        (HERE / "startup_summary.json").write_text(json.dumps(summarize(), indent=1) + "\n")
+        return 0
     write()
     if ns.cmd == "write":
         return 0
@@ -675,6 +762,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         _run("ask_startup.py", "cases-startup.json", "startup.json", ns,
              ["--budgets-gib", ns.budgets_gib])
+        (HERE / "startup_summary.json").write_text(json.dumps(summarize(), indent=1) + "\n")
     return 0
 
 
