@@ -11,11 +11,11 @@ Plain Python (no vLLM needed); the two drivers beside it run in the oracle venv:
 
 ``--ref DIR`` (default ``$ENGINECFG_ORACLE_REF``, else ``../ref`` beside the checkout) holds the
 oracle venv ``venv19`` (vLLM 0.19.0) and the transformers overlays ``tf523-overlay`` (5.23.0)
-and ``tf5-overlay`` (5.5.0, Gemma 4 only), built as ``../shared/oracle/README.md`` says.
+and ``tf5-overlay`` (5.5.0, Gemma 4 only), built as the vLLM 0.19.0 oracle's README says.
 The oracle is a development tool: tests read only the committed JSON.
 
 A case is ``{"name", "item", "config_dir" (relative to this folder), "args": {EngineArgs
-field: value}}``; fixture configs are named by their folder in ``../shared/fixtures/configs``.
+field: value}}``; fixture configs are named by their folder in ``tests/data/vllm-0.19.0/configs``.
 """
 
 from __future__ import annotations
@@ -31,11 +31,11 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-FIXTURES = REPO.parent / "shared" / "fixtures"
-FIXTURE_REL = Path("..", "..", "..", "shared", "fixtures", "configs")
+FIXTURES = REPO / "tests" / "data" / "vllm-0.19.0"
+FIXTURE_REL = Path("..", "data", "vllm-0.19.0", "configs")
 CONSTRUCTED = HERE / "configs"
 
-#: every fixture config (the folders of ../shared/fixtures/configs)
+#: every fixture config (the folders of tests/data/vllm-0.19.0/configs)
 FIXTURE_NAMES = sorted(p.name for p in (FIXTURES / "configs").iterdir()
                        if (p / "config.json").exists())
 GEMMA4 = ("gemma-4-26b-a4b", "gemma-4-26b-a4b-nvfp4", "gemma4-text-default")
