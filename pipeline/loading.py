@@ -317,7 +317,14 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
         # then fails reading it: bad input, named
         for section in ("text_config", "vision_config"):
             typed.key(raw, "hf_config", section, typed.OBJECT)
-    hf = HFConfigView(derive.vllm_view(snap, raw))
+    snapshot = derive.vllm_view(snap, raw)
+    hf = HFConfigView(snapshot)
+    if source is not None and typed.attr(hf, "quantization_config", typed.ANY) is None:
+        # ModelOpt 0.29 and earlier keep the quantization beside config.json: vLLM puts the
+        # file's whole content on the config object as its quantization_config
+        quant_file = model_files.hf_quant_config(source)
+        if quant_file is not None:
+            hf = HFConfigView(dict(snapshot, attrs=dict(snapshot["attrs"], quantization_config=quant_file)))
     text = hf.get_text_config()
     if text is not hf and not typed.has(text, "num_attention_heads"):
         raise ConfigRejectedError(
@@ -341,6 +348,11 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
         archs = [default]
         defaulted = True
     arch, info = architectures.lookup(archs)
+    # the files vLLM reads next, in its order: the sentence-transformers tokenizer settings,
+    # transformers' image-processor files, the sentence-transformers modules
+    encoder = model_files.sentence_transformers_encoder(source) if source is not None else None
+    if source is not None:
+        model_files.image_processor_files(source)
     # a sentence-transformers checkpoint (modules.json with a Pooling module) is a pooling
     # model whatever its architecture; a generative one is then converted to embedding
     st_pooling = model_files.sentence_transformers_pooling(source) if source is not None else None
@@ -367,7 +379,6 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
         tok = model_files.tokenizer_config(source)
         if tok:
             tokenizer_max = tok.get("model_max_length")
-    encoder = model_files.sentence_transformers_encoder(source) if source is not None else None
     max_len = derive.max_model_len(text, args.get("max_model_len"), messages,
                                    sliding_window=sliding_window if disable_sw else None,
                                    tokenizer_max=tokenizer_max,

@@ -219,8 +219,7 @@ class Pipeline:
         given = cfg.engine_args.get(exc.field or "")
         if arg is None or not isinstance(given, int) or isinstance(given, bool) or not arg.config_field:
             return  # a value of the wrong type was never taken into the config
-        section, field = arg.config_field.split(".")
-        now = getattr(getattr(cfg, section), field)
+        now = cfg.state().get(arg.config_field)
         exc.message = (f"{exc.message} (vLLM 0.19.0 accepts it while it builds its config, which ends with "
                        f"{arg.config_field} = {now}; enginecfg refuses it after every check of vLLM's)")
 

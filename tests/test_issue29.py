@@ -163,3 +163,110 @@ def test_item7_nonpositive_block_sizes_are_refused_after_every_check_of_vllms(ca
         # the refusal says what vLLM made of the value, as the run's record shows it
         block = case["final"]["cache_config"]["block_size"]
         assert f"cache_config.block_size = {block};" in str(got)
+
+
+# -- item 8: the files vLLM reads beside config.json ------------------------------------------------
+
+ITEM8 = cases("8/")
+
+
+def _opened(doc: dict) -> set[str]:
+    """The settings files a run read (safetensors headers aside: their own oracle is
+    tests/sources_oracle)."""
+    return {f["name"] for f in doc["source"]["files"] if ".safetensors" not in f["name"]}
+
+
+def test_item8_has_the_cases_rules_md_names():
+    names = {c["name"] for c in ITEM8}
+    assert {"8/modelopt-nano-nvfp4/default", "8/modelopt-super-fp8/default", "8/modelopt-both/default",
+            "8/modelopt-llama-empty/default", "8/modelopt-nano-nvfp4/dtype-fp32", "8/files-llama/default",
+            "8/files-llama-abs/default", "8/files-llama-generate/default"} <= names
+
+
+@pytest.mark.parametrize("case", ITEM8, ids=[c["name"] for c in ITEM8])
+def test_item8_reads_what_vllm_reads_and_takes_the_quantization_from_it(case, warm_snapshots):
+    got = run_case(case, "resolve")
+    check(case, got)
+    doc = got.document if case["status"] == "error" else got.to_dict()
+    assert _opened(doc) == set(case["files_opened"])
+    # every file vLLM may read that the folder lacks is recorded as looked for and absent
+    assert not set(doc["source"]["absent"]) & set(case["files_opened"])
+    if case["status"] == "resolved":
+        mine = [m["message"] for m in doc["messages"] if m["message"].startswith("Detected ModelOpt")]
+        assert mine == [m["message"] for m in case["logs"] if m["message"].startswith("Detected ModelOpt")]
+
+
+def test_item8_the_quantization_file_drives_the_weight_estimate(warm_snapshots):
+    """Nemotron 3 Nano NVFP4 with its hf_quant_config.json is priced at 4.5 bits per linear
+    weight; the same config.json alone is an unquantized bfloat16 model (vLLM reads it so)."""
+    from enginecfg import Pipeline
+    from enginecfg.pipeline.models.weights import estimate_weights
+
+    from issue29_support import CONFIG_TIME, case_path
+
+    folder = {c["name"]: case_path(c) for c in CONFIG_TIME}
+    with_file = Pipeline(gpu_validation="off").resolve(folder["8/modelopt-nano-nvfp4/default"])
+    without = Pipeline(gpu_validation="off").resolve(folder["8/nemotron-3-nano-30b-a3b-nvfp4/default (no file beside)"])
+    a, b = estimate_weights(with_file.config), estimate_weights(without.config)
+    assert a.params == b.params and a.bytes_total < 0.4 * b.bytes_total
+    assert any("modelopt_fp4" in line for line in a.basis)
+    assert with_file.impact.memory.weights.bytes_per_gpu == a.bytes_per_gpu
+    assert with_file.to_dict()["source"]["files"][-1]["name"] == "hf_quant_config.json"
+
+
+HUB_CASES = [c for c in __import__("issue29_support").HUB if not set(c["args"]) & {"runner"}]
+
+
+@pytest.mark.parametrize("case", HUB_CASES, ids=[c["name"] for c in HUB_CASES])
+def test_item8_repo_ids_fetch_only_what_vllm_fetches(case, tmp_path, monkeypatch, warm_snapshots):
+    import huggingface_hub.constants
+
+    from enginecfg import Pipeline
+    from hubsupport import LocalHub
+
+    from issue29_support import CONFIG_TIME, HERE
+
+    folder = HERE / "configs" / case["repo_id"].split("/")[1]
+    files = {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_TOKEN", "HF_HUB_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    with LocalHub({case["repo_id"]: {"commit": "1" * 40, "files": files}}, listing=True) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        result = Pipeline(gpu_validation="off").resolve(case["repo_id"], **case["args"])
+    def asked(requests):  # (HEAD or GET, file) of every request for a whole file
+        return {(method, path.split("/resolve/", 1)[1].split("/", 1)[1]) for method, path, rng, *_ in requests
+                if "/resolve/" in path and rng is None}
+
+    # the same files asked about (HEAD) and fetched (GET): the repo's file list decides which
+    # of them vLLM asks about at all
+    assert asked(hub.requests) == asked(case["hub_requests"])
+    assert _opened(result.to_dict()) == {name.split(":", 1)[1] for name in case["files_opened"]}
+    # the same answer as the folder the repo was made from, where vLLM was asked that too
+    for same in [c for c in CONFIG_TIME if c["name"] == case["name"].replace("8/hub/org/", "8/")]:
+        check(same, result)
+
+
+def test_item8_a_quantization_file_put_beside_later_is_read_again(tmp_path, warm_snapshots):
+    """The source record lists the files looked for and absent; a load of the same folder
+    again reads each of them again (the load memo), so hf_quant_config.json put there later
+    is taken, as vLLM would take it."""
+    import shutil
+
+    from enginecfg import EngineConfig
+
+    from issue29_support import HERE
+
+    folder = tmp_path / "nano"
+    folder.mkdir()
+    shutil.copy(HERE / "configs" / "modelopt-nano-nvfp4" / "config.json", folder / "config.json")
+    first = EngineConfig.from_pretrained(folder)
+    assert first.model_config.quantization is None and "hf_quant_config.json" in first.source["absent"]
+    assert {"processor_config.json", "preprocessor_config.json", "modules.json",
+            "sentence_bert_config.json"} <= set(first.source["absent"])
+    shutil.copy(HERE / "configs" / "modelopt-nano-nvfp4" / "hf_quant_config.json", folder / "hf_quant_config.json")
+    again = EngineConfig.from_pretrained(folder)
+    assert (again.model_config.quantization, again.cache_config.cache_dtype) == ("modelopt_fp4", "fp8_e4m3")
+    assert "hf_quant_config.json" in {f["name"] for f in again.source["files"]}

@@ -80,9 +80,11 @@ MLA_MODEL_TYPES = {"AXK1", "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepse
 _USER_DTYPES = {"half": "float16", "float16": "float16", "float": "float32", "float32": "float32",
                 "bfloat16": "bfloat16"}
 #: ModelOpt ``quant_algo`` -> the quantization method vLLM names it
-MODELOPT_METHODS = {"NVFP4": "modelopt_fp4", "MIXED_PRECISION": "modelopt_mixed"}
+MODELOPT_METHODS = {"NVFP4": "modelopt_fp4", "MXFP8": "modelopt_mxfp8", "MIXED_PRECISION": "modelopt_mixed"}
 #: quantization method -> the model dtypes it supports (vLLM refuses others after verification)
-QUANTIZATION_DTYPES = {"modelopt_fp4": ("bfloat16", "float16", "float8_e4m3fn"),
+QUANTIZATION_DTYPES = {"modelopt": ("bfloat16", "float16"),
+                       "modelopt_fp4": ("bfloat16", "float16", "float8_e4m3fn"),
+                       "modelopt_mxfp8": ("bfloat16",),
                        "modelopt_mixed": ("bfloat16", "float16")}
 GEMMA4_MODEL_TYPES = ("gemma4", "gemma4_text")
 
