@@ -270,3 +270,65 @@ def test_item8_a_quantization_file_put_beside_later_is_read_again(tmp_path, warm
     again = EngineConfig.from_pretrained(folder)
     assert (again.model_config.quantization, again.cache_config.cache_dtype) == ("modelopt_fp4", "fp8_e4m3")
     assert "hf_quant_config.json" in {f["name"] for f in again.source["files"]}
+
+
+# -- item 1 (and 3, 4, 7) on the command line: cli.json ----------------------------------------------
+
+CLI_CASES = __import__("issue29_support").CLI
+
+
+def _cli_args(argv: list[str]) -> dict:
+    """The engine arguments of a vllm serve argv, as enginecfg's flags read them."""
+    from enginecfg.pipeline.engine_args import ENGINE_ARGS, parse_flag_text
+
+    by_flag = {f: a for a in ENGINE_ARGS.values() for f in a.flags}
+    out, i = {}, 0
+    while i < len(argv):
+        flag = argv[i]
+        i += 1
+        if flag.startswith("--no-") and "--" + flag[5:] in by_flag:
+            out[by_flag["--" + flag[5:]].name] = False
+        elif by_flag[flag].kind == "bool":
+            out[by_flag[flag].name] = True
+        else:
+            out[by_flag[flag].name], i = parse_flag_text(by_flag[flag], argv[i]), i + 1
+    return out
+
+
+@pytest.mark.parametrize("pasted", [True, False], ids=["vllm-serve-line", "enginecfg-flags"])
+@pytest.mark.parametrize("case", CLI_CASES, ids=[c["name"] for c in CLI_CASES])
+def test_item1_the_command_line_answers_as_vllm_serve(case, pasted, warm_snapshots):
+    """A pasted ``vllm serve`` line is read by vLLM's parser first: a value outside a flag's
+    choices is refused as vLLM refuses it, before any file is read.  enginecfg's own flags
+    leave choices to the run, which answers in the config's order, as Python callers get."""
+    import json
+
+    from support import run_cli
+
+    from issue29_support import case_path, deliberate
+
+    path = case_path(case)
+    head = ["run", "vllm", "serve", path] if pasted else ["run", path]
+    proc = run_cli(*head, *case["argv"], "--no-audit", "--gpu-validation", "off", "--json")
+    text = " ".join(proc.stderr.split())
+    if case["status"] == "refused":                       # vLLM's parser refused the line
+        if pasted:
+            assert proc.returncode == 2 and proc.stdout == ""
+            assert text == "enginecfg: " + case["message"]
+            return
+        want = run_case({"config_dir": case["config_dir"], "args": _cli_args(case["argv"])}, "resolve")
+        assert proc.returncode == want.exit_code and " ".join(str(want).split()) in text
+        return
+    if case["status"] == "error":
+        assert proc.returncode in (1, 2), proc.stderr
+        assert " ".join(case["error"]["root_message"].split()) in text if case["error"].get("root_message") \
+            else "mamba_block_size" in text
+        return
+    if deliberate({"args": _cli_args(case["argv"])}):    # enginecfg's own refusal, last
+        assert proc.returncode == 2 and f"cache_config.block_size = {case['block_size']};" in text
+        return
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["config"]["cache_config"]["block_size"] == case["block_size"]
+    assert doc["config"]["scheduler_config"]["disable_hybrid_kv_cache_manager"] is \
+        case["disable_hybrid_kv_cache_manager"]
