@@ -46,7 +46,6 @@ OBJECTS = {
     ("pipeline/config.py", "hf"): "the view's identity (anchor), not a config field",
     ("pipeline/config.py", "text"): "the view's identity (anchor), not a config field",
     ("pipeline/models/gpus.py", "text"): "a GPU name as the user typed it, not a config view",
-    ("stages/impact.py", "exc"): "an error's field",
 }
 
 
