@@ -85,6 +85,14 @@ def positive_int(optional: bool = False):
     return _check(lambda v: (optional and v is None) or (_is_int(v) and v > 0), allowed)
 
 
+def integer(optional: bool = False):
+    """Any integer: a value vLLM accepts while it builds its config, whatever its sign (a
+    nonpositive block size, a max_model_len of 0); enginecfg refuses such an engine argument
+    itself, after vLLM's checks (:mod:`enginecfg.pipeline.arg_order`)."""
+    allowed = "an integer" + (" or None" if optional else "")
+    return _check(lambda v: (optional and v is None) or _is_int(v), allowed)
+
+
 def non_negative_int(optional: bool = False):
     allowed = "an integer >= 0" + (" or None" if optional else "")
     return _check(lambda v: (optional and v is None) or (_is_int(v) and v >= 0), allowed)
@@ -111,8 +119,9 @@ def _on_setattr(inst: Any, attribute: attrs.Attribute, value: Any) -> Any:
     if getattr(inst, "_engine", None) is not None and inst._engine._frozen:
         field = _path(inst, attribute)
         raise FrozenConfigError(f"the config is frozen: cannot set {field} to {value!r}", field=field)
-    if attribute.validator is not None:
-        attribute.validator(inst, attribute, value)
+    validator = attribute.metadata.get("on_assign", attribute.validator)
+    if validator is not None:
+        validator(inst, attribute, value)
     object.__setattr__(inst, "_writes", inst._writes + 1)
     return value
 
@@ -149,7 +158,9 @@ class ModelConfig:
     runner_type: str = attrs.field(default="generate", validator=one_of(("generate", "pooling")))
     convert_type: str = attrs.field(default="none")
     dtype: str = attrs.field(default="bfloat16", validator=one_of(RESOLVED_DTYPES))
-    max_model_len: int = attrs.field(default=2048, validator=positive_int())
+    #: the caller's value may be 0 or below (refused after vLLM's checks); a stage sets a positive one
+    max_model_len: int = attrs.field(default=2048, validator=integer(),
+                                     metadata={"on_assign": positive_int()})
     head_size: int = attrs.field(default=0, validator=non_negative_int())
     total_num_kv_heads: int = attrs.field(default=0, validator=non_negative_int())
     num_kv_heads: int = attrs.field(default=1, validator=positive_int())
@@ -173,13 +184,16 @@ class ModelConfig:
 class CacheConfig:
     """KV-cache and Mamba-state settings (vLLM's ``CacheConfig``)."""
 
-    block_size: int = attrs.field(default=DEFAULT_BLOCK_SIZE, validator=positive_int())
+    #: the caller's value may be 0 or below (refused after vLLM's checks); a stage sets a positive one
+    block_size: int = attrs.field(default=DEFAULT_BLOCK_SIZE, validator=integer(),
+                                  metadata={"on_assign": positive_int()})
     user_specified_block_size: bool = attrs.field(default=False, validator=boolean())
     cache_dtype: str = attrs.field(default="auto", validator=one_of(CACHE_DTYPES))
     calculate_kv_scales: bool = attrs.field(default=False, validator=boolean())
     enable_prefix_caching: bool | None = attrs.field(default=None, validator=boolean(optional=True))
     mamba_cache_mode: str = attrs.field(default="none", validator=one_of(MAMBA_CACHE_MODES))
-    mamba_block_size: int | None = attrs.field(default=None, validator=positive_int(optional=True))
+    #: vLLM copies the block size here, whatever its sign (prefix caching of a Mamba model)
+    mamba_block_size: int | None = attrs.field(default=None, validator=integer(optional=True))
     mamba_page_size_padded: int | None = attrs.field(default=None, validator=positive_int(optional=True))
     mamba_ssm_cache_dtype: str = attrs.field(default="auto", validator=one_of(_MAMBA_ASSIGNABLE))
     mamba_cache_dtype: str = attrs.field(default="auto", validator=one_of(MAMBA_DTYPES))
@@ -208,6 +222,11 @@ class ParallelConfig:
 class SchedulerConfig:
     enable_chunked_prefill: bool | None = attrs.field(default=None, validator=boolean(optional=True))
     max_num_batched_tokens: int | None = attrs.field(default=None, validator=positive_int(optional=True))
+    #: None (unset): vLLM's default, :func:`enginecfg.pipeline.models.engine_defaults.max_num_seqs`
+    max_num_seqs: int | None = attrs.field(default=None, validator=positive_int(optional=True))
+    #: ``--disable-hybrid-kv-cache-manager`` as vLLM sets it while building its config: as
+    #: given, else off unless something needs the manager off (None until that is decided)
+    disable_hybrid_kv_cache_manager: bool | None = attrs.field(default=None, validator=boolean(optional=True))
     _engine: Any = _engine_slot()
     _writes: int = _writes_slot()
 

@@ -21,7 +21,8 @@ from enginecfg.pipeline.jsonvalue import BOOL, INT, STR
 from enginecfg.pipeline.suggest import did_you_mean
 
 __all__ = ["EngineArg", "ENGINE_ARGS", "DTYPE_CHOICES", "human_readable_int", "human_readable_int_or_auto",
-           "parse_flag_text", "to_flags", "parse_engine_args", "check_engine_args"]
+           "parse_flag_text", "to_flags", "parse_engine_args", "check_engine_args", "check_names",
+           "ACCEPTED_BY_VLLM", "refusal"]
 
 #: ``--dtype``'s choices (what the model config resolves them to: config.RESOLVED_DTYPES)
 DTYPE_CHOICES = ("auto", "half", "float16", "bfloat16", "float", "float32")
@@ -53,7 +54,8 @@ _SUFFIXES = "k/m/g/t (x 1000) or K/M/G/T (x 1024): 32k = 32000, 32K = 32768, 25.
 _ARGS = (
     EngineArg("block_size", ("--block-size",), INT, nullable=True, parser="int", help=(
         "Tokens per KV-cache block. Unset: 16, which hybrid attention/Mamba models grow until "
-        "one attention page holds one Mamba state page.")),
+        "one attention page holds one Mamba state page. A positive integer: vLLM accepts 0 and "
+        "below while it builds its config; enginecfg refuses them after vLLM's checks.")),
     EngineArg("kv_cache_dtype", ("--kv-cache-dtype",), STR, choices=tuple(sorted(CACHE_DTYPES)), help=(
         "Data type of the KV cache. 'auto': the model's dtype, or the checkpoint's own KV-cache "
         "quantization. fp8 means fp8_e4m3; fp8_inc is for Intel Gaudi. Models that default to fp8 "
@@ -99,10 +101,20 @@ _ARGS = (
         "BF16 ones; half and float16: FP16; bfloat16; float and float32: FP32.")),
     EngineArg("max_num_batched_tokens", ("--max-num-batched-tokens",), INT, nullable=True,
               parser="human_readable_int", help=(
-        "Most tokens one scheduler step processes. Takes " + _SUFFIXES + ".")),
+        "Most tokens one scheduler step processes. Unset: 8192 (an H200), and at least "
+        "max_model_len without chunked prefill, which then refuses a smaller value. Takes "
+        + _SUFFIXES + ".")),
+    EngineArg("max_num_seqs", ("--max-num-seqs",), INT, nullable=True, parser="int", help=(
+        "Most requests one scheduler step serves. Unset: 1024 (an H200), at most "
+        "--max-num-batched-tokens.")),
     EngineArg("disable_sliding_window", ("--disable-sliding-window",), BOOL, help=(
         "Ignore the model's sliding window: attention over the whole context, and the context "
         "capped at the window's size.")),
+    EngineArg("disable_hybrid_kv_cache_manager", ("--disable-hybrid-kv-cache-manager",), BOOL, nullable=True,
+              help=(
+        "Give every layer one KV-cache layout (sliding-window layers then keep the whole context; "
+        "a model with Mamba or linear-attention layers cannot be served so). Unset: vLLM keeps "
+        "the hybrid manager on unless the config needs it off.")),
 )
 
 _CONFIG_FIELDS = {
@@ -118,6 +130,8 @@ _CONFIG_FIELDS = {
     "max_model_len": "model_config.max_model_len", "dtype": "model_config.dtype",
     "max_num_batched_tokens": "scheduler_config.max_num_batched_tokens",
     "disable_sliding_window": "model_config.disable_sliding_window",
+    "max_num_seqs": "scheduler_config.max_num_seqs",
+    "disable_hybrid_kv_cache_manager": "scheduler_config.disable_hybrid_kv_cache_manager",
 }
 
 #: name -> :class:`EngineArg`, in the order ``enginecfg run --help`` lists them
@@ -200,8 +214,34 @@ def parse_engine_args(engine_args: dict[str, Any]) -> dict[str, Any]:
 def check_engine_args(engine_args: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, InvalidInputError]]]:
     """Every engine argument checked: the good ones normalised, and the errors vLLM reports
     later, as ``(phase, error)`` in its order (:mod:`.arg_order`; an unknown name or a
-    model-config error is raised now)."""
-    return split_engine_args(engine_args, _parse_one, ENGINE_ARGS)
+    model-config error is raised now), with enginecfg's own refusals of values vLLM accepts
+    last (those values are kept: vLLM's checks run on them)."""
+    return split_engine_args(engine_args, _parse_one, ENGINE_ARGS, refusal)
+
+
+#: arguments whose nonpositive values vLLM 0.19.0 accepts while it builds its config (and then
+#: fails on, or serves nonsense with, once the engine starts): enginecfg keeps the value for
+#: vLLM's checks and refuses it after them (:func:`refusal`), with what is allowed
+ACCEPTED_BY_VLLM = {"block_size": "a positive integer",
+                    "max_model_len": "a positive integer, or -1 for the model's maximum"}
+
+
+def refusal(name: str, value: Any) -> InvalidInputError | None:
+    """enginecfg's own refusal of a value vLLM accepts while it builds its config, or None."""
+    allowed = ACCEPTED_BY_VLLM.get(name)
+    if allowed is None or not isinstance(value, int) or isinstance(value, bool) or value >= 1:
+        return None
+    if name == "max_model_len" and value == -1:
+        return None
+    return _bad(name, value, allowed)
+
+
+def check_names(engine_args: dict[str, Any]) -> None:
+    """Refuse an argument name vLLM 0.19.0's ``EngineArgs`` does not have (or enginecfg does
+    not take), naming the closest ones; vLLM refuses it before it reads anything."""
+    for name in engine_args:
+        if name not in ENGINE_ARGS:
+            _parse_one(name, None)
 
 
 def _bad(name: str, value: Any, allowed: str) -> InvalidInputError:
@@ -224,10 +264,7 @@ def _parse_one(name: str, value: Any) -> Any:
     if kind == INT:
         if isinstance(value, bool) or not isinstance(value, int):
             raise _bad(name, value, "an integer")
-        if name == "max_model_len":
-            if value != -1 and value < 1:
-                raise _bad(name, value, "a positive integer, or -1 for the model's maximum")
-        elif value < 1:
+        if name not in ACCEPTED_BY_VLLM and value < 1:
             raise _bad(name, value, "a positive integer")
     elif kind == BOOL:
         if not isinstance(value, bool):

@@ -30,7 +30,7 @@ from enginecfg.pipeline.config import (
     AttentionConfig, BaseEngineConfig, CacheConfig, ModelConfig, ParallelConfig, PoolerConfig,
     SchedulerConfig,
 )
-from enginecfg.pipeline.engine_args import check_engine_args, parse_engine_args
+from enginecfg.pipeline.engine_args import check_engine_args, check_names
 from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
 from enginecfg.pipeline.hf import (
     VLLM_CLASSES, HFConfigView, ModelSource, missing, open_source, remember_bytes, snapshot_for,
@@ -39,7 +39,11 @@ from enginecfg.pipeline.hf import (
 from enginecfg.pipeline.jsonvalue import to_json
 from enginecfg.pipeline.loadmemo import LOADS
 from enginecfg.pipeline.models import architectures, derive, mamba_state, model_files
-from enginecfg.pipeline.models.engine_defaults import DEFAULT_BLOCK_SIZE
+from enginecfg.pipeline.arg_order import POST, add_pending
+from enginecfg.pipeline.models.engine_defaults import (
+    CHUNKED_LOCAL_ATTENTION_WARNING, DEFAULT_BLOCK_SIZE, HYBRID_MANAGER_NEEDED_ERROR,
+    hybrid_kv_cache_manager_must_be_off,
+)
 from enginecfg.pipeline.models.weights_dtype import dtype_from_headers
 
 __all__ = ["EngineConfig", "load_pretrained", "load_pretrained_many", "prefetch_pretrained", "load_hf_config"]
@@ -57,8 +61,14 @@ class EngineConfig(BaseEngineConfig):
     @classmethod
     def from_pretrained(cls, path: Any, revision: str | None = None, **engine_args: Any) -> "EngineConfig":
         """A model folder, a ``config.json``, or a Hugging Face repo id (``org/name``, at
-        ``revision``), resolved with vLLM's engine arguments."""
-        return load_pretrained(path, engine_args, revision=revision)
+        ``revision``), resolved with vLLM's engine arguments.
+
+        What vLLM refuses while it builds its model config is raised here (a config it cannot
+        read, the model config's own arguments, max_model_len); an engine argument vLLM
+        checks later is kept with the config and refused by :meth:`Pipeline.run` at vLLM's
+        step, so that a config vLLM refuses earlier for another reason gives that answer,
+        as ``Pipeline().resolve(path, **engine_args)`` does."""
+        return load_pretrained(path, engine_args, revision=revision, defer_argument_errors=True)
 
     @classmethod
     def from_pretrained_many(cls, paths: Any, **engine_args: Any) -> "list[EngineConfig]":
@@ -66,13 +76,15 @@ class EngineConfig(BaseEngineConfig):
 
         The transformers snapshots of all configs not cached yet are built in one request
         to the worker, so N new configs cost one round trip, not N.  The first path that
-        cannot be loaded raises, as its own :meth:`from_pretrained` would.
+        cannot be loaded raises, as its own :meth:`from_pretrained` would; engine-argument
+        errors wait for the run, as there.
         """
         return load_pretrained_many(paths, engine_args)
 
     @classmethod
     def from_hf_config(cls, config: Any, **engine_args: Any) -> "EngineConfig":
-        """A transformers config object, or a dict read as its ``config.json`` would be."""
+        """A transformers config object, or a dict read as its ``config.json`` would be
+        (engine-argument errors wait for the run, as with :meth:`from_pretrained`)."""
         return load_hf_config(config, engine_args)
 
 
@@ -99,8 +111,8 @@ def _parse_config(file: str | Path, raw: bytes) -> dict[str, Any]:
 
 
 def _eager(cfg: EngineConfig, defer: bool) -> EngineConfig:
-    """Raise the first engine-argument error now, unless the caller (the pipeline's
-    ``resolve``) defers it to the moment vLLM reports it."""
+    """Raise the first engine-argument error now, unless the caller defers it to the moment
+    vLLM reports it (``from_pretrained`` and the pipeline's ``resolve`` do)."""
     if cfg.pending_errors and not defer:
         raise cfg.pending_errors[0][1]
     return cfg
@@ -118,10 +130,11 @@ def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None
     caller loading one model under many settings (``plan``) opens and reads it once.
 
     Engine-argument errors are raised after the model config was read (vLLM reports a config
-    it cannot build first); with ``defer_argument_errors`` they are kept in
-    ``pending_errors`` for :meth:`Pipeline.run` to raise at vLLM's step (:mod:`.arg_order`).
+    it cannot build first); with ``defer_argument_errors`` (what ``from_pretrained`` and the
+    pipeline's ``resolve`` pass) they are kept in ``pending_errors`` for :meth:`Pipeline.run`
+    to raise at vLLM's step (:mod:`.arg_order`).
     """
-    args, deferred = check_engine_args(engine_args)
+    check_names(engine_args)  # vLLM's EngineArgs refuses an unknown name before anything
     if isinstance(path, ModelSource):
         if revision is not None:
             raise InvalidInputError(f"invalid revision (--revision): got {revision!r} with a model source "
@@ -131,11 +144,6 @@ def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None
     else:
         source = open_source(path, revision)
     raw = source.config_bytes()
-    memo_key = None if deferred or source.kind == "hub" else LOADS.key(path, revision, engine_args)
-    if memo_key is not None:
-        known = LOADS.get(memo_key, source, raw, engine_args)
-        if known is not None:
-            return known
     file = source.describe("config.json")
     parsed: list[dict[str, Any]] = []
 
@@ -143,6 +151,16 @@ def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None
         if not parsed:
             parsed.append(_parse_config(file, raw))
         return parsed[0]
+    try:
+        args, deferred = check_engine_args(engine_args)
+    except InvalidInputError:
+        parse()  # vLLM reads config.json before its model config checks its own arguments
+        raise
+    memo_key = None if deferred or source.kind == "hub" else LOADS.key(path, revision, engine_args)
+    if memo_key is not None:
+        known = LOADS.get(memo_key, source, raw, engine_args)
+        if known is not None:
+            return known
     snap = snapshot_for_bytes(raw, parse)
     if "error" in snap and not parsed:
         parse()  # a refused config: name the field where a section has the wrong type
@@ -189,13 +207,14 @@ def prefetch_pretrained(paths: list[Any], *, wait: bool = True) -> int:
 
 
 def load_pretrained_many(paths: Any, engine_args: dict[str, Any]) -> list[EngineConfig]:
-    """``load_pretrained`` of each path, in order, their snapshots fetched in one request."""
+    """``load_pretrained`` of each path, in order, their snapshots fetched in one request
+    (engine-argument errors kept for the run, as ``from_pretrained`` keeps them)."""
     if isinstance(paths, (str, bytes, os.PathLike)) or not hasattr(paths, "__iter__"):
         raise InvalidInputError.for_value("paths", paths, "a list of model folders or config.json files")
     paths = list(paths)
-    parse_engine_args(engine_args)  # bad engine arguments fail before any work
+    check_names(engine_args)  # an unknown argument fails before any work
     prefetch_pretrained(paths)
-    return [load_pretrained(p, engine_args) for p in paths]
+    return [load_pretrained(p, engine_args, defer_argument_errors=True) for p in paths]
 
 
 def _as_read_from_json(config: dict[str, Any]) -> dict[str, Any]:
@@ -216,12 +235,11 @@ def _as_read_from_json(config: dict[str, Any]) -> dict[str, Any]:
 def load_hf_config(config: Any, engine_args: dict[str, Any]) -> EngineConfig:
     args, deferred = check_engine_args(engine_args)
     if isinstance(config, dict):
-        return _eager(_build("<dict>", _as_read_from_json(config), None, engine_args, args,
-                             deferred=deferred), False)
+        return _build("<dict>", _as_read_from_json(config), None, engine_args, args, deferred=deferred)
     if hasattr(config, "to_dict") and hasattr(config, "attribute_map"):
         snap = snapshot_of_object(config)
         model = str(typed.attr(config, "_name_or_path", typed.ANY) or "<hf_config>")  # a label
-        return _eager(_build(model, None, snap, engine_args, args, deferred=deferred), False)
+        return _build(model, None, snap, engine_args, args, deferred=deferred)
     raise InvalidInputError(f"invalid hf config: got {type(config).__name__}; allowed: a transformers "
                             f"PretrainedConfig or a dict", field="hf_config")
 
@@ -244,6 +262,19 @@ def _check_sections(raw: dict[str, Any]) -> None:
             for name in _SECTIONS:
                 typed.key(inner, f"hf_config.{sub}", name, typed.OBJECT)
             typed.key(inner, f"hf_config.{sub}", "layer_types", typed.LIST, typed.STR, typed.OBJECT)
+
+
+def _env_flag(name: str) -> bool:
+    """A vLLM switch read from the environment as vLLM reads it: ``1`` or ``true`` (any case)."""
+    return os.environ.get(name, "0").strip().lower() in ("1", "true")
+
+
+def _env_int_switch(name: str, default: int) -> bool:
+    """A vLLM switch read as an integer (``0`` off; vLLM's default when unset or unreadable)."""
+    try:
+        return bool(int(os.environ.get(name, str(default))))
+    except ValueError:
+        return bool(default)
 
 
 _FIELD_ERROR = re.compile(r"Validation error for field '([^']+)'")
@@ -286,7 +317,14 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
         # then fails reading it: bad input, named
         for section in ("text_config", "vision_config"):
             typed.key(raw, "hf_config", section, typed.OBJECT)
-    hf = HFConfigView(derive.vllm_view(snap, raw))
+    snapshot = derive.vllm_view(snap, raw)
+    hf = HFConfigView(snapshot)
+    if source is not None and typed.attr(hf, "quantization_config", typed.ANY) is None:
+        # ModelOpt 0.29 and earlier keep the quantization beside config.json: vLLM puts the
+        # file's whole content on the config object as its quantization_config
+        quant_file = model_files.hf_quant_config(source)
+        if quant_file is not None:
+            hf = HFConfigView(dict(snapshot, attrs=dict(snapshot["attrs"], quantization_config=quant_file)))
     text = hf.get_text_config()
     if text is not hf and not typed.has(text, "num_attention_heads"):
         raise ConfigRejectedError(
@@ -310,6 +348,11 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
         archs = [default]
         defaulted = True
     arch, info = architectures.lookup(archs)
+    # the files vLLM reads next, in its order: the sentence-transformers tokenizer settings,
+    # transformers' image-processor files, the sentence-transformers modules
+    encoder = model_files.sentence_transformers_encoder(source) if source is not None else None
+    if source is not None:
+        model_files.image_processor_files(source)
     # a sentence-transformers checkpoint (modules.json with a Pooling module) is a pooling
     # model whatever its architecture; a generative one is then converted to embedding
     st_pooling = model_files.sentence_transformers_pooling(source) if source is not None else None
@@ -336,11 +379,11 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
         tok = model_files.tokenizer_config(source)
         if tok:
             tokenizer_max = tok.get("model_max_length")
-    encoder = model_files.sentence_transformers_encoder(source) if source is not None else None
     max_len = derive.max_model_len(text, args.get("max_model_len"), messages,
                                    sliding_window=sliding_window if disable_sw else None,
                                    tokenizer_max=tokenizer_max,
-                                   encoder_max=encoder.get("max_seq_length") if encoder else None)
+                                   encoder_max=encoder.get("max_seq_length") if encoder else None,
+                                   allow_long=_env_flag("VLLM_ALLOW_LONG_MAX_MODEL_LEN"))
     if disable_sw:
         text.sliding_window = sliding_window = None
     head_size = derive.head_size(hf, text, top_type, is_mla)
@@ -383,6 +426,19 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
         mamba_ssm_cache_dtype=args.get("mamba_ssm_cache_dtype", "auto"),
         mamba_cache_dtype=args.get("mamba_cache_dtype", "auto"),
     )
+    # vLLM decides the hybrid KV cache manager from what needs it off (here: chunked local
+    # attention, when the switch for it is 0); an explicit "keep it on" that cannot be kept is
+    # refused after the vllm-level hooks and the checks after them
+    hybrid_manager_off = args.get("disable_hybrid_kv_cache_manager")
+    needs_off = hybrid_kv_cache_manager_must_be_off(
+        text, chunked_local_allowed=_env_int_switch("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE", 1))
+    if hybrid_manager_off is None:
+        if needs_off:
+            messages.append(("WARNING", CHUNKED_LOCAL_ATTENTION_WARNING))
+        hybrid_manager_off = needs_off
+    elif hybrid_manager_off is False and needs_off:
+        deferred = add_pending(list(deferred or ()), POST, ConfigRejectedError(
+            HYBRID_MANAGER_NEEDED_ERROR, field="scheduler_config.disable_hybrid_kv_cache_manager"))
     pooler = None
     if pooling:
         st = st_pooling or {}
@@ -395,7 +451,9 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
         parallel_config=ParallelConfig(tensor_parallel_size=tp,
                                        pipeline_parallel_size=args.get("pipeline_parallel_size", 1)),
         scheduler_config=SchedulerConfig(enable_chunked_prefill=args.get("enable_chunked_prefill"),
-                                         max_num_batched_tokens=args.get("max_num_batched_tokens")),
+                                         max_num_batched_tokens=args.get("max_num_batched_tokens"),
+                                         max_num_seqs=args.get("max_num_seqs"),
+                                         disable_hybrid_kv_cache_manager=hybrid_manager_off),
         pooler_config=pooler, engine_args=dict(given_args), load_messages=messages,
         source=source.provenance() if source is not None else None,
         pending_errors=list(deferred or ()),

@@ -4,7 +4,8 @@ An engine (or a CI job, or ``plan``) that resolves one model again and again pay
 model facts each time: the architecture lookup, the dtype, the lengths, the text config, the
 sentence-transformers settings.  They are a pure function of what the loader read: the bytes
 of ``config.json`` and of every other file it looked at (or found absent), the engine
-arguments, the path as given and the ``VLLM_MLA_DISABLE`` switch.  :class:`LoadMemo` keeps one
+arguments, the path as given and vLLM's switches (``VLLM_MLA_DISABLE``,
+``VLLM_ALLOW_LONG_MAX_MODEL_LEN``).  :class:`LoadMemo` keeps one
 loaded config per (path, arguments) as a template, with the bytes of every file read for it.
 
 A later load re-reads every one of those files through a new :class:`ModelSource` (so the
@@ -32,6 +33,10 @@ from enginecfg.pipeline.jsonvalue import to_json
 from enginecfg.pipeline.hf import ContentMemo, ModelSource, Unkeyable, content_key, on_clear
 
 __all__ = ["LoadMemo", "LOADS", "clone_config"]
+
+
+#: the environment switches of vLLM's that change what a load derives
+_SWITCHES = ("VLLM_MLA_DISABLE", "VLLM_ALLOW_LONG_MAX_MODEL_LEN")
 
 
 @attrs.frozen
@@ -94,7 +99,8 @@ class LoadMemo:
             cwd = os.getcwd()  # a relative path means another folder elsewhere
         except (Unkeyable, OSError):  # OSError: the working folder was removed
             return None
-        return (os.fspath(path), type(path), revision, cwd, args, os.environ.get("VLLM_MLA_DISABLE"))
+        return (os.fspath(path), type(path), revision, cwd, args,
+                tuple(os.environ.get(name) for name in _SWITCHES))
 
     def get(self, key: Hashable, source: ModelSource, config_bytes: bytes,
             engine_args: dict[str, Any]) -> BaseEngineConfig | None:

@@ -16,10 +16,10 @@ from typing import Any, Iterable, Sequence
 import attrs
 
 from enginecfg.pipeline import events
-from enginecfg.pipeline.arg_order import ENGINE, STEP_ORDER
+from enginecfg.pipeline.arg_order import ENGINE, FINAL, STEP_ORDER
 from enginecfg.pipeline.config import BaseEngineConfig, ConfigState
 from enginecfg.pipeline.document import Change, Message, RunResult, document
-from enginecfg.pipeline.engine_args import parse_engine_args
+from enginecfg.pipeline.engine_args import ENGINE_ARGS, check_names
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError, StageError
 from enginecfg.pipeline.jsonvalue import fingerprint, to_json
 from enginecfg.pipeline.ordering import order_stages
@@ -195,7 +195,10 @@ class Pipeline:
 
     def _raise_pending(self, run: _Run, pending: list, step: str | None) -> None:
         """Raise the first engine-argument error vLLM reports before a stage of ``step``
-        (None: the end of the run), as a failed run of the pseudo-stage ``engine-args``."""
+        (None: the end of the run), as a failed run of the pseudo-stage ``engine-args``.
+
+        enginecfg's own refusals (:data:`~.arg_order.FINAL`) come after every step of vLLM's,
+        and say what vLLM made of the value they refuse (the run's changes show how)."""
         if not pending or (step is not None and step not in STEP_ORDER):
             return
         reached = len(STEP_ORDER) - 1 if step is None else STEP_ORDER.index(step)
@@ -204,8 +207,21 @@ class Pipeline:
             return
         if exc.stage is None:
             exc.stage = "engine-args"
+        if phase == FINAL:
+            self._say_what_vllm_made(run.cfg, exc)
         self._publish_failure(run.run_id, exc, run.cfg, run.changes, run.messages, run.facts)
         raise exc
+
+    @staticmethod
+    def _say_what_vllm_made(cfg: BaseEngineConfig, exc: EngineCfgError) -> None:
+        """Add to the refusal of a value vLLM accepts what its config holds after vLLM's steps."""
+        arg = ENGINE_ARGS.get(exc.field or "")
+        given = cfg.engine_args.get(exc.field or "")
+        if arg is None or not isinstance(given, int) or isinstance(given, bool) or not arg.config_field:
+            return  # a value of the wrong type was never taken into the config
+        now = cfg.state().get(arg.config_field)
+        exc.message = (f"{exc.message} (vLLM 0.19.0 accepts it while it builds its config, which ends with "
+                       f"{arg.config_field} = {now}; enginecfg refuses it after every check of vLLM's)")
 
     def _run_stage(self, run: _Run, order: int, stage: Stage) -> None:
         t0 = time.perf_counter()
@@ -317,7 +333,7 @@ class Pipeline:
             raise InvalidInputError("run_many: engine arguments apply to paths only; an EngineConfig "
                                     "already carries its own", field="engine_args")
         if paths:
-            parse_engine_args(engine_args)
+            check_names(engine_args)  # an unknown argument fails before any work
             self.rules.prefetch(paths)
         out: list[RunResult | EngineCfgError] = []
         for item in items:

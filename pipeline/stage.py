@@ -51,9 +51,11 @@ class Stage:
     before: ClassVar[tuple[str, ...]] = ()
     facts: ClassVar[tuple[str, ...]] = ()
     #: where the stage sits in vLLM's own sequence: ``"model"`` (part of building the model
-    #: config: the model-level hook, the engine defaults), ``"engine"`` (the vllm-level
-    #: hooks; the default) or ``"post"`` (the checks after them).  Engine-argument errors
-    #: are reported at the step where vLLM checks them (:mod:`enginecfg.pipeline.arg_order`).
+    #: config: the model-level hook, the engine defaults), ``"configs"`` (the cache and
+    #: scheduler configs built from the arguments), ``"engine"`` (the vllm-level hooks; the
+    #: default), ``"post"`` (the checks after them) or ``"final"`` (after every check of
+    #: vLLM's: enginecfg's own).  Engine-argument errors are reported at the step where vLLM
+    #: checks them (:mod:`enginecfg.pipeline.arg_order`).
     vllm_step: ClassVar[str] = "engine"
 
     def configure(self, pipeline: Any) -> None:

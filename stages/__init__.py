@@ -19,12 +19,14 @@ from enginecfg.stages.hybrid_kv_scales import HybridKvScalesStage
 from enginecfg.stages.impact import ImpactStage
 from enginecfg.stages.mamba_cache_mode import MambaCacheModeStage
 from enginecfg.stages.pooling import PoolingStage
+from enginecfg.stages.scheduler import SchedulerStage
 from enginecfg.stages.ssm_dtype import SsmDtypeStage
 from enginecfg.stages.vllm_checks import VllmChecksStage
 
 BUILTIN_STAGES = (
     PoolingStage,
     EngineDefaultsStage,
+    SchedulerStage,
     Gemma4BackendStage,
     SsmDtypeStage,
     HybridKvScalesStage,

@@ -5,7 +5,9 @@ prefill defaults to on unless the model is encoder-decoder; prefix caching to on
 plain decoder models.  Hybrid and attention-free generative models therefore start with
 prefix caching off, and a MEAN- or CLS-pooling (or bidirectional) model with both off.
 The rules are vLLM's knowledge (:mod:`enginecfg.pipeline.models.engine_defaults`); this
-stage applies them and says why.
+stage applies them and says why.  Where the caller set one against the model's default
+(chunked prefill off for a generative model that supports it, chunked prefill or prefix
+caching on for a pooling model that does not), it logs vLLM's warning.
 """
 
 from __future__ import annotations
@@ -28,14 +30,35 @@ def _what(cfg, kind: str) -> str:
     return f"{article} {what} {cfg.model_config.runner_type} model{pooling}"
 
 
+def _against_the_default(cfg) -> list[str]:
+    """vLLM's warnings for a setting given against the model's default, in its order."""
+    out = []
+    chunked, prefix = cfg.scheduler_config.enable_chunked_prefill, cfg.cache_config.enable_prefix_caching
+    runner = cfg.model_config.runner_type
+    if chunked is not None:
+        if runner == "generate" and not chunked and chunked_prefill_supported(cfg):
+            out.append("This model does not officially support disabling chunked prefill. Disabling this "
+                       "manually may cause the engine to crash or produce incorrect outputs.")
+        elif runner == "pooling" and chunked and not chunked_prefill_supported(cfg):
+            out.append("This model does not officially support chunked prefill. Enabling this manually may "
+                       "cause the engine to crash or produce incorrect outputs.")
+    if prefix is not None and runner == "pooling" and prefix and not prefix_caching_supported(cfg):
+        out.append("This model does not officially support prefix caching. Enabling this manually may cause "
+                   "the engine to crash or produce incorrect outputs.")
+    return out
+
+
 class EngineDefaultsStage(Stage):
     name = "engine-defaults"
     vllm_step = "model"
 
     def applies(self, cfg) -> bool:
-        return cfg.scheduler_config.enable_chunked_prefill is None or cfg.cache_config.enable_prefix_caching is None
+        return cfg.scheduler_config.enable_chunked_prefill is None or cfg.cache_config.enable_prefix_caching is None \
+            or bool(_against_the_default(cfg))
 
     def run(self, cfg, ctx) -> None:
+        for warning in _against_the_default(cfg):
+            ctx.warn(warning)
         kind = attn_type(cfg)
         if cfg.scheduler_config.enable_chunked_prefill is None:
             on = chunked_prefill_supported(cfg)

@@ -147,7 +147,7 @@ def mla_facts(cfg) -> dict[str, int] | None:
 
 class GpuValidationStage(Stage):
     name = "gpu-validation"
-    vllm_step = "post"
+    vllm_step = "final"  # enginecfg's own step: after every check of vLLM's
     facts = ("validation",)
 
     def __init__(self) -> None:

@@ -1,9 +1,9 @@
 """``vllm-checks``: the checks vLLM runs right after the verification steps.
 
 In vLLM's order: attention heads divisible by the tensor-parallel size; the ModelOpt
-quantization config's own parse; the resolved dtype supported by the checkpoint's
-quantization method; and ``--mamba-block-size`` only with
-prefix caching (unless it equals max_model_len).
+quantization config's own parse (with vLLM's warning that the format is experimental); the
+resolved dtype supported by the checkpoint's quantization method; and ``--mamba-block-size``
+only with prefix caching (unless it equals max_model_len).
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ class VllmChecksStage(Stage):
             raise ConfigRejectedError(
                 f"Total number of attention heads ({heads}) must be divisible by tensor parallel size ({tp}).",
                 field="parallel_config.tensor_parallel_size")
-        check_modelopt(mc.hf_config)
+        for warning in check_modelopt(mc.hf_config, mc.quantization):
+            ctx.warn(warning)
         supported = QUANTIZATION_DTYPES.get(mc.quantization or "")
         if supported is not None and mc.dtype not in supported:
             listed = ", ".join(f"torch.{d}" for d in supported)

@@ -74,11 +74,15 @@ class LocalHub:
 
     Unknown repos answer 404 ``RepoNotFound``, unknown revisions ``RevisionNotFound``, missing
     files ``EntryNotFound``: the ``X-Error-Code`` headers huggingface_hub maps to its errors.
-    ``requests`` logs (method, path, range header) for the tests to inspect.
+    ``requests`` logs (method, path, range header) for the tests to inspect.  With
+    ``listing=True`` the hub also answers the repo's file list
+    (``/api/models/{repo}/tree/{revision}``, what ``list_repo_files`` asks); without it, that
+    request is answered 404, as by a hub that cannot list.
     """
 
-    def __init__(self, repos: dict[str, dict[str, Any]]):
+    def __init__(self, repos: dict[str, dict[str, Any]], *, listing: bool = False):
         self.repos = repos
+        self.listing = listing
         self.requests: list[tuple[str, str, str | None]] = []
         self.authorizations: list[str | None] = []
         hub = self
@@ -92,6 +96,9 @@ class LocalHub:
                 hub.authorizations.append(self.headers.get("Authorization"))
                 path = self.path.split("?", 1)[0].lstrip("/")
                 parts = path.split("/")
+                if hub.listing and not head and parts[:2] == ["api", "models"] and len(parts) >= 6 \
+                        and parts[4] == "tree":
+                    return self._tree("/".join(parts[2:4]), parts[5])
                 if len(parts) < 5 or parts[2] != "resolve":
                     return self._error(404, "RepoNotFound")
                 repo_id, rev, name = "/".join(parts[:2]), parts[3], "/".join(parts[4:])
@@ -116,6 +123,21 @@ class LocalHub:
                 self.end_headers()
                 if not head:
                     self.wfile.write(chunk)
+
+            def _tree(self, repo_id: str, rev: str) -> None:
+                repo = hub.repos.get(repo_id)
+                if repo is None:
+                    return self._error(404, "RepoNotFound")
+                if rev != repo["commit"] and rev not in repo.get("refs", ("main",)):
+                    return self._error(404, "RevisionNotFound")
+                body = json.dumps([{"type": "file", "path": name, "size": len(data),
+                                    "oid": hashlib.sha1(data).hexdigest()}
+                                   for name, data in sorted(repo["files"].items())]).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
 
             def _error(self, code: int, error_code: str) -> None:
                 self.send_response(code)

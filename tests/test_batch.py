@@ -74,7 +74,12 @@ def test_from_pretrained_many_raises_what_the_first_bad_path_raises(tmp_path):
         EngineConfig.from_pretrained_many(str(good))  # one path, not a list of them
     assert info.value.field == "paths"
     with pytest.raises(InvalidInputError) as info:
-        EngineConfig.from_pretrained_many([good], block_size="big")
+        EngineConfig.from_pretrained_many([good], no_such_argument=1)
+    assert info.value.field == "no_such_argument"
+    # a bad value is refused by the run, at vLLM's step, as from_pretrained's config is
+    (cfg,) = EngineConfig.from_pretrained_many([good], block_size="big")
+    with pytest.raises(InvalidInputError) as info:
+        Pipeline(gpu_validation="off").run(cfg)
     assert info.value.field == "block_size"
 
 

@@ -11,22 +11,35 @@ from enginecfg.pipeline.plugins import builtin_stages
 CASES = load_cases()
 
 
-def _run(case):
+#: the two ways in: what engines call (the README's first example), and the one-call form
+ENTRIES = ("run", "resolve")
+
+
+def _run(case, entry):
     path = str(FIXTURES / case["config"])
-    return path, Pipeline(stages=builtin_stages(), gpu_validation="off").run(EngineConfig.from_pretrained(path, **case["engine_args"]))
+    pipeline = Pipeline(stages=builtin_stages(), gpu_validation="off")
+    if entry == "resolve":
+        return path, pipeline.resolve(path, **case["engine_args"])
+    return path, pipeline.run(EngineConfig.from_pretrained(path, **case["engine_args"]))
 
 
 def _first_sentence(text: str) -> str:
     return " ".join(text.split()).split(". ")[0]
 
 
+def test_there_are_578_cases():
+    assert len(CASES) == 578
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
-def test_case_matches_vllm(case, warm_snapshots):
+def test_case_matches_vllm(case, entry, warm_snapshots):
+    """Every fixture case, through both entry points: the same answer, vLLM's."""
     expected = case["expected"]
     path = str(FIXTURES / case["config"])
     if expected["status"] == "error":
         with pytest.raises(EngineCfgError) as info:
-            _run(case)
+            _run(case, entry)
         err = info.value
         got = " ".join(str(err).split())
         if expected["error"]["type"] == "invalid-input":
@@ -38,7 +51,7 @@ def test_case_matches_vllm(case, warm_snapshots):
             assert want in got
             assert getattr(err, "vllm_type", None) == expected["error"]["type"]
         return
-    path, result = _run(case)
+    path, result = _run(case, entry)
     doc = result.to_dict()
     assert doc["status"] == "resolved"
     for section, fields in expected["config"].items():

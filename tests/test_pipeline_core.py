@@ -167,7 +167,7 @@ def test_builtin_order_is_vllms():
     # the public contract of the built-in stage names and order, stated once for the tests
     from enginecfg.pipeline.plugins import builtin_stages
     assert Pipeline(stages=builtin_stages(), gpu_validation="off").stage_names == [
-        "pooling", "engine-defaults", "gemma4-backend", "ssm-dtype", "hybrid-kv-scales",
+        "pooling", "engine-defaults", "scheduler", "gemma4-backend", "ssm-dtype", "hybrid-kv-scales",
         "mamba-cache-mode", "hybrid-alignment", "impact", "vllm-checks", "gpu-validation"]
 
 

@@ -220,7 +220,7 @@ def test_example_is_discovered_through_its_entry_point(site_plugin):
 def test_example_runs_in_its_place_and_is_audited(site_plugin, policy):
     pipeline = Pipeline(plugins=DIST, gpu_validation="off")
     # after the built-ins it does not depend on, right before the stage that reads max_model_len
-    assert pipeline.stage_names == BUILTIN_NAMES[:5] + [EP_NAME] + BUILTIN_NAMES[5:]
+    assert pipeline.stage_names == BUILTIN_NAMES[:6] + [EP_NAME] + BUILTIN_NAMES[6:]
     origin = f"{DIST} {md.version(DIST)}"
     with capture_events(events.stage_started, events.config_changed, events.run_finished) as got:
         result = pipeline.run(_cfg())
@@ -235,7 +235,7 @@ def test_example_runs_in_its_place_and_is_audited(site_plugin, policy):
     # the same record on the bus, with the stage's origin
     [ev] = [e for e in got["config_changed"] if e.stage == EP_NAME]
     assert (ev.seq, ev.field, ev.old, ev.new, ev.reason) == (cap.seq, cap.field, 262144, 32768, cap.reason)
-    assert [(e.order, e.origin) for e in got["stage_started"] if e.stage == EP_NAME] == [(5, origin)]
+    assert [(e.order, e.origin) for e in got["stage_started"] if e.stage == EP_NAME] == [(6, origin)]
     [done] = got["run_finished"]
     assert {"stage": EP_NAME, "level": "WARNING", "message": cap.reason} in done.document["messages"]
     assert any(c["stage"] == EP_NAME and c["new"] == 32768 for c in done.document["changes"])
@@ -283,8 +283,8 @@ def test_describe_stages_lists_position_origin_and_applicability(site_plugin, po
     assert [r["name"] for r in rows] == pipeline.stage_names
     assert [r["position"] for r in rows] == list(range(len(rows)))
     assert all(r["applies"] is None for r in rows)
-    row = rows[5]
-    assert row == {"position": 5, "name": EP_NAME, "origin": f"{DIST} {md.version(DIST)}",
+    row = rows[6]
+    assert row == {"position": 6, "name": EP_NAME, "origin": f"{DIST} {md.version(DIST)}",
                    "after": ["pooling"], "before": ["mamba-cache-mode"], "applies": None}
     assert rows[0]["origin"] == "built-in"
     applies = {r["name"]: r["applies"] for r in describe_stages(pipeline, _cfg())}
@@ -293,7 +293,7 @@ def test_describe_stages_lists_position_origin_and_applicability(site_plugin, po
     assert applies[EP_NAME] is False
     json.dumps(rows)  # what `enginecfg stages --json` prints
     short = describe_stages(Pipeline(plugins=DIST, disable=["gemma4-backend"], gpu_validation="off"))
-    assert [r["name"] for r in short][2:5] == ["ssm-dtype", "hybrid-kv-scales", EP_NAME]
+    assert [r["name"] for r in short][3:6] == ["ssm-dtype", "hybrid-kv-scales", EP_NAME]
     assert [r["position"] for r in short] == list(range(len(short)))
 
 
@@ -302,7 +302,7 @@ def test_stages_command_shows_the_plugin(site_plugin):
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)
     [row] = [r for r in rows if r["name"] == EP_NAME]
-    assert row["position"] == 5 and row["origin"].startswith(DIST + " ") and row["applies"] is True
+    assert row["position"] == 6 and row["origin"].startswith(DIST + " ") and row["applies"] is True
     proc = _cli("stages", "--json", ENGINECFG_PLUGINS="none")
     assert proc.returncode == 0, proc.stderr
     assert [r["name"] for r in json.loads(proc.stdout)] == BUILTIN_NAMES
@@ -373,7 +373,8 @@ def test_uninstalled_it_is_gone(site_plugin):
 def test_a_plugin_that_raises_fails_the_run_cleanly(toys):
     origin = f"enginecfg-test-boom {md.version('enginecfg-test-boom')}"
     pipeline = Pipeline(plugins="enginecfg-test-boom", gpu_validation="off")
-    assert pipeline.stage_names[:5] == ["pooling", "engine-defaults", "gemma4-backend", "boom", "ssm-dtype"]
+    assert pipeline.stage_names[:6] == ["pooling", "engine-defaults", "scheduler", "gemma4-backend", "boom",
+                                        "ssm-dtype"]
     with capture_events(events.run_failed, events.stage_finished, events.config_changed) as got:
         with pytest.raises(StageError) as err:
             pipeline.run(_cfg())

@@ -267,6 +267,9 @@ class _Files:
     def read_json(self, name):
         return self.files.get(name)
 
+    def listed(self, name):
+        return name in self.files
+
 
 @pytest.mark.parametrize("key, name", [
     ("pooling_mode_cls_token", "CLS"), ("pooling_mode_mean_tokens", "MEAN"), ("pooling_mode_lasttoken", "LAST"),

@@ -246,6 +246,14 @@ def _prepare(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     cmd_parser = sub.choices[argv[cmd_at]]
     own = _own_options(cmd_parser)
+    if argv[cmd_at + 1:cmd_at + 2] in (["vllm"], ["serve"]):
+        # a pasted line: vLLM's own parser answers first (engine_flags.vllm_serve_choice_error)
+        from enginecfg.cli.engine_flags import vllm_serve_choice_error
+
+        refused = vllm_serve_choice_error(argv[cmd_at + 1:])
+        if refused is not None:
+            sys.stderr.write(f"enginecfg: vllm serve: error: {refused}\n")
+            raise SystemExit(2)
     keep, aside, unknown = read_vllm_serve_line(argv[cmd_at + 1:], own)
     if unknown:
         from enginecfg.cli.vllm_serve_flags import VLLM_SERVE_OPTIONS
@@ -384,6 +392,8 @@ def _cmd_stages(ns: argparse.Namespace) -> int:
     try:
         pipeline = _pipeline(ns)
         cfg = EngineConfig.from_pretrained(path, revision=ns.revision, **engine_args(ns)) if path else None
+        if cfg is not None and cfg.pending_errors:  # nothing runs here: a bad argument is refused now
+            raise cfg.pending_errors[0][1]
         rows = describe_stages(pipeline, cfg)
     except EngineCfgError as exc:
         sys.stderr.write(_error_line(exc) + "\n")

@@ -2,7 +2,11 @@
 :data:`enginecfg.pipeline.engine_args.ENGINE_ARGS`, for every command that takes them.
 
 Values are read as ``vllm serve`` reads them (``--max-model-len 32k`` is 32000, ``32K``
-32768); a flag left out is absent from :func:`engine_args` (vLLM decides).
+32768); a flag left out is absent from :func:`engine_args` (vLLM decides).  A value outside
+a flag's choices is not refused by the parser: the run refuses it at the step where vLLM's
+config checks it (and records the run), as a Python caller's would be.  A pasted ``vllm serve``
+line is read by vLLM's own parser first, which refuses such a value before anything is read:
+:func:`vllm_serve_choice_error` gives its answer.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from typing import Any
 
 from enginecfg.pipeline.engine_args import BOOL, ENGINE_ARGS, EngineArg, parse_flag_text
 
-__all__ = ["add_engine_flags", "engine_args"]
+__all__ = ["add_engine_flags", "engine_args", "vllm_serve_choice_error"]
 
 
 def _flag_type(arg: EngineArg):
@@ -54,3 +58,53 @@ def add_engine_flags(p: argparse.ArgumentParser) -> None:
 def engine_args(ns: argparse.Namespace) -> dict[str, Any]:
     """The engine arguments given on the command line (those left out are absent)."""
     return {k: getattr(ns, k) for k in ENGINE_ARGS if getattr(ns, k, None) is not None}
+
+
+def _as_parsed(option: str, type_name: str | None, text: str) -> Any:
+    """*text* turned into what vLLM's parser compares with the option's choices."""
+    if type_name == "int":
+        return int(text)
+    if option == "--moe-backend":  # vLLM's parser folds case and dashes for this one
+        return text.lower().replace("-", "_")
+    return text
+
+
+def vllm_serve_choice_error(tokens: list[str]) -> str | None:
+    """The first value of a pasted ``vllm serve`` line outside its option's choices, as vLLM
+    0.19.0's parser words the refusal (``argument --dtype: invalid choice: 'int8' (choose from
+    ...)``), or None.  vLLM's parser refuses it before it reads anything; options are spelt as
+    vLLM reads them (``--kv_cache_dtype``, ``--dtype=x``)."""
+    from enginecfg.cli.vllm_serve_flags import VLLM_SERVE_CHOICES, VLLM_SERVE_OPTIONS
+
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        i += 1
+        if tok == "--":
+            return None
+        if not tok.startswith("--"):
+            continue
+        name, eq, value = tok.partition("=")
+        name = "--" + name[2:].replace("_", "-")
+        nargs = VLLM_SERVE_OPTIONS.get(name)
+        values = [value] if eq else []
+        if not eq and nargs == 1 and i < len(tokens):
+            values, i = [tokens[i]], i + 1
+        elif not eq and nargs in ("?", "*", "+"):
+            while i < len(tokens) and not tokens[i].startswith("-"):
+                values.append(tokens[i])
+                i += 1
+        spec = VLLM_SERVE_CHOICES.get(name)
+        if spec is None:
+            continue
+        shown, choices, type_name = spec
+        allowed = tuple(_as_parsed(name, type_name, c) for c in choices)
+        for text in values:
+            try:
+                got = _as_parsed(name, type_name, text)
+            except ValueError:
+                return f"argument {shown}: invalid {type_name} value: {text!r}"
+            if got not in allowed:
+                return (f"argument {shown}: invalid choice: {got!r} (choose from "
+                        f"{', '.join(map(repr, allowed))})")
+    return None

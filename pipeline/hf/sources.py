@@ -47,6 +47,9 @@ __all__ = [
 #: only these (and a sentence-transformers module's ``<folder>/config.json``) are downloaded
 SMALL_FILES = (
     "config.json",
+    "hf_quant_config.json",
+    "processor_config.json",
+    "preprocessor_config.json",
     "generation_config.json",
     "tokenizer_config.json",
     "modules.json",
@@ -155,6 +158,7 @@ class ModelSource:
         self.files: dict[str, FileRecord] = {}
         self._cache: dict[str, bytes | None] = {}
         self._headers: dict[str, dict[str, Any]] | None = None
+        self._listing: tuple[frozenset[str] | None] | None = None
 
     # -- naming ----------------------------------------------------------------------------
     def __str__(self) -> str:
@@ -201,6 +205,39 @@ class ModelSource:
     def reads(self) -> dict[str, bytes | None]:
         """Every file looked at so far: its bytes, or None where none was found."""
         return dict(self._cache)
+
+    def listed(self, name: str) -> bool:
+        """Whether the model has a file *name*, found as vLLM finds the files it asks about
+        before it reads them (``hf_quant_config.json``, ``modules.json``, the
+        sentence-transformers settings): in a folder (or a cached snapshot) by looking, in a
+        repo by the repo's file list, fetched once.  A file not there is recorded as looked
+        for and absent; when the hub cannot list the repo, the file is asked for instead."""
+        if name in self._cache:
+            return self._cache[name] is not None
+        if self.kind == "hub" and self.root is None:
+            files = self._repo_files()
+            if files is None:
+                return self.read_bytes(name) is not None
+            if name in files:
+                return True
+        elif self._local(name) is not None:
+            return True
+        self._cache[name] = None
+        return False
+
+    def _repo_files(self) -> frozenset[str] | None:
+        """The repo's file list at this source's commit (None when the hub cannot say)."""
+        if self._listing is None:
+            from huggingface_hub import HfApi
+
+            try:
+                with _quiet_hub():
+                    names = HfApi(endpoint=_endpoint(), token=_token()).list_repo_files(
+                        self.repo_id, revision=self.commit or self.revision)
+                self._listing = (frozenset(names),)
+            except Exception:  # not reachable, or no listing: ask for each file instead
+                self._listing = (None,)
+        return self._listing[0]
 
     @property
     def safetensors_read(self) -> bool:
@@ -284,13 +321,15 @@ class ModelSource:
 
     # -- provenance ------------------------------------------------------------------------
     def provenance(self) -> dict[str, Any]:
-        """Where the config came from and the sha256 of each file read (for the audit)."""
+        """Where the config came from, the sha256 of each file read, and the files looked for
+        and not found (``absent``), for the audit."""
         out: dict[str, Any] = {"kind": self.kind, "model": self.given}
         if self.kind == "hub":
             out.update(repo_id=self.repo_id, revision=self.revision, commit=self.commit, offline=self.offline)
         else:
             out["path"] = os.path.realpath(self.given)  # what Path.resolve() gives, without pathlib
         out["files"] = [self.files[n].to_dict() for n in sorted(self.files)]
+        out["absent"] = sorted(n for n, data in self._cache.items() if data is None)
         return out
 
 

@@ -19,7 +19,8 @@ from enginecfg.pipeline.jsonvalue import to_json
 from enginecfg.pipeline.models.dtypes import canonical_dtype
 
 __all__ = ["vllm_view", "MLA_MODEL_TYPES", "MODELOPT_METHODS", "QUANTIZATION_DTYPES", "PYDANTIC_INTS", "DEVICE",
-           "field_name", "number", "check_model_ints", "opt_int", "resolve_dtype", "max_model_len",
+           "field_name", "number", "check_model_ints", "opt_int", "resolve_dtype", "derived_max_len",
+           "max_model_len", "ROPE_NULL_FACTOR_WARNING",
            "head_size", "total_kv_heads", "checkpoint_kv_cache_dtype", "quantization", "gemma4_head_dims",
            "attention_head_sizes", "is_mla", "mla_dims"]
 
@@ -79,9 +80,11 @@ MLA_MODEL_TYPES = {"AXK1", "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepse
 _USER_DTYPES = {"half": "float16", "float16": "float16", "float": "float32", "float32": "float32",
                 "bfloat16": "bfloat16"}
 #: ModelOpt ``quant_algo`` -> the quantization method vLLM names it
-MODELOPT_METHODS = {"NVFP4": "modelopt_fp4", "MIXED_PRECISION": "modelopt_mixed"}
+MODELOPT_METHODS = {"NVFP4": "modelopt_fp4", "MXFP8": "modelopt_mxfp8", "MIXED_PRECISION": "modelopt_mixed"}
 #: quantization method -> the model dtypes it supports (vLLM refuses others after verification)
-QUANTIZATION_DTYPES = {"modelopt_fp4": ("bfloat16", "float16", "float8_e4m3fn"),
+QUANTIZATION_DTYPES = {"modelopt": ("bfloat16", "float16"),
+                       "modelopt_fp4": ("bfloat16", "float16", "float8_e4m3fn"),
+                       "modelopt_mxfp8": ("bfloat16",),
                        "modelopt_mixed": ("bfloat16", "float16")}
 GEMMA4_MODEL_TYPES = ("gemma4", "gemma4_text")
 
@@ -234,16 +237,24 @@ def _rope_entries(text: HFConfigView, rope: dict) -> list[tuple[str, dict]]:
     return [(field, typed.check(field, rope, typed.OBJECT))]
 
 
-def max_model_len(text: HFConfigView, user: int | None, messages: list, *, sliding_window: Any = None,
-                  tokenizer_max: Any = None, encoder_max: Any = None) -> int:
-    """max_model_len as vLLM 0.19.0 derives and checks it.
+#: the warning vLLM logs when a RoPE entry's scaling factor is null (it then uses 1.0)
+ROPE_NULL_FACTOR_WARNING = (
+    "The model's RoPE configuration has a null scaling factor which is unexpected. This likely "
+    "indicates a bug in the model's HuggingFace config.json. Please notify the model vendor. "
+    "Falling back the value to 1.0. ")
+_LONG_LEN_CAUTION = (
+    "VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution. If the model uses relative "
+    "position encoding (RoPE), positions exceeding derived_max_model_len lead to nan. If the model "
+    "uses absolute position encoding, positions exceeding derived_max_model_len will cause a CUDA "
+    "array out-of-bounds error.")
 
-    ``sliding_window``: the window when ``disable_sliding_window`` is on (it caps the length);
-    ``tokenizer_max``: ``tokenizer_config.json``'s ``model_max_length`` (pooling models with
-    absolute positions); ``encoder_max``: sentence-transformers' ``max_seq_length``, which
-    replaces the derived length after rope scaling (the error message keeps the config key).
-    """
-    derived = math.inf
+
+def derived_max_len(text: HFConfigView) -> tuple[float, str | None]:
+    """The model's own maximum length and the key it came from, as vLLM keeps them: the
+    smallest of the known length keys (``model_max_length``, when set, wins), always as a
+    float (vLLM stores the pair in a field typed ``tuple[float, str | None]``; ``inf`` when
+    the config has none of the keys)."""
+    derived: Any = math.inf
     key = None
     for name in _MAX_LEN_KEYS:
         value = typed.attr(text, name, typed.ANY)
@@ -254,14 +265,45 @@ def max_model_len(text: HFConfigView, user: int | None, messages: list, *, slidi
             derived, key = value, name
     model_max_length = typed.attr(text, "model_max_length", typed.ANY)
     if model_max_length:
-        model_max_length = number(text, "model_max_length", model_max_length, allow_float=True)
-        derived, key = model_max_length, "model_max_length"
+        derived = number(text, "model_max_length", model_max_length, allow_float=True)
+        key = "model_max_length"
+    return float(derived), key
+
+
+def max_model_len(text: HFConfigView, user: int | None, messages: list, *, sliding_window: Any = None,
+                  tokenizer_max: Any = None, encoder_max: Any = None, allow_long: bool = False) -> int:
+    """max_model_len as vLLM 0.19.0 derives and checks it.
+
+    ``sliding_window``: the window when ``disable_sliding_window`` is on (it caps the length);
+    ``tokenizer_max``: ``tokenizer_config.json``'s ``model_max_length`` (pooling models with
+    absolute positions); ``encoder_max``: sentence-transformers' ``max_seq_length``, which
+    replaces the derived length after rope scaling (the error message keeps the config key);
+    ``allow_long``: ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` is set (a longer user length is then a
+    warning, not an error).
+
+    The derived length keeps the Python type each of vLLM's steps gives it, because the
+    error message prints it as Python does: a float from the start (:func:`derived_max_len`),
+    replaced by an integer from the config where vLLM replaces it (the sliding window, a
+    smaller tokenizer length, yarn's ``original_max_position_embeddings``, the
+    sentence-transformers length), and multiplied by the RoPE factor (1.0 unless the entry
+    names one) whenever the config has ``rope_parameters``: ``8192.0``, ``16384``.
+    """
+    derived, key = derived_max_len(text)
     if sliding_window is not None:
         window = number(text, "sliding_window", sliding_window, allow_float=True)
         if window < derived:
             derived, key = window, "sliding_window"
     if tokenizer_max is not None:
-        derived = min(derived, number(text, "tokenizer_config.model_max_length", tokenizer_max, allow_float=True))
+        tok = number(text, "tokenizer_config.model_max_length", tokenizer_max, allow_float=True)
+        if tok < derived:  # min() keeps the first of two equal values
+            derived = tok
+    if math.isinf(derived):
+        if user is not None and user != -1:
+            return user
+        messages.append(("WARNING", "The model's config.json does not contain any of the keys to determine "
+                                    "the original maximum length of the model. Assuming the model's maximum "
+                                    "length is 2048."))
+        derived = 2048
     # vLLM iterates over the entries of rope_parameters: anything but a JSON object (or
     # null) is a crash there, bad input here
     rope = typed.attr(text, "rope_parameters", typed.OBJECT)
@@ -271,7 +313,7 @@ def max_model_len(text: HFConfigView, user: int | None, messages: list, *, slidi
         # vLLM looks for "gemma3" in the text model type: a null one is a crash there
         model_type = typed.attr(text, "model_type", typed.STR, optional=False)
     if rope is not None and "gemma3" not in str(model_type):
-        factor = 1.0
+        factor: Any = 1.0
         for field, entry in _rope_entries(text, rope):
             # rope_type (or its old name "type") is compared with known names: any value
             rope_type = typed.key(entry, field, "rope_type", typed.ANY,
@@ -282,28 +324,20 @@ def max_model_len(text: HFConfigView, user: int | None, messages: list, *, slidi
                 continue
             if "factor" in entry:
                 factor = typed.key(entry, field, "factor", typed.NUMBER, typed.BOOL)
-                if factor is None:
-                    messages.append(("WARNING", "rope_parameters factor is None; using 1.0"))
-                    factor = 1.0
-                factor = number(text, "rope_parameters.factor", factor, allow_float=True)
+                if factor is not None:
+                    factor = number(text, "rope_parameters.factor", factor, allow_float=True)
             if rope_type == "yarn":
                 omp = typed.key(entry, field, "original_max_position_embeddings", typed.NUMBER,
                                 typed.BOOL)
                 if omp is not None:
                     derived = number(text, "rope_parameters.original_max_position_embeddings", omp,
-                                      allow_float=True)
+                                     allow_float=True)
+        if factor is None:
+            messages.append(("WARNING", ROPE_NULL_FACTOR_WARNING))
+            factor = 1.0
         derived = derived * factor
-    if math.isinf(derived):
-        if user is not None and user != -1:
-            return user
-        messages.append(("WARNING", "The model's config.json does not contain any of the keys to determine "
-                                    "the original maximum length of the model. Assuming the model's maximum "
-                                    "length is 2048."))
-        return 2048
-    scaled = rope is not None and "gemma3" not in str(model_type)
     if encoder_max is not None:
         derived = number(text, "sentence_transformers.max_seq_length", encoder_max, allow_float=True)
-        scaled = isinstance(derived, float)
     if user is None or user == -1:
         omp = typed.attr(text, "original_max_position_embeddings", typed.NUMBER, typed.BOOL) \
             if longrope else None
@@ -313,16 +347,15 @@ def max_model_len(text: HFConfigView, user: int | None, messages: list, *, slidi
     if user > derived:
         mml = typed.attr(text, "model_max_length", typed.ANY)  # compared, and printed as given
         if not (isinstance(mml, (int, float)) and not isinstance(mml, bool) and mml >= user):
-            raise ConfigRejectedError(
-                f"User-specified max_model_len ({user}) is greater than the derived max_model_len "
-                f"({key}={float(derived) if scaled else derived} or model_max_length={mml} in model's "
-                f"config.json). To allow "
-                f"overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. "
-                f"VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution. If the model uses "
-                f"relative position encoding (RoPE), positions exceeding derived_max_model_len lead to "
-                f"nan. If the model uses absolute position encoding, positions exceeding "
-                f"derived_max_model_len will cause a CUDA array out-of-bounds error.",
-                field="max_model_len")
+            # the derived length printed as Python prints it (8192.0, 16384)
+            msg = (f"User-specified max_model_len ({user}) is greater than the derived max_model_len "
+                   f"({key}={derived} or model_max_length={mml} in model's config.json).")
+            if allow_long:
+                messages.append(("WARNING", f"{msg} {_LONG_LEN_CAUTION}"))
+            else:
+                raise ConfigRejectedError(
+                    f"{msg} To allow overriding this maximum, set the env var "
+                    f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. {_LONG_LEN_CAUTION}", field="max_model_len")
     return int(user)
 
 

@@ -9,7 +9,8 @@ reasons) and by the KV-cache figures (which need them whether or not a stage ran
   kind of attention vLLM's model config reports.  Hybrid and attention-free generative
   models therefore start with prefix caching off, and a MEAN- or CLS-pooling (or
   bidirectional) model with both off;
-- the block size and the scheduler's token budget ``vllm serve`` starts with on an H200.
+- the block size, and the scheduler's token budget and request limit ``vllm serve`` starts
+  with on an H200.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from enginecfg.pipeline.hf import typed
 
 __all__ = ["DEFAULT_BLOCK_SIZE", "DEFAULT_MAX_NUM_SEQS", "DEFAULT_MAX_NUM_BATCHED_TOKENS", "is_causal",
            "attn_type", "prefix_caching_supported", "chunked_prefill_supported", "chunked_prefill",
-           "max_num_batched_tokens"]
+           "max_num_batched_tokens", "max_num_seqs", "CHUNKED_LOCAL_ATTENTION_WARNING",
+           "HYBRID_MANAGER_NEEDED_ERROR", "hybrid_kv_cache_manager_must_be_off"]
 
 #: tokens per KV-cache block when the caller sets none (hybrid models grow it later)
 DEFAULT_BLOCK_SIZE = 16
@@ -90,7 +92,8 @@ def max_num_batched_tokens(cfg: Any) -> int:
     """The scheduler's token budget per step, as ``vllm serve`` defaults it on an H200.
 
     Without chunked prefill a whole prompt must fit, so the budget is at least
-    max_model_len; it never exceeds ``max_num_seqs * max_model_len``.
+    max_model_len; it never exceeds ``max_num_seqs * max_model_len`` (the given
+    ``max_num_seqs``, else its default of 1024).
     """
     sc, mc = cfg.scheduler_config, cfg.model_config
     if sc.max_num_batched_tokens is not None:
@@ -98,4 +101,34 @@ def max_num_batched_tokens(cfg: Any) -> int:
     value = DEFAULT_MAX_NUM_BATCHED_TOKENS
     if not chunked_prefill(cfg):
         value = max(mc.max_model_len, value)
-    return min(DEFAULT_MAX_NUM_SEQS * mc.max_model_len, value)
+    seqs = sc.max_num_seqs if sc.max_num_seqs is not None else DEFAULT_MAX_NUM_SEQS
+    return min(seqs * mc.max_model_len, value)
+
+
+def max_num_seqs(cfg: Any) -> int:
+    """The most requests one scheduler step serves, as ``vllm serve`` defaults it on an H200:
+    1024, and never more than the token budget."""
+    sc = cfg.scheduler_config
+    if sc.max_num_seqs is not None:
+        return sc.max_num_seqs
+    return min(DEFAULT_MAX_NUM_SEQS, max_num_batched_tokens(cfg))
+
+
+#: vLLM's warning when chunked local attention turns the hybrid KV cache manager off
+CHUNKED_LOCAL_ATTENTION_WARNING = (
+    "There is a latency regression when using chunked local attention with the hybrid KV cache "
+    "manager. Disabling it, by default. To enable it, set the environment "
+    "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1.")
+#: ... and its refusal when the caller asked for the manager explicitly
+HYBRID_MANAGER_NEEDED_ERROR = (
+    "Hybrid KV cache manager was explicitly enabled but is not supported in this configuration. "
+    "Consider omitting the --no-disable-hybrid-kv-cache-manager flag to let vLLM decide automatically.")
+
+
+def hybrid_kv_cache_manager_must_be_off(text_config: Any, *, chunked_local_allowed: bool) -> bool:
+    """Whether vLLM 0.19.0 on a GPU turns the hybrid KV cache manager off for this model,
+    given the engine arguments enginecfg takes: only for chunked local attention (a text
+    config with ``attention_chunk_size``) when ``VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE``
+    is 0 (*chunked_local_allowed* False; it is 1 by default).  (KV-cache events, a KV
+    transfer connector and EAGLE drafts turn it off too; enginecfg takes none of them.)"""
+    return typed.attr(text_config, "attention_chunk_size", typed.ANY) is not None and not chunked_local_allowed
