@@ -4,6 +4,7 @@ as the commands' ``--json`` documents; tests/test_commands.py holds the typed va
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,8 @@ QWEN = CONFIGS / "qwen3.5-27b"
 NEMOTRON_56B = CONFIGS / "nemotron-h-56b-base-8k"
 NANO = CONFIGS / "nemotron-3-nano-30b-a3b-bf16"
 GEMMA = CONFIGS / "gemma-4-26b-a4b"
-DEFAULT_OPTS = {"gpu_memory_gib": 141.0, "gpu_memory_utilization": 0.9, "kv_cache_memory": None}
+#: an H200 (as its driver reports it) at vLLM's default utilization
+DEFAULT_OPTS = {"gpu": "H200", "gpu_memory_gib": None, "gpu_memory_utilization": 0.9, "kv_cache_memory": None}
 
 
 def explain(path, args, memory):
@@ -154,7 +156,11 @@ def test_bad_memory_options_name_the_field():
     with pytest.raises(InvalidInputError, match="gpu_memory_utilization"):
         explain(QWEN, {}, dict(DEFAULT_OPTS, gpu_memory_utilization=1.5))
     with pytest.raises(InvalidInputError, match="kv_cache_memory"):
-        explain(QWEN, {}, dict(DEFAULT_OPTS, kv_cache_memory=-1))
+        explain(QWEN, {}, dict(DEFAULT_OPTS, kv_cache_memory="16G"))
+    with pytest.raises(InvalidInputError, match="num_gpu_blocks_override"):
+        explain(QWEN, {}, dict(DEFAULT_OPTS, num_gpu_blocks_override=0))
+    with pytest.raises(InvalidInputError, match="did you mean 'H200'"):
+        explain(QWEN, {}, dict(DEFAULT_OPTS, gpu="H300"))
 
 
 def _cli(*args):
@@ -204,7 +210,7 @@ def test_run_report_carries_the_kv_headline():
 def test_weights_larger_than_the_gpu_leave_no_kv_memory():
     doc = explain(CONFIGS / "nemotron-3-ultra-550b-a55b-bf16", {}, DEFAULT_OPTS)
     f = _by_id(doc)["no-kv-memory"]
-    assert f["figures"]["weights_per_gpu"] > f["figures"]["usable_bytes"] == int(141 * 2**30 * 0.9)
+    assert f["figures"]["weights_per_gpu"] > f["figures"]["usable_bytes"] == math.ceil(150_109_880_320 * 0.9)
     assert doc["impact"]["kv_tokens"] == 0 and "does-not-fit" not in _by_id(doc)
     caused = explain(CONFIGS / "nemotron-3-ultra-550b-a55b-bf16", {"tensor_parallel_size": 2}, DEFAULT_OPTS)
     assert _by_id(caused)["no-kv-memory"]["caused_by"] == {"engine_argument": "--tensor-parallel-size",

@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any
 
-from enginecfg.cli.engine_flags import add_engine_flags, engine_args
+from enginecfg.cli.engine_flags import add_engine_flags, add_memory_flags, engine_args, memory_options
 from enginecfg.pipeline.errors import InvalidInputError
 
 __all__ = ["register", "print_explanation", "print_plan"]
@@ -121,7 +121,7 @@ def print_plan(p) -> None:
         rows.append(cells + [f"{r.block_size:,}", f"{imp.kv_tokens:,}", _fmt_conc(r.concurrency),
                              _fmt_conc(imp.max_concurrency), f"{imp.max_model_len_fits:,}",
                              ", ".join(marks.get(i, []))])
-    title = (f"{p.model}: KV cache over the grid ({p.memory.gpu_memory_gib:g} GiB GPU, "
+    title = (f"{p.model}: KV cache over the grid ({p.memory.card.name}, {p.memory.card.memory_gib:.2f} GiB, "
              f"utilization {p.memory.gpu_memory_utilization:g}):")
     columns = [_SHORT.get(n, n) for n in names] + [
         "tokens/block", "KV tokens", f"conc@{p.context:,}", "conc@max_len", "max len fits", "best for"]
@@ -150,29 +150,12 @@ def _split(text: str | None, flag: str, kind=str) -> list[Any]:
     return out
 
 
-def _memory(ns: argparse.Namespace) -> dict[str, Any]:
-    return {"gpu_memory_gib": ns.gpu_memory, "gpu_memory_utilization": ns.gpu_memory_utilization,
-            "kv_cache_memory": ns.kv_cache_memory}
-
-
-def _memory_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("memory budget")
-    g.add_argument("--gpu-memory", type=float, default=141.0, metavar="GIB",
-                   help="GPU memory in GiB (default 141, an H200)")
-    g.add_argument("--gpu-memory-utilization", type=float, default=0.9,
-                   help="vLLM's fraction of GPU memory to use (default 0.9)")
-    g.add_argument("--kv-cache-memory", "--kv-cache-memory-bytes", dest="kv_cache_memory", type=int,
-                   default=None, metavar="BYTES",
-                   help="KV-cache bytes per GPU (vLLM's --kv-cache-memory-bytes): skips the weights "
-                        "estimate")
-
-
 def register(sub) -> None:
     ex = sub.add_parser("explain", help="what a setting costs in KV cache, and why")
     ex.add_argument("path", help="a model folder holding config.json, a config.json file, or a Hugging "
                                  "Face repo id (org/name)")
     add_engine_flags(ex)
-    _memory_flags(ex)
+    add_memory_flags(ex)
     ex.add_argument("--json", action="store_true", help="print the figures and findings as JSON")
     ex.set_defaults(func=_cmd_explain)
 
@@ -190,7 +173,7 @@ def register(sub) -> None:
     pl.add_argument("--max-model-len", dest="max_model_len", type=int, default=None)
     pl.add_argument("--context", type=int, default=8192,
                     help="context length of the concurrency objective (default 8192)")
-    _memory_flags(pl)
+    add_memory_flags(pl)
     pl.add_argument("--json", action="store_true")
     pl.set_defaults(func=_cmd_plan)
 
@@ -198,7 +181,7 @@ def register(sub) -> None:
 def _cmd_explain(ns: argparse.Namespace) -> int:
     from enginecfg.commands import explain
 
-    e = explain(ns.path, memory=_memory(ns), revision=ns.revision, **engine_args(ns))
+    e = explain(ns.path, memory=memory_options(ns), revision=ns.revision, **engine_args(ns))
     if ns.json:
         sys.stdout.write(json.dumps(e.to_dict(), indent=2, default=str) + "\n")
     else:
@@ -216,7 +199,7 @@ def _cmd_plan(ns: argparse.Namespace) -> int:
     grid = {k: v for k, v in grid.items() if v != [None]}
     base = {k: getattr(ns, k) for k in ("enable_prefix_caching", "max_model_len")
             if getattr(ns, k) is not None}
-    p = plan(ns.path, grid, memory=_memory(ns), context=ns.context, revision=ns.revision, **base)
+    p = plan(ns.path, grid, memory=memory_options(ns), context=ns.context, revision=ns.revision, **base)
     if ns.json:
         sys.stdout.write(json.dumps(p.to_dict(), indent=2, default=str) + "\n")
     else:
