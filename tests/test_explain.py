@@ -109,10 +109,35 @@ def test_nemotron_h_float16_ssm_state_from_the_checkpoint(tmp_path):
 def test_gemma4_forced_triton_attention():
     doc = explain(GEMMA, {}, DEFAULT_OPTS)
     f = _by_id(doc)["forced-triton-attn"]
-    assert f["figures"] == {"backend": "TRITON_ATTN", "attention_layers": 30}
+    url = "https://github.com/vllm-project/vllm/issues/38887"
+    assert f["figures"] == {"backend": "TRITON_ATTN", "attention_layers": 30, "source": url}
+    assert f"vLLM issue #38887 ({url})" in f["message"] and "Published reports" not in f["message"]
     assert f["caused_by"]["stage"] == "gemma4-backend"
     assert f["caused_by"]["old"] is None and f["caused_by"]["new"] == "TRITON_ATTN"
     assert "forced-triton-attn" not in _by_id(explain(GEMMA, {"attention_backend": "FLASH_ATTN"}, DEFAULT_OPTS))
+    assert doc["impact"]["starts"] is True
+
+
+BACKENDS = json.loads((Path(__file__).parent / "capacity_oracle" / "backends.json").read_text())
+
+
+@pytest.mark.parametrize("case", BACKENDS["cases"], ids=lambda c: f"{c['config']}-{c['engine_args']}")
+def test_a_chosen_backend_that_cannot_serve_a_head_size_stops_the_start(case):
+    """vLLM 0.19.0's own answer (tests/capacity_oracle/make_backends.py): the backend a caller
+    chose must serve every head size of the model, or the engine stops when it builds the
+    layers; FlashAttention and FlashInfer stop at 256, Gemma 4's global layers are 512 wide."""
+    doc = explain(CONFIGS / case["config"], case["engine_args"], DEFAULT_OPTS)
+    errors = [h["error"] for h in case["head_sizes"].values() if h["error"]]
+    if not errors:
+        assert doc["impact"]["starts"] and "backend-head-size" not in _by_id(doc)
+        return
+    assert not doc["impact"]["starts"] and doc["impact"]["start_error"] == errors[0]
+    f = _by_id(doc)["backend-head-size"]
+    bad = [int(h) for h, r in case["head_sizes"].items() if r["error"]]
+    assert f["figures"]["head_sizes"] == bad and f["figures"]["start_error"] == errors[0]
+    assert f["caused_by"] == {"engine_argument": "--attention-backend",
+                              "value": case["engine_args"]["attention_backend"]}
+    assert errors[0] in f["message"]
 
 
 def test_mamba_padding_over_five_percent():

@@ -109,10 +109,16 @@ def memory_options(ns: argparse.Namespace) -> dict[str, Any]:
 
 def print_gpus() -> None:
     """The GPU presets, with the memory each reports and its compute capability."""
-    from enginecfg.cli.tables import render
+    from enginecfg.cli.tables import paragraph, render
     from enginecfg.pipeline.models.gpus import DEFAULT_GPU, GPUS
 
-    rows = [[g.name + (" (default)" if g is DEFAULT_GPU else ""), g.device_name, f"{g.memory_gib:,.2f}",
-             f"{g.memory_bytes:,}", g.capability_text, ", ".join(g.aliases), g.basis] for g in GPUS.values()]
-    print(render(["preset", "device", "GiB", "bytes", "sm", "also", "memory figure"], rows,
-                 names=(0, 1, 2, 3, 4), title="GPU presets (--gpu PRESET; --gpu-memory GIB for another card):"))
+    rows = [[g.name + (" *" if g is DEFAULT_GPU else ""), g.device_name, f"{g.memory_gib:,.2f}",
+             g.capability_text, ", ".join(g.aliases)] for g in GPUS.values()]
+    out = [render(["preset", "device", "memory GiB", "sm", "also"], rows, names=(0, 1, 2, 3),
+                  title="GPU presets (--gpu PRESET; --gpu-memory GIB for another card; * the default):")]
+    measured = [g for g in GPUS.values() if g.measured]
+    for g in measured:
+        out.append(paragraph(f"{g.name}: {g.memory_bytes:,} bytes, {g.measured}.", hanging="  "))
+    out.append(paragraph("The others: the total nvidia-smi lists for the card, a little more than CUDA "
+                         "reports (the driver keeps some); --gpu-memory gives the exact figure.", hanging="  "))
+    print("\n".join(out))

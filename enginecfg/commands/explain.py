@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 import attrs
 
-from enginecfg.commands._memory import MemoryLike, figures_pipeline, memory_options
+from enginecfg.commands._memory import MemoryLike, curve, figures_pipeline, memory_options
 from enginecfg.commands.findings import Finding, findings
 from enginecfg.pipeline.models.capacity import Impact, ImpactOptions, ImpactUnavailable
 from enginecfg.pipeline.document import Change, RunResult
@@ -48,6 +48,17 @@ class Explanation:
     @property
     def changes(self) -> list[Change]:
         return self.result.changes
+
+    @property
+    def starts(self) -> bool | None:
+        """Whether vLLM 0.19.0 would start with this setting (None: no figures)."""
+        imp = self.impact
+        return imp.starts if isinstance(imp, Impact) else None
+
+    def curve(self, contexts=None) -> tuple[tuple[int, float, int], ...]:
+        """``(context, requests that fit, KV-cache blocks one request takes)`` from 128 tokens
+        to max_model_len (or at *contexts*): what ``explain --plot`` draws."""
+        return curve(self.result, self.memory, contexts)
 
     def to_dict(self) -> dict[str, Any]:
         imp = self.impact

@@ -47,7 +47,7 @@ from enginecfg.pipeline.hf import ContentMemo, memoised
 from enginecfg.pipeline.models import kv_cache as kc
 from enginecfg.pipeline.models import kv_specs
 from enginecfg.pipeline.models.engine_defaults import max_num_batched_tokens
-from enginecfg.pipeline.models.gpus import DEFAULT_GPU, Gpu, custom_gpu, find_gpu
+from enginecfg.pipeline.models.gpus import DEFAULT_GPU, Gpu, custom_gpu, find_gpu, selected_backend_error
 from enginecfg.pipeline.models.weights import WeightsEstimate, estimate_weights
 
 __all__ = [
@@ -437,6 +437,21 @@ def _with_startup_block(specs: dict, block: int | None) -> dict:
             for name, s in specs.items()}
 
 
+def _backend_error(cfg, specs: dict) -> str | None:
+    """vLLM's refusal of a chosen attention backend that cannot serve a layer's head size
+    (the first such layer, in the order the model builds them)."""
+    backend = cfg.attention_config.backend
+    if backend is None:
+        return None
+    for spec in specs.values():
+        if isinstance(spec, (kc.FullAttentionSpec, kc.SlidingWindowSpec)) \
+                and not isinstance(spec, kc.MLAAttentionSpec):
+            error = selected_backend_error(backend, spec.head_size)
+            if error is not None:
+                return error
+    return None
+
+
 def _overridden(kcfg: kc.KVCacheConfig, blocks: int) -> kc.KVCacheConfig:
     """``may_override_num_blocks``: the block count replaced, each tensor sized to it."""
     if not kcfg.groups:
@@ -473,7 +488,9 @@ def impact(cfg, *, gpu_memory_gib: float | None = None,
                            kv_cache_memory=kv_cache_memory, specs=specs,
                            num_gpu_blocks_override=num_gpu_blocks_override)
     available = budget.kv_cache_memory
-    worker_error = start_messages(card, budget)
+    # vLLM's order at start-up: the worker's memory request, the model's layers (a backend
+    # the caller chose must serve every attention layer), then the KV cache
+    worker_error = start_messages(card, budget) or _backend_error(cfg, specs)
     groups = kc.get_kv_cache_groups(specs, disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager)
     limits = _limits(cfg)
     kcfg = kc.kv_cache_config_from_groups(groups, max(available, 0))

@@ -21,12 +21,15 @@ refuses to start when that is below what ``--gpu-memory-utilization`` requests.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import attrs
 
 from enginecfg.pipeline.errors import InvalidInputError
 from enginecfg.pipeline.suggest import did_you_mean
 
-__all__ = ["Gpu", "GPUS", "DEFAULT_GPU", "find_gpu", "custom_gpu"]
+__all__ = ["Gpu", "GPUS", "DEFAULT_GPU", "find_gpu", "custom_gpu", "BACKEND_HEAD_SIZES", "backend_serves",
+           "selected_backend_error"]
 
 _MIB = 2**20
 
@@ -128,3 +131,35 @@ def custom_gpu(memory_gib: float, like: Gpu = DEFAULT_GPU) -> Gpu:
     """A card of *memory_gib* GiB that starts the engine as *like* does (``--gpu-memory``)."""
     return attrs.evolve(like, name=f"{like.name} ({memory_gib:g} GiB)", memory_bytes=int(memory_gib * 2**30),
                         aliases=(), measured=f"given with --gpu-memory {memory_gib:g}", free_at_start_bytes=None)
+
+
+#: the attention head sizes each backend vLLM 0.19.0 lets a caller choose can serve (its
+#: ``supports_head_size``, ``v1/attention/backends``): FlashAttention's kernels stop at 256,
+#: FlashInfer's take 64, 128 and 256, Triton's any from 32, FlexAttention's any
+BACKEND_HEAD_SIZES: dict[str, Callable[[int], bool]] = {
+    "FLASH_ATTN": lambda h: h % 8 == 0 and h <= 256,
+    "FLASH_ATTN_DIFFKV": lambda h: h % 8 == 0 and h <= 256,
+    "FLASHINFER": lambda h: h in (64, 128, 256),
+    "TRITON_ATTN": lambda h: h >= 32,
+    "FLEX_ATTENTION": lambda h: True,
+    "TREE_ATTN": lambda h: h in (32, 64, 96, 128, 160, 192, 224, 256),
+    "CPU_ATTN": lambda h: h in (32, 64, 80, 96, 112, 128, 160, 192, 224, 256),
+    "ROCM_ATTN": lambda h: h in (32, 64, 80, 96, 128, 160, 192, 224, 256),
+    "ROCM_AITER_FA": lambda h: h in (64, 128, 256),
+    "ROCM_AITER_UNIFIED_ATTN": lambda h: h >= 32,
+}
+
+
+def backend_serves(backend: str, head_size: int) -> bool | None:
+    """Whether the attention *backend* serves layers of *head_size* (None: not known here)."""
+    check = BACKEND_HEAD_SIZES.get(backend)
+    return None if check is None else check(head_size)
+
+
+def selected_backend_error(backend: str, head_size: int) -> str | None:
+    """The error vLLM 0.19.0 stops with when it builds an attention layer of *head_size* with a
+    *backend* the caller chose that cannot serve it (``get_attn_backend_cls``), or None."""
+    if backend_serves(backend, head_size) is not False:
+        return None
+    return (f"ValueError: Selected backend AttentionBackendEnum.{backend} is not valid for this "
+            f"configuration. Reason: ['head_size not supported']")
