@@ -265,3 +265,31 @@ def test_json_logs_write_iso_times():
 def test_reasons_use_the_right_article():
     proc = cli("run", str(CONFIGS / "mamba-130m-hf"), "--no-audit", "--gpu-validation", "off", columns=200)
     assert "for an attention_free generate model" in proc.stdout and "for a attention_free" not in proc.stdout
+
+
+def test_the_readme_picture_is_what_the_command_draws(tmp_path):
+    """The README shows docs/img/plan-nemotron-3-nano.svg and the command that draws it: drawn
+    again, it holds the same series, title and axes."""
+    pytest.importorskip("matplotlib")
+    import shlex
+
+    from support import REPO
+
+    readme = (REPO / "README.md").read_text()
+    command = next(line for line in readme.splitlines() if line.startswith("enginecfg plan ") and "--plot" in line)
+    args = shlex.split(command)[1:]
+    committed = REPO / args[args.index("--plot") + 1]
+    assert f"]({committed.relative_to(REPO)})" in readme
+    args[args.index("--plot") + 1] = str(tmp_path / "again.svg")
+    args = [str(REPO / a) if a.startswith("examples/") else a for a in args]
+    proc = cli(*args)
+    assert proc.returncode == 0, proc.stderr
+
+    def texts(path):  # every text of the picture, the model named as the README names it
+        root = ET.parse(path).getroot()
+        return sorted(" ".join("".join(t.itertext()).split()).replace(str(REPO) + "/", "")
+                      for t in root.iter() if t.tag.endswith("text"))
+
+    want = texts(committed)
+    assert texts(tmp_path / "again.svg") == want
+    assert {"gpu H200, kv fp8", "gpu B200, kv auto", "gpu H100-80GB, kv fp8"} <= set(want)

@@ -195,8 +195,11 @@ def print_plan(p) -> None:
             note = ",".join(_MARKS[b] for b in best) if short else ", ".join(best)
             if not imp.starts:
                 note = "!" if short else "does not start"
-            rows.append(cells + [f"{r.block_size:,}", f"{imp.kv_tokens:,}", _fmt_conc(r.concurrency),
-                                 _fmt_conc(imp.max_concurrency), f"{imp.max_model_len_fits:,}", note])
+            if imp.starts:
+                figures = [f"{imp.kv_tokens:,}", _fmt_conc(r.concurrency), _fmt_conc(imp.max_concurrency)]
+            else:  # vLLM would stop before it has any of these
+                figures = ["-", "-", "-"]
+            rows.append(cells + [f"{r.block_size:,}", *figures, f"{imp.max_model_len_fits:,}", note])
         if short:
             columns = [_SHORT.get(n, n).replace(" ", "\n", 1) for n in names] + [
                 "tokens/\nblock", "KV\ntokens", f"conc@\n{p.context:,}", "conc@\nmax_len", "max len\nfits", "best"]
@@ -218,9 +221,11 @@ def print_plan(p) -> None:
             notes.append(f"* {_SHORT.get(n, n)}: vLLM resolves "
                          + "; ".join(f"{a} to {b}" for a, b in changed))
     if any(r.ok and not r.starts for r in p.rows):
-        notes.append("Rows that do not start: vLLM 0.19.0 would stop at start-up (--json: start_error); "
-                     "they are never marked best.")
-    print("\n".join([text] + notes))
+        notes.append("Rows marked as not starting: vLLM 0.19.0 would stop at start-up (--json: "
+                     "start_error; explain says why); they are never marked best.")
+    from enginecfg.cli.tables import paragraph
+
+    print("\n".join([text] + [paragraph(n, hanging="  ") for n in notes]))
 
 
 # --------------------------------------------------------------------------- commands
@@ -290,7 +295,7 @@ def register(sub) -> None:
                                  "Face repo id (org/name)")
     pl.add_argument("--revision", default=None, metavar="REV",
                     help="a branch, tag or commit of the Hugging Face repo (with a repo id only)")
-    pl.add_argument("--tp", default="1", help="tensor-parallel sizes, e.g. 1,2,4,8")
+    pl.add_argument("--tp", default=None, help="tensor-parallel sizes, e.g. 1,2,4,8")
     pl.add_argument("--kv-cache-dtype", dest="kv_dtypes", default=None, help="e.g. auto,fp8")
     pl.add_argument("--block-size", dest="block_sizes", default=None, help="e.g. 16,32")
     pl.add_argument("--mamba-cache-mode", dest="mamba_modes", default=None, help="e.g. none,align,all")

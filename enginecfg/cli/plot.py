@@ -33,6 +33,7 @@ def _pyplot():
                                 "pip install 'enginecfg[plot]'", field="plot") from None
     matplotlib.use("Agg", force=True)
     matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text in an SVG
+    matplotlib.rcParams["svg.hashsalt"] = "enginecfg"  # the same picture, the same file
     import matplotlib.pyplot as plt
 
     return plt

@@ -11,7 +11,21 @@ from enginecfg.pipeline.models.capacity import ImpactOptions
 from enginecfg.pipeline.run import Pipeline
 from enginecfg.stages.impact import parse_options
 
-__all__ = ["memory_options", "figures_pipeline", "curve_contexts", "curve"]
+__all__ = ["memory_options", "figures_pipeline", "curve_contexts", "curve", "MEMORY_ARGUMENTS", "split_memory"]
+
+#: vLLM's memory flags (and the GPU) as keyword arguments of the commands, beside the engine
+#: arguments: ``explain(model, gpu_memory_utilization=0.5)`` -> the impact option it sets
+MEMORY_ARGUMENTS = {"gpu": "gpu", "gpu_memory_gib": "gpu_memory_gib",
+                    "gpu_memory_utilization": "gpu_memory_utilization",
+                    "kv_cache_memory_bytes": "kv_cache_memory", "kv_cache_memory": "kv_cache_memory",
+                    "num_gpu_blocks_override": "num_gpu_blocks_override"}
+
+
+def split_memory(arguments: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(memory options, engine arguments)`` of a command's keyword arguments: vLLM's memory
+    flags go to the figures, the rest to the pipeline."""
+    memory = {MEMORY_ARGUMENTS[k]: v for k, v in arguments.items() if k in MEMORY_ARGUMENTS}
+    return memory, {k: v for k, v in arguments.items() if k not in MEMORY_ARGUMENTS}
 
 MemoryLike = ImpactOptions | Mapping[str, Any] | None
 

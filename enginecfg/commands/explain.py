@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 import attrs
 
-from enginecfg.commands._memory import MemoryLike, curve, figures_pipeline, memory_options
+from enginecfg.commands._memory import MemoryLike, curve, figures_pipeline, memory_options, split_memory
 from enginecfg.commands.findings import Finding, findings
 from enginecfg.pipeline.models.capacity import Impact, ImpactOptions, ImpactUnavailable
 from enginecfg.pipeline.document import Change, RunResult
@@ -75,12 +75,14 @@ def explain(model: Any, *, memory: MemoryLike = None, revision: str | None = Non
     with vLLM's engine arguments, as ``Pipeline().resolve`` takes them, and explain what the
     result costs on the GPU *memory* describes (an
     :class:`~enginecfg.pipeline.models.capacity.ImpactOptions` or a mapping of its fields;
-    default an H200 at utilization 0.9).
+    default an H200 at utilization 0.9).  vLLM's memory flags may also be given beside the
+    engine arguments, by vLLM's names (``gpu_memory_utilization=0.5``,
+    ``kv_cache_memory_bytes=...``, ``num_gpu_blocks_override=...``, and ``gpu="H100"``).
 
     Raises :class:`~enginecfg.InvalidInputError` for bad input and
     :class:`~enginecfg.ConfigRejectedError` where vLLM itself refuses the setting.
     """
-    args = dict(engine_args)
-    options = memory_options(memory)
+    flags, args = split_memory(engine_args)
+    options = memory_options(memory, **flags)
     result = figures_pipeline(options).resolve(model, revision=revision, **args)
     return Explanation(str(model), args, options, result, findings(result))

@@ -237,8 +237,8 @@ def _start_findings(result: RunResult, impact: Impact) -> list[Finding]:
             text = (f"The weights alone, an estimated {weights / _GIB:,.1f} GiB per GPU, exceed the "
                     f"{mem.requested_memory / _GIB:,.1f} GiB vLLM may use ({mem.gpu}: "
                     f"{mem.gpu_memory_bytes / _GIB:,.2f} GiB x {mem.gpu_memory_utilization:g}): no memory is "
-                    f"left for the KV cache, and {quote}; raise --tensor-parallel-size, use a larger GPU or "
-                    f"a quantised checkpoint.")
+                    f"left for the KV cache (raise --tensor-parallel-size, use a larger GPU or a quantised "
+                    f"checkpoint); {quote}")
             cause = _cause(result, "parallel_config.tensor_parallel_size", "tensor_parallel_size",
                            "--tensor-parallel-size")
         else:

@@ -24,7 +24,7 @@ from typing import Any, Mapping, Sequence
 
 import attrs
 
-from enginecfg.commands._memory import MemoryLike, curve, figures_pipeline, memory_options
+from enginecfg.commands._memory import MemoryLike, curve, figures_pipeline, memory_options, split_memory
 from enginecfg.commands.findings import Finding, findings
 from enginecfg.pipeline.engine_args import ENGINE_ARGS
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError
@@ -219,8 +219,8 @@ def plan(model: Any, grid: Mapping[str, Sequence[Any]], *, memory: MemoryLike = 
         axes["gpu"] = tuple(v if v is None else find_gpu(v).name for v in axes["gpu"])
     if isinstance(context, bool) or not isinstance(context, int) or context < 1:
         raise InvalidInputError.for_value("context", context, "a positive token count", flag="--context")
-    base = dict(engine_args)
-    options = memory_options(memory, contexts=(*DEFAULT_CONTEXTS, context))
+    flags, base = split_memory(engine_args)
+    options = memory_options(memory, **flags, contexts=(*DEFAULT_CONTEXTS, context))
     # every memory setting of the grid is checked before any model is read
     per_memory: dict[tuple, tuple[ImpactOptions, Any]] = {}
     memory_axes = [n for n in axes if n in MEMORY_AXES]
