@@ -270,8 +270,9 @@ def register(sub) -> None:
                         description="What a setting costs in KV cache on a GPU, whether vLLM would start with "
                                     "it, and why. The run is recorded in the audit store as `run` records "
                                     "it; a pasted `vllm serve MODEL ...` line works too.")
-    ex.add_argument("path", help="a model folder holding config.json, a config.json file, or a Hugging "
-                                 "Face repo id (org/name)")
+    ex.add_argument("path", nargs="?", default=None,
+                    help="a model folder holding config.json, a config.json file, or a Hugging Face repo id "
+                         "(org/name)")
     ex.add_argument("--model", dest="model_option", metavar="PATH", help=argparse.SUPPRESS)
     add_engine_flags(ex)
     add_memory_flags(ex)
@@ -327,8 +328,13 @@ def _cmd_explain(ns: argparse.Namespace) -> int:
     from enginecfg.cli.recording import open_store
     from enginecfg.commands import explain
 
-    if ns.model_option and ns.path != ns.model_option:
+    if ns.model_option and ns.path and ns.path != ns.model_option:
         sys.stderr.write(f"enginecfg: error: two models given: {ns.path} and --model {ns.model_option}\n")
+        return 2
+    ns.path = ns.path or ns.model_option
+    if not ns.path:
+        sys.stderr.write("enginecfg: error: explain needs a model: a folder holding config.json, a "
+                         "config.json file or a repo id (see enginecfg explain --help)\n")
         return 2
     _check_plot(ns.plot)
     store, code = open_store(ns)
