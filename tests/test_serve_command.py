@@ -42,8 +42,18 @@ def _config(result) -> dict:
     return doc
 
 
+def _printed(result) -> list[str]:
+    """The command as ``run`` prints it (wrapped, shell-quoted), read back as a shell reads it."""
+    import shlex
+
+    from enginecfg.cli.report import command_lines
+
+    return shlex.split(command_lines(serve_command(result)).replace("\\\n", " "))
+
+
 def _round_trip(pipeline, case_args: dict, result):
-    tokens = serve_command(result)
+    tokens = _printed(result)
+    assert tokens == serve_command(result)
     assert tokens[:3] == ["vllm", "serve", str(result.config.model)]
     ns, _ = _read_back(tokens)
     again = pipeline.resolve(ns.paths[0], **engine_args(ns))
