@@ -25,9 +25,7 @@ def _what(cfg, kind: str) -> str:
     pc = cfg.pooler_config
     pooling = (f" (sequence pooling {pc.seq_pooling_type}, token pooling {pc.tok_pooling_type})"
                if pc is not None else "")
-    what = kind.replace("_", "-")
-    article = "an" if what[0] in "aeiou" else "a"
-    return f"{article} {what} {cfg.model_config.runner_type} model{pooling}"
+    return f"{_a(kind.replace('_', '-'))} {cfg.model_config.runner_type} model{pooling}"
 
 
 def _against_the_default(cfg) -> list[str]:
@@ -48,6 +46,11 @@ def _against_the_default(cfg) -> list[str]:
     return out
 
 
+def _a(word: str) -> str:
+    """*word* with its article: "a decoder", "an encoder_only", "an attention_free"."""
+    return ("an " if word[:1] in "aeiou" else "a ") + word
+
+
 class EngineDefaultsStage(Stage):
     name = "engine-defaults"
     vllm_step = "model"
@@ -63,7 +66,7 @@ class EngineDefaultsStage(Stage):
         if cfg.scheduler_config.enable_chunked_prefill is None:
             on = chunked_prefill_supported(cfg)
             ctx.set("scheduler_config", "enable_chunked_prefill", on,
-                    reason=f"default: chunked prefill is {'on' if on else 'off'} for a {kind} "
+                    reason=f"default: chunked prefill is {'on' if on else 'off'} for {_a(kind)} "
                            f"{cfg.model_config.runner_type} model",
                     explanation=f"--enable-chunked-prefill was not given. vLLM turns it on unless "
                                 f"the model is encoder-decoder, or a pooling model that is "
@@ -72,7 +75,7 @@ class EngineDefaultsStage(Stage):
         if cfg.cache_config.enable_prefix_caching is None:
             on = prefix_caching_supported(cfg)
             ctx.set("cache_config", "enable_prefix_caching", on,
-                    reason=f"default: prefix caching is {'on' if on else 'off'} for a {kind} "
+                    reason=f"default: prefix caching is {'on' if on else 'off'} for {_a(kind)} "
                            f"{cfg.model_config.runner_type} model",
                     explanation=f"--enable-prefix-caching was not given. vLLM turns it on only for "
                                 f"decoder models (a pooling one must pool LAST or ALL, not MEAN, CLS "

@@ -7,9 +7,13 @@ and the largest max_model_len that fits one GPU, and records them as the ``impac
 of the run, so the run document, the audit store, ``diff`` and ``history`` carry them.
 
 Options (``Pipeline(impact=...)``: a dict of them, or an
-:class:`~enginecfg.pipeline.models.capacity.ImpactOptions`): ``gpu_memory_gib`` (default 141,
-an H200), ``gpu_memory_utilization`` (0.9), ``kv_cache_memory`` (bytes; skips the weights
-estimate), ``contexts`` (context lengths for the concurrency figures).  The fact is an
+:class:`~enginecfg.pipeline.models.capacity.ImpactOptions`), vLLM 0.19.0's memory flags with
+their meaning: ``gpu`` (a preset of :mod:`enginecfg.pipeline.models.gpus`, default the H200),
+``gpu_memory_gib`` (the card's memory instead of the preset's), ``gpu_memory_utilization``
+(0.9), ``kv_cache_memory`` or vLLM's spelling ``kv_cache_memory_bytes`` (bytes per GPU;
+skips the weights estimate; 0 reads as unset), ``num_gpu_blocks_override`` (the block count),
+``contexts`` (context lengths for the concurrency figures).  A ``--max-model-len -1`` run
+gets the start-up auto-fit.  The fact is an
 :class:`~enginecfg.pipeline.models.capacity.Impact`; a model whose per-layer pattern
 enginecfg does not know, or a config field the figures need but the stages do not, records an
 :class:`~enginecfg.pipeline.models.capacity.ImpactUnavailable` instead of failing the run.
@@ -25,9 +29,12 @@ import attrs
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError
 from enginecfg.pipeline.models import capacity
 from enginecfg.pipeline.models.capacity import Impact, ImpactOptions, ImpactUnavailable
+from enginecfg.pipeline.models.gpus import Gpu, find_gpu
 from enginecfg.pipeline.stage import Stage
 
 _NAMES = tuple(a.name for a in attrs.fields(ImpactOptions))
+#: other spellings of an option (vLLM's own)
+_ALIASES = {"kv_cache_memory_bytes": "kv_cache_memory"}
 
 
 def _number(name: str, value: Any, *, low: float, high: float | None, flag: str) -> float:
@@ -47,19 +54,39 @@ def parse_options(options: Any) -> ImpactOptions:
         options = attrs.asdict(options, recurse=False)
     if not isinstance(options, dict):
         raise InvalidInputError.for_value("impact", options, "a dict of impact options")
+    options = dict(options)
+    for alias, name in _ALIASES.items():
+        if alias in options:
+            if name in options and options[name] != options[alias]:
+                raise InvalidInputError(f"invalid impact options: {alias} ({options[alias]!r}) and {name} "
+                                        f"({options[name]!r}) are one option given twice", field=name)
+            options[name] = options.pop(alias)
     unknown = set(options) - set(_NAMES)
     if unknown:
         raise InvalidInputError(f"unknown impact option(s) {sorted(unknown)}; known: "
-                                f"{', '.join(_NAMES)}", field="impact")
+                                f"{', '.join(_NAMES)} (kv_cache_memory_bytes: kv_cache_memory)", field="impact")
     given = {name: options[name] for name in _NAMES if name in options}
     out = attrs.asdict(ImpactOptions(), recurse=False) | given
-    _number("gpu_memory_gib", out["gpu_memory_gib"], low=0, high=None, flag="--gpu-memory")
+    if out["gpu"] is None:
+        out["gpu"] = ImpactOptions().gpu
+    if isinstance(out["gpu"], Gpu):
+        out["gpu"] = out["gpu"].name
+    out["gpu"] = find_gpu(out["gpu"]).name
+    if out["gpu_memory_gib"] is not None:
+        _number("gpu_memory_gib", out["gpu_memory_gib"], low=0, high=None, flag="--gpu-memory")
+    # vLLM 0.19.0: gt=0, le=1 (CacheConfig)
     _number("gpu_memory_utilization", out["gpu_memory_utilization"], low=0, high=1,
             flag="--gpu-memory-utilization")
     kv = out["kv_cache_memory"]
-    if kv is not None and (isinstance(kv, bool) or not isinstance(kv, int) or kv < 1):
-        raise InvalidInputError.for_value("kv_cache_memory", kv, "a positive number of bytes",
-                                          flag="--kv-cache-memory")
+    if kv is not None and (isinstance(kv, bool) or not isinstance(kv, int)):
+        # vLLM takes any integer: 0 reads as unset, a negative one leaves no memory at start-up
+        raise InvalidInputError.for_value("kv_cache_memory", kv, "a number of bytes (an integer)",
+                                          flag="--kv-cache-memory-bytes")
+    blocks = out["num_gpu_blocks_override"]
+    if blocks is not None and (isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 1):
+        raise InvalidInputError.for_value(
+            "num_gpu_blocks_override", blocks, "a positive number of blocks (vLLM 0.19.0 accepts fewer "
+            "but cannot start an engine without one)", flag="--num-gpu-blocks-override")
     ctxs = out["contexts"]
     if not isinstance(ctxs, (list, tuple)) or not all(
             isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in ctxs):
@@ -83,9 +110,11 @@ class ImpactStage(Stage):
     @staticmethod
     def _figures(cfg, opts: ImpactOptions) -> Impact | ImpactUnavailable:
         try:
-            return capacity.impact(cfg, gpu_memory_gib=opts.gpu_memory_gib,
+            return capacity.impact(cfg, gpu_memory_gib=opts.gpu_memory_gib, gpu=opts.gpu,
                                    gpu_memory_utilization=opts.gpu_memory_utilization,
-                                   kv_cache_memory=opts.kv_cache_memory, contexts=opts.contexts)
+                                   kv_cache_memory=opts.kv_cache_memory, contexts=opts.contexts,
+                                   num_gpu_blocks_override=opts.num_gpu_blocks_override,
+                                   auto_fit_max_model_len=cfg.engine_args.get("max_model_len") == -1)
         except EngineCfgError as exc:
             return ImpactUnavailable(str(exc), exc.field)
         except (ArithmeticError, TypeError, ValueError, KeyError, IndexError) as exc:

@@ -75,6 +75,10 @@ LAYOUT_STEPS: list[Mapping[str, tuple[str, ...]]] = [
     {"runs": RUN_FIELDS, **CHILD_FIELDS},
     # 2: who ran it (revision 0007_actor): the operating-system user and the explicit actor
     {"runs": ("os_user", "actor")},
+    # 3: what the KV-cache figures assumed and whether vLLM would start (revision
+    #    0009_impact_memory), projections of the hashed result kept in columns
+    {"runs": ("gpu", "gpu_memory_bytes", "gpu_memory_utilization", "kv_cache_memory",
+              "kv_cache_memory_bytes", "num_gpu_blocks_override", "starts")},
 ]
 
 #: The column each child table is ordered by within a run.

@@ -175,6 +175,16 @@ class Run(Base):
     #: layout 2 on.
     os_user: Mapped[str | None] = mapped_column(String(255))
     actor: Mapped[str | None] = mapped_column(String(255))
+    #: what the run's KV-cache figures assumed and whether vLLM would start: a projection of
+    #: ``result["impact"]`` (revision 0009_impact_memory; NULL in runs recorded before it, and
+    #: where the run has no figures).  Hashed from layout 3 on.
+    gpu: Mapped[str | None] = mapped_column(String(64))
+    gpu_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    gpu_memory_utilization: Mapped[float | None] = mapped_column(Double)
+    kv_cache_memory: Mapped[int | None] = mapped_column(BigInteger)
+    kv_cache_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    num_gpu_blocks_override: Mapped[int | None] = mapped_column(BigInteger)
+    starts: Mapped[bool | None] = mapped_column(Boolean)
     #: the hash layout (field lists, :mod:`enginecfg.store.hashing`) the row was hashed with
     hash_layout: Mapped[int] = mapped_column(Integer, nullable=False, server_default=text("1"))
     prev_hash: Mapped[str] = mapped_column(String(64), nullable=False)
@@ -188,6 +198,8 @@ class Run(Base):
         Index("ix_runs_max_concurrency", "max_concurrency"),
         Index("ix_runs_actor", "actor"),
         Index("ix_runs_os_user", "os_user"),
+        Index("ix_runs_gpu", "gpu"),
+        Index("ix_runs_starts", "starts"),
     )
 
 

@@ -80,6 +80,7 @@ def _summary(r: Any) -> dict[str, Any]:
         "finished_at": _iso(r.finished_at), "status": r.status, "model": r.model,
         "architecture": r.architecture, "changes": r.n_changes, "messages": r.n_messages,
         "checks": r.n_checks, "kv_tokens": r.kv_tokens, "max_concurrency": r.max_concurrency,
+        "gpu": r.gpu, "starts": r.starts,
         "host": r.host, "pid": r.pid, "os_user": r.os_user, "actor": r.actor,
         "enginecfg_version": r.enginecfg_version, "engine_args": r.engine_args,
         "error": err.get("message") if err else None,
@@ -88,7 +89,7 @@ def _summary(r: Any) -> dict[str, Any]:
 
 _SUMMARY_COLS = (Run.id, Run.chain_pos, Run.started_at, Run.finished_at, Run.status, Run.model,
                  Run.architecture, Run.n_changes, Run.n_messages, Run.n_checks,
-                 Run.kv_tokens, Run.max_concurrency, Run.host,
+                 Run.kv_tokens, Run.max_concurrency, Run.gpu, Run.starts, Run.host,
                  Run.pid, Run.os_user, Run.actor, Run.enginecfg_version, Run.engine_args, Run.error)
 
 
@@ -188,6 +189,9 @@ def get_run(store, run_id: str) -> dict[str, Any]:
         r = conn.execute(select(Run.__table__).where(Run.id == rid)).one()
         out = _summary(r)
         out.update(
+            gpu_memory_bytes=r.gpu_memory_bytes, gpu_memory_utilization=r.gpu_memory_utilization,
+            kv_cache_memory=r.kv_cache_memory, kv_cache_memory_bytes=r.kv_cache_memory_bytes,
+            num_gpu_blocks_override=r.num_gpu_blocks_override, max_model_len_fits=r.max_model_len_fits,
             engine_args=r.engine_args, planned_stages=r.planned_stages,
             input_config=r.input_config, input_fingerprint=r.input_fingerprint,
             result=r.result, result_fingerprint=r.result_fingerprint, error=r.error,
@@ -204,13 +208,28 @@ def get_run(store, run_id: str) -> dict[str, Any]:
 
 
 def lookup(doc: Any, field: str) -> Any:
-    """The value at dotted ``field`` in nested dicts, or the module's missing marker."""
+    """The value at dotted ``field`` in nested dicts (a list by its index:
+    ``impact.groups.3.block_size``), or the module's missing marker."""
     cur = doc
     for part in field.split("."):
+        if isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
+            cur = cur[int(part)]
+            continue
         if not isinstance(cur, dict) or part not in cur:
             return _MISSING
         cur = cur[part]
     return cur
+
+
+#: the run facts ``history``, ``why`` and ``diff`` take beside the config fields
+FACTS = ("impact",)
+
+
+def _fact_of(document: Any, field: str) -> Any:
+    """The value of a run fact (``impact.kv_tokens``) in a run document, or missing."""
+    if field.split(".")[0] not in FACTS or not isinstance(document, dict):
+        return _MISSING
+    return lookup(document, field)
 
 
 def _config_of(document: Any) -> Any:
@@ -305,6 +324,9 @@ def why(store, run_id: str, field: str) -> dict[str, Any]:
             if any(_touches(c.field, form) for form in forms)]
     initial = lookup(_config_of(r.input_config), field)
     final = lookup(_config_of(r.result), field)
+    fact = final is _MISSING and _fact_of(r.result, field) is not _MISSING
+    if fact:  # a figure the run records (impact.*): no stage changes it, nothing before the run
+        final = _fact_of(r.result, field)
     exact = [c for c in changes if c["field"] in forms]
     if final is _MISSING and exact:
         final = exact[-1]["new"]
@@ -313,12 +335,13 @@ def why(store, run_id: str, field: str) -> dict[str, Any]:
     found = bool(changes) or initial is not _MISSING or final is not _MISSING
     out = {"run_id": rid, "field": field, "model": r.model, "status": r.status,
            "found": found, "initial": None if initial is _MISSING else initial,
-           "final": None if final is _MISSING else final, "changes": changes}
+           "final": None if final is _MISSING else final, "changes": changes, "fact": fact}
     if not found:
         from enginecfg.pipeline.suggest import closest
 
         names = set(_with_sections(flatten(_config_of(r.result) or {})))
         names |= set(_with_sections(flatten(_config_of(r.input_config) or {})))
+        names |= set(_fact_names(r.result))
         out["closest"] = closest(field, names)
     return out
 
@@ -332,16 +355,33 @@ def _with_sections(flat: dict[str, Any]) -> list[str]:
     return sorted(names)
 
 
+def _fact_names(document: Any) -> list[str]:
+    """The dotted names of a run document's facts (``impact.kv_tokens``,
+    ``impact.concurrency.8192``, ``impact.groups.3.block_size``) and their sections."""
+    if not isinstance(document, dict):
+        return []
+    out: dict[str, Any] = {}
+    for fact in FACTS:
+        if isinstance(document.get(fact), dict):
+            out.update(_flatten_rows(document[fact], fact + "."))
+    return _with_sections(out)
+
+
 def known_fields(store) -> list[str]:
     """The field names ``history`` and ``why`` take: every config field enginecfg records,
-    every field a stored change touched, and their sections."""
+    every field a stored change touched, every figure of the newest run that has them
+    (``impact.*``), and their sections."""
     from enginecfg.pipeline.config import SECTIONS, tracked_fields
 
     names: set[str] = {key for cls in SECTIONS.values() for _, key in tracked_fields(cls)}
     with store.engine.connect() as conn:
         names.update(conn.execute(select(Change.field).distinct()).scalars())
         newest = conn.execute(select(Run.result).order_by(Run.chain_pos.desc()).limit(1)).scalar()
+        with_figures = conn.execute(select(Run.result).where(Run.kv_tokens.is_not(None))
+                                    .order_by(Run.chain_pos.desc()).limit(1)).scalar()
     names.update(flatten(_config_of(newest) or {}))
+    names.update(_fact_names(newest))
+    names.update(_fact_names(with_figures))
     return _with_sections(dict.fromkeys(names))
 
 
@@ -355,7 +395,7 @@ def check_field(store, field: str) -> None:
     near = closest(field, names)
     hint = f"; did you mean {', '.join(near)}?" if near else ""
     raise UnknownFieldError(f"unknown field {field!r}{hint} (fields are dotted, e.g. "
-                            f"cache_config.block_size)", field="field")
+                            f"cache_config.block_size, or a figure: impact.max_concurrency)", field="field")
 
 
 def flatten(doc: Any, prefix: str = "") -> dict[str, Any]:

@@ -18,7 +18,8 @@ from enginecfg.pipeline import events
 from enginecfg.store.hashing import child_hashes, current_layout
 from enginecfg.store.models import TEXT_COLUMNS, encode_json, normalise_json, storable_text
 
-__all__ = ["RunBuffer", "Identity", "TEXTS", "CHILD_ORDER", "build_rows", "impact_columns",
+__all__ = ["RunBuffer", "Identity", "TEXTS", "CHILD_ORDER", "build_rows", "impact_columns", "memory_columns",
+           "MEMORY_COLUMNS_SINCE",
            "with_json", "storable_texts"]
 
 #: the child tables in the order a run's rows are written
@@ -110,6 +111,40 @@ def impact_columns(document: Any) -> dict[str, Any]:
             "max_model_len_fits": number("max_model_len_fits", int)}
 
 
+#: the hash layout from which runs hold :func:`memory_columns` (revision 0009_impact_memory)
+MEMORY_COLUMNS_SINCE = 3
+
+
+def memory_columns(document: Any) -> dict[str, Any]:
+    """What a run document's ``impact`` assumed (the GPU, its memory, vLLM's memory flags)
+    and whether vLLM would start, as their columns hold them; None where the document has no
+    such figure (no figures at all, or a run recorded before they were)."""
+    impact = document.get("impact") if isinstance(document, dict) else None
+    memory = impact.get("memory") if isinstance(impact, dict) else None
+    if not isinstance(memory, dict):
+        memory = {}
+
+    def number(key: str, kind: type) -> Any:
+        value = memory.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            return None
+        try:
+            value = kind(value)
+        except (OverflowError, ValueError):
+            return None
+        return value if kind is float or _INT64_MIN <= value <= _INT64_MAX else None
+
+    gpu = memory.get("gpu")
+    starts = impact.get("starts") if isinstance(impact, dict) else None
+    return {"gpu": gpu if isinstance(gpu, str) and len(gpu) <= 64 else None,
+            "gpu_memory_bytes": number("gpu_memory_bytes", int),
+            "gpu_memory_utilization": number("gpu_memory_utilization", float),
+            "kv_cache_memory": number("kv_cache_memory", int),
+            "kv_cache_memory_bytes": number("kv_cache_memory_bytes", int),
+            "num_gpu_blocks_override": number("num_gpu_blocks_override", int),
+            "starts": starts if isinstance(starts, bool) else None}
+
+
 def build_rows(buf: RunBuffer, who: Identity, *, status: str, finished_at: float,
                document: dict | None, fingerprint: str | None, error: dict | None,
                failed_stage: str | None) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
@@ -155,6 +190,7 @@ def build_rows(buf: RunBuffer, who: Identity, *, status: str, finished_at: float
         "failed_stage": failed_stage, "n_stages": len(stages), "n_changes": len(changes),
         "n_messages": len(messages), "n_checks": len(checks),
         **impact_columns(document),
+        **memory_columns(document),
         "os_user": who.os_user, "actor": who.actor,
         "hash_layout": current_layout(),
     }

@@ -31,7 +31,7 @@ import attrs
 from sqlalchemy import exists, select
 
 from enginecfg.store.engine import one_snapshot
-from enginecfg.store.rows import impact_columns
+from enginecfg.store.rows import MEMORY_COLUMNS_SINCE, impact_columns, memory_columns
 from enginecfg.store.hashing import (
     CHILD_ORDER,
     UnknownLayoutError,
@@ -146,6 +146,8 @@ def _check_run(run: dict[str, Any], kids: dict[str, list[dict[str, Any]]],
                                         f"of run {rid} (position {pos}) does not match its hash",
                                         table, rid, pos, key))
     projected = impact_columns(run["result"])
+    if lay.number >= MEMORY_COLUMNS_SINCE:  # runs recorded before them hold NULL there
+        projected.update(memory_columns(run["result"]))
     if any(not _held_as(run.get(k), v) for k, v in projected.items()) and not child_trouble:
         child_trouble = True
         problems.append(Problem("edited_run", f"run {rid} (position {pos}): its impact columns "

@@ -227,15 +227,25 @@ def test_version_bare_usage_and_global_flags_after_the_command(warm_snapshots):
 
 
 def test_a_pasted_vllm_serve_line_sets_aside_what_enginecfg_does_not_use(warm_snapshots):
-    proc = cli("run", "vllm", "serve", QWEN, "--gpu-memory-utilization", "0.9", "--trust-remote-code",
-               "--max_model_len=32k", "--served-model-name", "a", "b", "--enable-prefix-caching",
-               "--no-audit", "--gpu-validation", "off", "--json")
+    line = ["run", "vllm", "serve", QWEN, "--gpu-memory-utilization", "0.5", "--trust-remote-code",
+            "--max_model_len=32k", "--served-model-name", "a", "b", "--enable-prefix-caching",
+            "--no-audit", "--gpu-validation", "off"]
+    proc = cli(*line, "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["engine_args"] == {"max_model_len": 32000, "enable_prefix_caching": True}
+    # vLLM's memory flag is taken, with vLLM's meaning: the figures are those of 0.5
+    assert doc["impact"]["memory"]["gpu_memory_utilization"] == 0.5
     notes = [line for line in proc.stderr.splitlines() if line.startswith("enginecfg: note:")]
-    assert "--gpu-memory-utilization 0.9, --trust-remote-code, --served-model-name a b" in notes[0]
+    assert notes[0].endswith("does not use: --trust-remote-code, --served-model-name a b")
     assert "--trust-remote-code can change what vLLM resolves" in notes[1]
+    # the equivalent vllm serve command keeps the caller's other flags, the memory one included
+    text = cli(*line).stdout
+    block = text.split("Equivalent vllm serve command (pins the resolved values):\n")[1]
+    command = block.split("\nResolved config:")[0].replace("\\\n", " ").split()
+    for flags in (["--gpu-memory-utilization", "0.5"], ["--trust-remote-code"],
+                  ["--served-model-name", "a", "b"], ["--max-model-len", "32000"]):
+        assert any(command[i:i + len(flags)] == flags for i in range(len(command))), flags
 
 
 # -- formats -------------------------------------------------------------------------------------

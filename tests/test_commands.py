@@ -301,3 +301,27 @@ def test_import_of_commands_stays_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_vllms_memory_flags_are_keyword_arguments_of_the_commands():
+    e = explain(QWEN, gpu_memory_utilization=0.5, gpu="H100")
+    assert e.engine_args == {} and e.memory == ImpactOptions(gpu="H100-80GB", gpu_memory_utilization=0.5)
+    assert e.impact.memory.gpu == "H100-80GB" and e.impact.memory.gpu_memory_utilization == 0.5
+    assert e.impact == explain(QWEN, memory={"gpu": "H100-80GB", "gpu_memory_utilization": 0.5}).impact
+    outcome = next(run([QWEN], num_gpu_blocks_override=100, kv_cache_memory_bytes=8 * 2**30))
+    assert outcome.result.impact.num_blocks == 100 and outcome.result.impact.memory.kv_cache_memory == 8 * 2**30
+    p = plan(QWEN, {"gpu": ["H100", "B200"]}, gpu_memory_utilization=0.8)
+    assert [r.impact.memory.gpu for r in p.rows] == ["H100-80GB", "B200"]
+    assert {r.impact.memory.gpu_memory_utilization for r in p.rows} == {0.8}
+    with pytest.raises(InvalidInputError, match="memory flags"):
+        next(run([QWEN], pipeline=__import__("enginecfg").Pipeline(), gpu_memory_utilization=0.5))
+
+
+def test_curves_are_the_figures_own():
+    e = explain(QWEN, kv_cache_dtype="fp8")
+    points = e.curve()
+    assert points[0][0] == 128 and points[-1][0] == e.impact.max_model_len
+    assert points[-1][1] == e.impact.max_concurrency
+    assert dict((n, x) for n, x, _ in e.curve([1024, 8192, 32768])) == dict(e.impact.concurrency)
+    assert all(a[1] >= b[1] and a[2] <= b[2] for a, b in zip(points, points[1:]))
+    assert plan(QWEN, {"kv_cache_dtype": ["fp8"]}).rows[0].curve() == points

@@ -4,6 +4,7 @@ as the commands' ``--json`` documents; tests/test_commands.py holds the typed va
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,8 @@ QWEN = CONFIGS / "qwen3.5-27b"
 NEMOTRON_56B = CONFIGS / "nemotron-h-56b-base-8k"
 NANO = CONFIGS / "nemotron-3-nano-30b-a3b-bf16"
 GEMMA = CONFIGS / "gemma-4-26b-a4b"
-DEFAULT_OPTS = {"gpu_memory_gib": 141.0, "gpu_memory_utilization": 0.9, "kv_cache_memory": None}
+#: an H200 (as its driver reports it) at vLLM's default utilization
+DEFAULT_OPTS = {"gpu": "H200", "gpu_memory_gib": None, "gpu_memory_utilization": 0.9, "kv_cache_memory": None}
 
 
 def explain(path, args, memory):
@@ -107,10 +109,35 @@ def test_nemotron_h_float16_ssm_state_from_the_checkpoint(tmp_path):
 def test_gemma4_forced_triton_attention():
     doc = explain(GEMMA, {}, DEFAULT_OPTS)
     f = _by_id(doc)["forced-triton-attn"]
-    assert f["figures"] == {"backend": "TRITON_ATTN", "attention_layers": 30}
+    url = "https://github.com/vllm-project/vllm/issues/38887"
+    assert f["figures"] == {"backend": "TRITON_ATTN", "attention_layers": 30, "source": url}
+    assert f"vLLM issue #38887 ({url})" in f["message"] and "Published reports" not in f["message"]
     assert f["caused_by"]["stage"] == "gemma4-backend"
     assert f["caused_by"]["old"] is None and f["caused_by"]["new"] == "TRITON_ATTN"
     assert "forced-triton-attn" not in _by_id(explain(GEMMA, {"attention_backend": "FLASH_ATTN"}, DEFAULT_OPTS))
+    assert doc["impact"]["starts"] is True
+
+
+BACKENDS = json.loads((Path(__file__).parent / "capacity_oracle" / "backends.json").read_text())
+
+
+@pytest.mark.parametrize("case", BACKENDS["cases"], ids=lambda c: f"{c['config']}-{c['engine_args']}")
+def test_a_chosen_backend_that_cannot_serve_a_head_size_stops_the_start(case):
+    """vLLM 0.19.0's own answer (tests/capacity_oracle/make_backends.py): the backend a caller
+    chose must serve every head size of the model, or the engine stops when it builds the
+    layers; FlashAttention and FlashInfer stop at 256, Gemma 4's global layers are 512 wide."""
+    doc = explain(CONFIGS / case["config"], case["engine_args"], DEFAULT_OPTS)
+    errors = [h["error"] for h in case["head_sizes"].values() if h["error"]]
+    if not errors:
+        assert doc["impact"]["starts"] and "backend-head-size" not in _by_id(doc)
+        return
+    assert not doc["impact"]["starts"] and doc["impact"]["start_error"] == errors[0]
+    f = _by_id(doc)["backend-head-size"]
+    bad = [int(h) for h, r in case["head_sizes"].items() if r["error"]]
+    assert f["figures"]["head_sizes"] == bad and f["figures"]["start_error"] == errors[0]
+    assert f["caused_by"] == {"engine_argument": "--attention-backend",
+                              "value": case["engine_args"]["attention_backend"]}
+    assert errors[0] in f["message"]
 
 
 def test_mamba_padding_over_five_percent():
@@ -154,7 +181,11 @@ def test_bad_memory_options_name_the_field():
     with pytest.raises(InvalidInputError, match="gpu_memory_utilization"):
         explain(QWEN, {}, dict(DEFAULT_OPTS, gpu_memory_utilization=1.5))
     with pytest.raises(InvalidInputError, match="kv_cache_memory"):
-        explain(QWEN, {}, dict(DEFAULT_OPTS, kv_cache_memory=-1))
+        explain(QWEN, {}, dict(DEFAULT_OPTS, kv_cache_memory="16G"))
+    with pytest.raises(InvalidInputError, match="num_gpu_blocks_override"):
+        explain(QWEN, {}, dict(DEFAULT_OPTS, num_gpu_blocks_override=0))
+    with pytest.raises(InvalidInputError, match="did you mean 'H200'"):
+        explain(QWEN, {}, dict(DEFAULT_OPTS, gpu="H300"))
 
 
 def _cli(*args):
@@ -204,7 +235,7 @@ def test_run_report_carries_the_kv_headline():
 def test_weights_larger_than_the_gpu_leave_no_kv_memory():
     doc = explain(CONFIGS / "nemotron-3-ultra-550b-a55b-bf16", {}, DEFAULT_OPTS)
     f = _by_id(doc)["no-kv-memory"]
-    assert f["figures"]["weights_per_gpu"] > f["figures"]["usable_bytes"] == int(141 * 2**30 * 0.9)
+    assert f["figures"]["weights_per_gpu"] > f["figures"]["usable_bytes"] == math.ceil(150_109_880_320 * 0.9)
     assert doc["impact"]["kv_tokens"] == 0 and "does-not-fit" not in _by_id(doc)
     caused = explain(CONFIGS / "nemotron-3-ultra-550b-a55b-bf16", {"tensor_parallel_size": 2}, DEFAULT_OPTS)
     assert _by_id(caused)["no-kv-memory"]["caused_by"] == {"engine_argument": "--tensor-parallel-size",

@@ -6,8 +6,9 @@ it. :mod:`.app` parses the command line and runs the pipeline, :mod:`.engine_fla
 vLLM's engine arguments into flags, :mod:`.explain` prints what :mod:`enginecfg.commands`
 returns for ``explain`` and ``plan``, :mod:`.audit` holds the store's
 commands, :mod:`.report` the human report of a run, :mod:`.logs` the structlog listener,
-:mod:`.tables` the plain-text tables (names whole, prose wrapped), :mod:`.progress` the
-progress lines of slow steps, :mod:`.vllm_serve_flags` the option table of ``vllm serve``
+:mod:`.tables` the plain-text tables (names whole, prose wrapped), :mod:`.numbers` the one
+spelling of values and figures, :mod:`.plot` the pictures of ``--plot``, :mod:`.recording`
+the audit store a command records in, :mod:`.progress` the progress lines of slow steps, :mod:`.vllm_serve_flags` the option table of ``vllm serve``
 (generated) that lets ``run`` read a pasted command line.
 """
 

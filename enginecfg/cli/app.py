@@ -24,7 +24,7 @@ import json
 import sys
 from typing import Sequence
 
-from enginecfg.cli.engine_flags import add_engine_flags, engine_args
+from enginecfg.cli.engine_flags import add_engine_flags, add_memory_flags, engine_args, memory_options
 from enginecfg.pipeline.errors import EngineCfgError
 
 __all__ = ["main", "build_parser", "read_vllm_serve_line"]
@@ -34,9 +34,9 @@ __all__ = ["main", "build_parser", "read_vllm_serve_line"]
 _CHANGES_THE_ANSWER = frozenset({
     "--hf-overrides", "--quantization", "-q", "--code-revision", "--hf-config-path",
     "--config-format", "--runner", "--convert", "--pooler-config", "--trust-remote-code",
-    "--model-impl", "--speculative-config", "--kv-cache-memory-bytes",
+    "--model-impl", "--speculative-config",
 })
-_COMMANDS_WITH_ENGINE_FLAGS = ("run", "stages")
+_COMMANDS_WITH_ENGINE_FLAGS = ("run", "stages", "explain")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -113,7 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
                           "--json one document per line")
     run.add_argument("--model", dest="model_option", metavar="PATH", help=argparse.SUPPRESS)
     add_engine_flags(run)
+    add_memory_flags(run)
     _add_pipeline_flags(run)
+    run.add_argument("--require-start", action="store_true",
+                     help="exit 1 when vLLM 0.19.0 would not start with the resolved config on the GPU and "
+                          "memory given (its start-up checks: KV-cache memory, one request of max_model_len, "
+                          "auto-fit, the free memory the utilization requests); for CI")
     run.add_argument("--json", action="store_true", help="print the run document as JSON")
     run.add_argument("--no-audit", action="store_true", help="do not record the run in the audit store")
     run.add_argument("--db", default=None, metavar="URL",
@@ -135,6 +140,11 @@ def build_parser() -> argparse.ArgumentParser:
     stages.add_argument("--json", action="store_true", help="print JSON for machines")
     stages.add_argument("--csv", action="store_true", help="print CSV")
     stages.set_defaults(func=_cmd_stages)
+
+    gp = sub.add_parser("gpus", help="the GPU presets --gpu takes, with their memory and compute capability",
+                        formatter_class=_Help)
+    gp.add_argument("--json", action="store_true", help="print JSON for machines")
+    gp.set_defaults(func=_cmd_gpus)
 
     from enginecfg.cli.audit import register
     from enginecfg.cli.explain import register as register_explain
@@ -160,8 +170,11 @@ def _add_pipeline_flags(p: argparse.ArgumentParser) -> None:
 
 # -- a pasted `vllm serve` line ------------------------------------------------------------------
 
-def read_vllm_serve_line(tokens: Sequence[str], own: set[str]) -> tuple[list[str], list[str], list[str]]:
+def read_vllm_serve_line(tokens: Sequence[str], own: set[str],
+                         groups: list[list[str]] | None = None) -> tuple[list[str], list[str], list[str]]:
     """Split a command's tokens into (enginecfg's tokens, set-aside vLLM options, unknown options).
+    *groups*, when given, receives each set-aside option as its tokens (the equivalent ``vllm
+    serve`` command keeps them).
 
     ``own`` holds the option strings the command takes.  Spellings are read as ``vllm serve``
     reads them (``--max_model_len`` is ``--max-model-len``; ``--x=value``).  A leading
@@ -197,6 +210,8 @@ def read_vllm_serve_line(tokens: Sequence[str], own: set[str]) -> tuple[list[str
         if nargs is None and (name.startswith("-O") and not name.startswith("--")
                               or not name.startswith("--") and VLLM_SERVE_OPTIONS.get(name[:2]) == 1):
             aside.append(tok)  # a short option with its value attached: -O3, -tp2
+            if groups is not None:
+                groups.append([tok])
             continue
         if nargs is None and "." in name and VLLM_SERVE_OPTIONS.get(name.split(".")[0]) == 1:
             nargs = 1  # one key of a JSON option: --compilation-config.mode 3
@@ -215,6 +230,8 @@ def read_vllm_serve_line(tokens: Sequence[str], own: set[str]) -> tuple[list[str
                     if nargs == "?":
                         break
         aside.append(" ".join(taken))
+        if groups is not None:
+            groups.append(taken)
     return keep, aside, unknown
 
 
@@ -230,8 +247,9 @@ def _own_options(parser: argparse.ArgumentParser) -> set[str]:
     return set(parser._option_string_actions)
 
 
-def _prepare(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
-    """Read a pasted ``vllm serve`` line in the run/stages commands (see module doc)."""
+def _prepare(parser: argparse.ArgumentParser, argv: list[str], aside_tokens: list[str] | None = None) -> list[str]:
+    """Read a pasted ``vllm serve`` line in the run/stages/explain commands (see module doc);
+    the options set aside go, as tokens, into *aside_tokens* when it is given."""
     cmd_at, i = None, 0
     while i < len(argv):
         if argv[i] == "--log-format":
@@ -254,7 +272,10 @@ def _prepare(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
         if refused is not None:
             sys.stderr.write(f"enginecfg: vllm serve: error: {refused}\n")
             raise SystemExit(2)
-    keep, aside, unknown = read_vllm_serve_line(argv[cmd_at + 1:], own)
+    groups: list[list[str]] = []
+    keep, aside, unknown = read_vllm_serve_line(argv[cmd_at + 1:], own, groups)
+    if aside_tokens is not None:
+        aside_tokens.extend(t for g in groups for t in g)
     if unknown:
         from enginecfg.cli.vllm_serve_flags import VLLM_SERVE_OPTIONS
         from enginecfg.pipeline.suggest import did_you_mean
@@ -281,7 +302,8 @@ def _prepare(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
 def _pipeline(ns: argparse.Namespace):
     from enginecfg.pipeline.run import Pipeline
 
-    return Pipeline(disable=ns.skip_stage, only=ns.only_stage, gpu_validation=ns.gpu_validation)
+    return Pipeline(disable=ns.skip_stage, only=ns.only_stage, gpu_validation=ns.gpu_validation,
+                    impact=memory_options(ns))
 
 
 def _error_line(exc: EngineCfgError) -> str:
@@ -324,16 +346,11 @@ def _cmd_run(ns: argparse.Namespace) -> int:
         prefetch_pretrained(paths, wait=False)
     except EngineCfgError:
         pass  # the run itself reports it (and records it as a failed run)
-    store = None
-    if not ns.no_audit:
-        try:
-            from enginecfg.store import AuditStore
+    from enginecfg.cli.recording import open_store
 
-            store = AuditStore(ns.db, actor=ns.actor).attach()
-        except EngineCfgError as exc:
-            sys.stderr.write(f"enginecfg: audit store unavailable: {' '.join(str(exc).split())}\n")
-            if not ns.audit_best_effort:
-                return 2
+    store, code = open_store(ns)
+    if code:
+        return code
     try:
         pipeline = _pipeline(ns)
     except EngineCfgError as exc:
@@ -358,6 +375,14 @@ def _report_run(ns: argparse.Namespace, outcome, store, many: bool) -> int:
     """Print one run's outcome; its exit status."""
     code = outcome.exit_code
     doc = outcome.to_dict()
+    if ns.require_start and outcome.result is not None:
+        from enginecfg.pipeline.models.capacity import Impact
+
+        imp = outcome.result.facts.get("impact")
+        if isinstance(imp, Impact) and not imp.starts:
+            sys.stderr.write(f"enginecfg: does not start (--require-start): {outcome.model}: vLLM 0.19.0 "
+                             f"would stop at start-up with {imp.start_error}\n")
+            code = max(code, 1)
     if outcome.error is not None:
         sys.stderr.write(_error_line(outcome.error) + "\n")
         if ns.traceback:
@@ -378,10 +403,22 @@ def _report_run(ns: argparse.Namespace, outcome, store, many: bool) -> int:
     elif outcome.result is not None:
         from enginecfg.cli.report import print_run
 
-        print_run(outcome.result, where=where)
+        print_run(outcome.result, where=where, memory=memory_options(ns),
+                  extra=getattr(ns, "vllm_serve_extra", None))
     elif outcome.run_id:
         sys.stdout.write(f"run {outcome.run_id}: {doc['status']}; {where}\n")
     return code
+
+
+def _cmd_gpus(ns: argparse.Namespace) -> int:
+    from enginecfg.cli.engine_flags import print_gpus
+    from enginecfg.pipeline.models.gpus import GPUS
+
+    if ns.json:
+        sys.stdout.write(json.dumps([g.to_dict() for g in GPUS.values()], indent=2) + "\n")
+    else:
+        print_gpus()
+    return 0
 
 
 def _cmd_stages(ns: argparse.Namespace) -> int:
@@ -444,12 +481,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not [t for t in argv if t not in ("--traceback",) and not t.startswith("--log-format")]:
         parser.print_help()
         return 0
+    aside: list[str] = []
     try:
-        ns = parser.parse_args(_prepare(parser, argv))
+        ns = parser.parse_args(_prepare(parser, argv, aside))
     except SystemExit as exc:
         return int(exc.code or 0)
     if getattr(ns, "func", None) is None:
         parser.print_help()
+        return 0
+    ns.vllm_serve_extra = aside
+    if isinstance(getattr(ns, "gpu", None), str) and ns.gpu.strip().lower() in ("help", "list"):
+        from enginecfg.cli.engine_flags import print_gpus
+
+        print_gpus()
         return 0
     _configure_logs(ns.log_format)
     if ns.log_format != "off":
@@ -464,6 +508,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("enginecfg: interrupted\n")
         return 130
+    except BrokenPipeError:  # the reader (head, less) went away: not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

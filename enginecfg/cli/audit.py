@@ -100,6 +100,19 @@ def _v(value: Any) -> str:
     return json.dumps(value, default=str)
 
 
+def _value(field: str, value: Any) -> str:
+    """A stored value of *field*: a figure (``impact.*``) as ``explain`` prints it (``58.85x``,
+    ``311,248``), anything else as JSON."""
+    from enginecfg.cli.numbers import value as spelt
+
+    return spelt(field, value)
+
+
+def _cell(args: argparse.Namespace, field: str, value: Any) -> str:
+    """A value in a table: as people read it, or as JSON in ``--csv`` (numbers exact)."""
+    return _v(value) if getattr(args, "csv", False) else _value(field, value)
+
+
 def _time(iso: str | None) -> str:
     """ISO 8601 in UTC to the second, ``2026-12-03T07:45:33Z`` (the JSON keeps full precision)."""
     return "" if iso is None else iso[:19] + "Z"
@@ -220,7 +233,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
     _print_table(args, ["run_id", "started_at", "model", "status", "value", "changed by",
                         "engine flags"],
                  [[r["run_id"][:12], _time(r["started_at"]), r["model"], r["status"],
-                   _v(r["value"]),
+                   _cell(args, args.field, r["value"]),
                    "; ".join(f"{c['stage']}: {_v(c['old'])} -> {_v(c['new'])}"
                              for c in r["changes"]) or "(unchanged)",
                    _flags(r["engine_args"])] for r in rows],
@@ -242,8 +255,14 @@ def _cmd_why(args: argparse.Namespace) -> int:
     from enginecfg.cli.tables import paragraph
 
     out = [paragraph(f"{res['field']} in run {res['run_id']} ({res['status']}, {res['model']})",
-                     hanging="    "),
-           f"  initial: {_v(res['initial'])}"]
+                     hanging="    ")]
+    if res.get("fact"):
+        out.append(paragraph("  a figure the run records (the impact stage works it out from the resolved "
+                             "config; no stage changes it)", hanging="    "))
+        out.append(f"  value:   {_value(res['field'], res['final'])}")
+        print("\n".join(out))
+        return 0
+    out.append(f"  initial: {_v(res['initial'])}")
     for c in res["changes"]:
         where = "" if c["field"] == res["field"] else f" [{c['field']}]"
         out.append(f"  #{c['seq']} {c['stage']}{where}: {_v(c['old'])} -> {_v(c['new'])} ({c['level']})")
@@ -264,8 +283,9 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         _dump(res)
         return 0
     _print_table(args, ["field", "a", "b"],
-                 [[d["field"], "(absent)" if d["only_in"] == "b" else _v(d["a"]),
-                   "(absent)" if d["only_in"] == "a" else _v(d["b"])] for d in res["differences"]],
+                 [[d["field"], "(absent)" if d["only_in"] == "b" else _cell(args, d["field"], d["a"]),
+                   "(absent)" if d["only_in"] == "a" else _cell(args, d["field"], d["b"])]
+                  for d in res["differences"]],
                  names=(0,), title=f"{len(res['differences'])} difference(s): "
                                    f"a = run {res['run_id_a']}, b = run {res['run_id_b']}")
     return 0

@@ -16,7 +16,8 @@ from typing import Any
 
 from enginecfg.pipeline.engine_args import BOOL, ENGINE_ARGS, EngineArg, parse_flag_text
 
-__all__ = ["add_engine_flags", "engine_args", "vllm_serve_choice_error"]
+__all__ = ["add_engine_flags", "engine_args", "vllm_serve_choice_error", "add_memory_flags", "memory_options",
+           "print_gpus"]
 
 
 def _flag_type(arg: EngineArg):
@@ -108,3 +109,71 @@ def vllm_serve_choice_error(tokens: list[str]) -> str | None:
                 return (f"argument {shown}: invalid choice: {got!r} (choose from "
                         f"{', '.join(map(repr, allowed))})")
     return None
+
+
+# -- the memory the figures assume ----------------------------------------------------------------
+
+def _bytes(text: str) -> int:
+    """``--kv-cache-memory-bytes``: read as vLLM reads it (``16G`` = 16 GiB, ``20g`` = 20e9)."""
+    from enginecfg.pipeline.engine_args import human_readable_int
+
+    try:
+        return human_readable_int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"--kv-cache-memory-bytes needs a number of bytes (k/m/g/t and K/M/G/T suffixes allowed), "
+            f"got {text!r}: {exc}") from None
+
+
+def _positive_float(flag: str):
+    def parse(text: str) -> float:
+        try:
+            return float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} needs a number, got {text!r}") from None
+    parse.__name__ = "number"
+    return parse
+
+
+def add_memory_flags(p: argparse.ArgumentParser) -> None:
+    """vLLM's memory flags and the GPU the figures assume (the ``impact`` fact's options)."""
+    g = p.add_argument_group("memory (what the KV-cache figures assume; vLLM's flags and meaning)")
+    g.add_argument("--gpu", default=None, metavar="PRESET",
+                   help="the GPU: a preset (H200, H100-80GB, B200, A100-40GB, L40S, ...; `--gpu help` or "
+                        "`enginecfg gpus` lists them with their memory); default H200")
+    g.add_argument("--gpu-memory", dest="gpu_memory", type=_positive_float("--gpu-memory"), default=None,
+                   metavar="GIB",
+                   help="the card's memory in GiB as its driver reports it, instead of the preset's")
+    g.add_argument("--gpu-memory-utilization", dest="gpu_memory_utilization",
+                   type=_positive_float("--gpu-memory-utilization"), default=None, metavar="F",
+                   help="vLLM's share of the GPU memory, > 0 and <= 1 (default 0.9)")
+    g.add_argument("--kv-cache-memory-bytes", "--kv-cache-memory", dest="kv_cache_memory", type=_bytes,
+                   default=None, metavar="BYTES",
+                   help="KV-cache bytes per GPU (k/m/g/t and K/M/G/T suffixes allowed); vLLM then ignores "
+                        "the utilization and the figures skip the weights estimate; 0: unset")
+    g.add_argument("--num-gpu-blocks-override", dest="num_gpu_blocks_override", type=int, default=None,
+                   metavar="N", help="KV-cache blocks, instead of the number the memory gives")
+
+
+def memory_options(ns: argparse.Namespace) -> dict[str, Any]:
+    """The memory flags given (those left out are absent: the defaults apply)."""
+    names = {"gpu": "gpu", "gpu_memory": "gpu_memory_gib", "gpu_memory_utilization": "gpu_memory_utilization",
+             "kv_cache_memory": "kv_cache_memory", "num_gpu_blocks_override": "num_gpu_blocks_override"}
+    return {option: getattr(ns, attr) for attr, option in names.items() if getattr(ns, attr, None) is not None}
+
+
+def print_gpus() -> None:
+    """The GPU presets, with the memory each reports and its compute capability."""
+    from enginecfg.cli.tables import paragraph, render
+    from enginecfg.pipeline.models.gpus import DEFAULT_GPU, GPUS
+
+    rows = [[g.name + (" *" if g is DEFAULT_GPU else ""), g.device_name, f"{g.memory_gib:,.2f}",
+             g.capability_text, ", ".join(g.aliases)] for g in GPUS.values()]
+    out = [render(["preset", "device", "memory GiB", "sm", "also"], rows, names=(0, 1, 2, 3),
+                  title="GPU presets (--gpu PRESET; --gpu-memory GIB for another card; * the default):")]
+    measured = [g for g in GPUS.values() if g.measured]
+    for g in measured:
+        out.append(paragraph(f"{g.name}: {g.memory_bytes:,} bytes, {g.measured}.", hanging="  "))
+    out.append(paragraph("The others: the total nvidia-smi lists for the card, a little more than CUDA "
+                         "reports (the driver keeps some); --gpu-memory gives the exact figure.", hanging="  "))
+    print("\n".join(out))

@@ -2,8 +2,13 @@
 :func:`enginecfg.commands.explain` and :func:`enginecfg.commands.plan`.
 
 They parse the flags, call the library function and print its result: a report (the memory
-budget, the KV-cache groups, the capacity and concurrency, the findings with their causes) or
-a table of the grid, or with ``--json`` the result's ``to_dict()``.
+budget, the KV-cache groups, the capacity and concurrency, whether vLLM would start, the
+findings with their causes) or a table of the grid, or with ``--json`` the result's
+``to_dict()``; ``--plot FILE.png|.svg`` draws the concurrency curves (:mod:`.plot`).
+
+``explain`` behaves like ``run`` where they overlap: it records its run in the audit store
+(``--no-audit``, ``--db``, ``--actor``), takes a pasted ``vllm serve`` line, and with
+``--require-start`` exits 1 when vLLM would not start.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ import json
 import sys
 from typing import Any
 
-from enginecfg.cli.engine_flags import add_engine_flags, engine_args
+from enginecfg.cli.engine_flags import add_engine_flags, add_memory_flags, engine_args, memory_options
+from enginecfg.cli.numbers import concurrency as _fmt_conc
 from enginecfg.pipeline.errors import InvalidInputError
 
 __all__ = ["register", "print_explanation", "print_plan"]
@@ -28,63 +34,110 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:,.1f} MiB"
 
 
-def _fmt_conc(x: float | None) -> str:
-    return "-" if x is None else f"{x:,.2f}x"
-
-
+#: short column names of the grid axes (two lines when the table must be narrow)
 _SHORT = {"tensor_parallel_size": "tp", "kv_cache_dtype": "kv dtype", "block_size": "block size",
-          "mamba_cache_mode": "mamba mode"}
+          "mamba_cache_mode": "mamba mode", "max_model_len": "max len", "gpu": "gpu",
+          "gpu_memory_utilization": "util", "enable_prefix_caching": "prefix cache"}
+#: the marks of the objectives when the table is narrow (a legend follows)
+_MARKS = {"concurrency": "c", "context": "x", "granularity": "g"}
 
 
 # --------------------------------------------------------------------------- printing
-def print_explanation(e) -> None:
-    """The report of an :class:`~enginecfg.commands.Explanation`."""
+def _memory_lines(imp) -> list[str]:
+    from enginecfg.cli.tables import paragraph
+
+    mem = imp.memory
+    gpu = f"{mem.gpu} {mem.gpu_memory_bytes / _GIB:.2f} GiB"
+    out = []
+    if mem.source == "estimate":
+        w = mem.weights
+        out.append(paragraph(
+            f"Memory: {gpu} x {mem.gpu_memory_utilization:g} utilization = "
+            f"{mem.requested_memory / _GIB:.2f} GiB for vLLM - weights {w.bytes_per_gpu / _GIB:.2f} GiB per GPU "
+            f"(estimated) = {mem.kv_cache_memory / _GIB:.2f} GiB for the KV cache."))
+        out.append(paragraph("Weights basis: " + "; ".join(w.basis) + ".", indent="  ", hanging="  "))
+    else:
+        out.append(paragraph(f"Memory: {mem.kv_cache_memory / _GIB:.2f} GiB for the KV cache "
+                             f"(--kv-cache-memory-bytes {mem.kv_cache_memory_bytes}; vLLM ignores the "
+                             f"utilization; {gpu})."))
+    return out
+
+
+def _kv_lines(imp) -> list[str]:
+    """The groups, the paddings, the blocks and what vLLM would log (only what it logs)."""
     from enginecfg.cli.tables import paragraph, render
+
+    out = []
+    rows = []
+    for i, g in enumerate(imp.groups):
+        kind = g.kind + (f" ({g.sliding_window})" if g.sliding_window else "")
+        per_tok = f"{g.bytes_per_token:,}" if g.bytes_per_token is not None else \
+            f"state {_mib(g.bytes_per_request)} per request"
+        rows.append([i, kind, g.num_layers, f"{g.block_size:,}", _mib(g.page_size_bytes), per_tok])
+    out.append(render(["#", "kind", "layers", "tokens/block", "page size", "bytes/token of context"],
+                      rows, names=(0, 1), title="KV-cache groups (one block table each):"))
+    pad = imp.padding
+    if pad is not None and pad.mamba is not None:
+        m = pad.mamba
+        out.append(f"Mamba padding: {m.bytes:,} bytes per page ({m.percent:.2f}% of the state).")
+    if pad is not None and pad.layers:
+        out.append(f"Layer padding: {pad.layers} empty slots ({pad.layer_percent:.2f}%).")
+    rnd = imp.block_rounding
+    if imp.memory.kv_cache_memory > 0:
+        out.append(f"Block rounding: {rnd.bytes:,} bytes unused ({rnd.percent:.2f}%).")
+    if imp.blocks_from_memory is not None:
+        out.append(paragraph(f"Blocks: --num-gpu-blocks-override {imp.num_blocks:,} replaces the "
+                             f"{imp.blocks_from_memory:,} the memory gives."))
+    if imp.starts:
+        out.append(paragraph(f"KV cache: {imp.num_blocks:,} blocks = {imp.kv_tokens:,} tokens "
+                             f"(vLLM: \"GPU KV cache size: {imp.kv_tokens:,} tokens\")."))
+    if imp.auto_fit:
+        out.append(paragraph(f"max_model_len: {imp.max_model_len:,}, chosen by vLLM's start-up auto-fit of "
+                             f"--max-model-len -1 (the model allows more)."))
+    return out
+
+
+def _concurrency_table(imp) -> str | None:
+    from enginecfg.cli.tables import render
+
+    if imp.starts:
+        conc = [[f"{n:,}", _fmt_conc(x)] for n, x in imp.concurrency.items()]
+        conc.append([f"{imp.max_model_len:,} (max_model_len)", _fmt_conc(imp.max_concurrency)])
+        return render(["context", "requests"], conc, names=(0, 1), title="Concurrent requests:")
+    conc = [[f"{n:,}", _fmt_conc(x)] for n, x in imp.concurrency.items()
+            if x is not None and n <= imp.max_model_len_fits]
+    if not conc:
+        return None
+    return render(["context", "requests"], conc, names=(0, 1),
+                  title="Concurrent requests, were --max-model-len lowered to the context:")
+
+
+def print_explanation(e, *, recorded: str | None = None) -> None:
+    """The report of an :class:`~enginecfg.commands.Explanation`; *recorded* says where its
+    run was recorded (None: it was not, and no run id is shown)."""
+    from enginecfg.cli.report import start_lines
+    from enginecfg.cli.tables import paragraph
     from enginecfg.pipeline.models.capacity import Impact
 
     imp = e.impact
-    out = [f"{e.model}  (run {e.run_id[:12]})"]
+    out = [f"{e.model}  (run {e.run_id[:12]})" if recorded else f"{e.model}  (not recorded)"]
     if not isinstance(imp, Impact):
         error = getattr(imp, "error", None) or "the impact stage recorded no figures"
         out.append(paragraph(f"KV-cache figures unavailable: {error}"))
         print("\n".join(out))
         return
-    mem = imp.memory
-    gpu = mem.gpu_memory_bytes / _GIB
-    if mem.source == "estimate":
-        w = mem.weights
-        out.append(paragraph(
-            f"Memory: {gpu:g} GiB GPU x {mem.gpu_memory_utilization:g} utilization - weights "
-            f"{w.bytes_per_gpu / _GIB:.2f} GiB per GPU (estimated) = "
-            f"{mem.kv_cache_memory / _GIB:.2f} GiB for the KV cache."))
-        out.append(paragraph("Weights basis: " + "; ".join(w.basis) + ".", indent="  ", hanging="  "))
-    else:
-        out.append(f"Memory: {mem.kv_cache_memory / _GIB:.2f} GiB for the KV cache (--kv-cache-memory).")
+    out += _memory_lines(imp)
     if not imp.groups:
         out.append(imp.note or "No KV cache.")
     else:
-        rows = []
-        for i, g in enumerate(imp.groups):
-            kind = g.kind + (f" ({g.sliding_window})" if g.sliding_window else "")
-            per_tok = f"{g.bytes_per_token:,}" if g.bytes_per_token is not None else \
-                f"state {_mib(g.bytes_per_request)} per request"
-            rows.append([i, kind, g.num_layers, f"{g.block_size:,}", _mib(g.page_size_bytes), per_tok])
-        out.append(render(["#", "kind", "layers", "tokens/block", "page size", "bytes/token of context"],
-                          rows, names=(0, 1), title="KV-cache groups (one block table each):"))
-        pad = imp.padding
-        if pad is not None and pad.mamba is not None:
-            m = pad.mamba
-            out.append(f"Mamba padding: {m.bytes:,} bytes per page ({m.percent:.2f}% of the state).")
-        if pad is not None and pad.layers:
-            out.append(f"Layer padding: {pad.layers} empty slots ({pad.layer_percent:.2f}%).")
-        rnd = imp.block_rounding
-        out.append(f"Block rounding: {rnd.bytes:,} bytes unused ({rnd.percent:.2f}%).")
-        out.append(paragraph(f"KV cache: {imp.num_blocks:,} blocks = {imp.kv_tokens:,} tokens "
-                             f"(vLLM: \"GPU KV cache size: {imp.kv_tokens:,} tokens\")."))
-        conc = [[f"{n:,}", _fmt_conc(x)] for n, x in imp.concurrency.items()]
-        conc.append([f"{imp.max_model_len:,} (max_model_len)", _fmt_conc(imp.max_concurrency)])
-        out.append(render(["context", "requests"], conc, names=(0, 1), title="Concurrent requests:"))
-        out.append(f"Largest max_model_len that fits: {imp.max_model_len_fits:,}.")
+        out += _kv_lines(imp)
+    out += [paragraph(line, hanging="  ") for line in start_lines(imp)]
+    if imp.groups:
+        table = _concurrency_table(imp)
+        if table:
+            out.append(table)
+        if imp.starts:
+            out.append(f"Largest max_model_len that fits: {imp.max_model_len_fits:,}.")
     if e.findings:
         out.append("Findings:")
         for f in e.findings:
@@ -102,30 +155,77 @@ def print_explanation(e) -> None:
     print("\n".join(out))
 
 
+def _label(row, name: str) -> str:
+    """A setting's cell: what vLLM resolved, marked ``*`` where it is not what was asked."""
+    asked = row.setting.get(name)
+    if name not in row.setting:
+        return "default"
+    got = row.resolved.get(name, asked) if row.ok else asked
+    text = "default" if got is None else str(got)
+    return text + ("*" if row.ok and name in row.differs else "")
+
+
 def print_plan(p) -> None:
-    """The table of a :class:`~enginecfg.commands.Plan`."""
-    from enginecfg.cli.tables import render
+    """The table of a :class:`~enginecfg.commands.Plan`, kept whole at the terminal's width:
+    the column names go on two lines, and the objectives become marks with a legend, when
+    the table would not fit otherwise."""
+    from enginecfg.cli.tables import render, width
 
     names = list(p.grid)
     marks: dict[int, list[str]] = {}
     for objective, i in p.best.items():
         if i is not None:
             marks.setdefault(i, []).append(objective)
-    rows = []
-    for i, r in enumerate(p.rows):
-        cells = [str(r.setting.get(n, "default")) for n in names]
-        if not r.ok:
-            rows.append(cells + ["error: " + r.error, "", "", "", "", ""])
-            continue
-        imp = r.impact
-        rows.append(cells + [f"{r.block_size:,}", f"{imp.kv_tokens:,}", _fmt_conc(r.concurrency),
-                             _fmt_conc(imp.max_concurrency), f"{imp.max_model_len_fits:,}",
-                             ", ".join(marks.get(i, []))])
-    title = (f"{p.model}: KV cache over the grid ({p.memory.gpu_memory_gib:g} GiB GPU, "
-             f"utilization {p.memory.gpu_memory_utilization:g}):")
-    columns = [_SHORT.get(n, n) for n in names] + [
-        "tokens/block", "KV tokens", f"conc@{p.context:,}", "conc@max_len", "max len fits", "best for"]
-    print(render(columns, rows, names=tuple(range(len(names) + 5)), title=title))
+    if "gpu" in p.grid:
+        where = f"utilization {p.memory.gpu_memory_utilization:g}"
+    else:
+        card = p.memory.card
+        where = f"{card.name}, {card.memory_gib:.2f} GiB, utilization {p.memory.gpu_memory_utilization:g}"
+    title = f"{p.model}: KV cache over the grid ({where}):"
+
+    def table(short: bool) -> str:
+        rows = []
+        for i, r in enumerate(p.rows):
+            cells = [_label(r, n) for n in names]
+            if not r.ok:
+                rows.append(cells + ["error: " + r.error, "", "", "", "", ""])
+                continue
+            imp = r.impact
+            best = marks.get(i, [])
+            note = ",".join(_MARKS[b] for b in best) if short else ", ".join(best)
+            if not imp.starts:
+                note = "!" if short else "does not start"
+            if imp.starts:
+                figures = [f"{imp.kv_tokens:,}", _fmt_conc(r.concurrency), _fmt_conc(imp.max_concurrency)]
+            else:  # vLLM would stop before it has any of these
+                figures = ["-", "-", "-"]
+            rows.append(cells + [f"{r.block_size:,}", *figures, f"{imp.max_model_len_fits:,}", note])
+        if short:
+            columns = [_SHORT.get(n, n).replace(" ", "\n", 1) for n in names] + [
+                "tokens/\nblock", "KV\ntokens", f"conc@\n{p.context:,}", "conc@\nmax_len", "max len\nfits", "best"]
+        else:
+            columns = [_SHORT.get(n, n) for n in names] + [
+                "tokens/block", "KV tokens", f"conc@{p.context:,}", "conc@max_len", "max len fits", "best for"]
+        return render(columns, rows, names=tuple(range(len(names) + 5)), title=title,
+                      min_prose=4 if short else 16)
+
+    text = table(short=False)
+    if "----" not in text or max(len(line) for line in text.splitlines()[1:]) > width():
+        text = table(short=True)
+        text += f"\nbest: c concurrency at {p.context:,}, x context, g granularity" + (
+            "; ! does not start" if any(r.ok and not r.starts for r in p.rows) else "")
+    notes = []
+    for n in names:
+        changed = sorted({(str(r.setting[n]), str(r.resolved.get(n))) for r in p.rows if r.ok and n in r.differs})
+        if changed:
+            notes.append(f"* {_SHORT.get(n, n)}: vLLM resolves "
+                         + "; ".join(f"{a} to {b}" for a, b in changed))
+    if any(r.ok and not r.starts for r in p.rows):
+        notes.append("Rows marked as not starting: vLLM 0.19.0 would stop at start-up (--json: "
+                     "start_error; explain says why); they are never marked best.")
+    from enginecfg.cli.tables import paragraph
+
+    print("\n".join([text] + [paragraph(n, hanging="  ") for n in notes]))
 
 
 # --------------------------------------------------------------------------- commands
@@ -141,84 +241,165 @@ def _split(text: str | None, flag: str, kind=str) -> list[Any]:
                                     f"comma-separated list", field=flag)
         if kind is int:
             try:
-                out.append(int(part))
+                out.append(kind(part))
             except ValueError:
                 raise InvalidInputError(f"invalid {flag}: {part!r} is not an integer; allowed: a "
                                         f"comma-separated list of integers", field=flag) from None
+        elif kind is not str:
+            try:
+                out.append(kind(part))
+            except ValueError as exc:
+                raise InvalidInputError(f"invalid {flag}: {part!r}: {exc}", field=flag) from None
         else:
             out.append(part)
     return out
 
 
-def _memory(ns: argparse.Namespace) -> dict[str, Any]:
-    return {"gpu_memory_gib": ns.gpu_memory, "gpu_memory_utilization": ns.gpu_memory_utilization,
-            "kv_cache_memory": ns.kv_cache_memory}
+def _add_plot(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--plot", metavar="FILE", default=None,
+                   help=f"draw {what} into FILE (.png or .svg; needs matplotlib: pip install 'enginecfg[plot]')")
 
 
-def _memory_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("memory budget")
-    g.add_argument("--gpu-memory", type=float, default=141.0, metavar="GIB",
-                   help="GPU memory in GiB (default 141, an H200)")
-    g.add_argument("--gpu-memory-utilization", type=float, default=0.9,
-                   help="vLLM's fraction of GPU memory to use (default 0.9)")
-    g.add_argument("--kv-cache-memory", "--kv-cache-memory-bytes", dest="kv_cache_memory", type=int,
-                   default=None, metavar="BYTES",
-                   help="KV-cache bytes per GPU (vLLM's --kv-cache-memory-bytes): skips the weights "
-                        "estimate")
+def _check_plot(path: str | None) -> None:
+    if path is not None and not path.lower().endswith((".png", ".svg")):
+        raise InvalidInputError.for_value("plot", path, "a file name ending in .png or .svg", flag="--plot")
 
 
 def register(sub) -> None:
-    ex = sub.add_parser("explain", help="what a setting costs in KV cache, and why")
-    ex.add_argument("path", help="a model folder holding config.json, a config.json file, or a Hugging "
-                                 "Face repo id (org/name)")
+    ex = sub.add_parser("explain", help="what a setting costs in KV cache, whether it starts, and why",
+                        description="What a setting costs in KV cache on a GPU, whether vLLM would start with "
+                                    "it, and why. The run is recorded in the audit store as `run` records "
+                                    "it; a pasted `vllm serve MODEL ...` line works too.")
+    ex.add_argument("path", nargs="?", default=None,
+                    help="a model folder holding config.json, a config.json file, or a Hugging Face repo id "
+                         "(org/name)")
+    ex.add_argument("--model", dest="model_option", metavar="PATH", help=argparse.SUPPRESS)
     add_engine_flags(ex)
-    _memory_flags(ex)
+    add_memory_flags(ex)
+    ex.add_argument("--require-start", action="store_true",
+                    help="exit 1 when vLLM 0.19.0 would not start with this setting (for CI)")
+    _add_plot(ex, "the concurrency against context length and the KV-cache pages one request takes")
     ex.add_argument("--json", action="store_true", help="print the figures and findings as JSON")
+    ex.add_argument("--no-audit", action="store_true", help="do not record the run in the audit store")
+    ex.add_argument("--db", default=None, metavar="URL",
+                    help="audit database URL (default: ENGINECFG_DB, else a SQLite file in the user data "
+                         "directory)")
+    ex.add_argument("--actor", default=None, metavar="NAME",
+                    help="who runs this, recorded with the run (default: ENGINECFG_ACTOR)")
     ex.set_defaults(func=_cmd_explain)
 
-    pl = sub.add_parser("plan", help="KV-cache figures side by side over a grid of settings")
+    pl = sub.add_parser("plan", help="KV-cache figures side by side over a grid of settings",
+                        description="KV-cache figures side by side over a grid of settings: every "
+                                    "comma-separated flag is an axis. Rows are labelled with what vLLM "
+                                    "resolves (* where it is not what was asked).")
     pl.add_argument("path", help="a model folder holding config.json, a config.json file, or a Hugging "
                                  "Face repo id (org/name)")
     pl.add_argument("--revision", default=None, metavar="REV",
                     help="a branch, tag or commit of the Hugging Face repo (with a repo id only)")
-    pl.add_argument("--tp", default="1", help="tensor-parallel sizes, e.g. 1,2,4,8")
+    pl.add_argument("--tp", default=None, help="tensor-parallel sizes, e.g. 1,2,4,8")
     pl.add_argument("--kv-cache-dtype", dest="kv_dtypes", default=None, help="e.g. auto,fp8")
     pl.add_argument("--block-size", dest="block_sizes", default=None, help="e.g. 16,32")
     pl.add_argument("--mamba-cache-mode", dest="mamba_modes", default=None, help="e.g. none,align,all")
+    pl.add_argument("--max-model-len", dest="max_model_lens", default=None,
+                    help="context lengths, e.g. 8192,32768 (vLLM's suffixes: 32k, 32K)")
+    pl.add_argument("--gpu", dest="gpus", default=None, metavar="PRESETS",
+                    help="GPU presets, e.g. H100,H200,B200 (`enginecfg gpus` lists them); default H200")
     pl.add_argument("--enable-prefix-caching", dest="enable_prefix_caching",
                     action=argparse.BooleanOptionalAction, default=None)
-    pl.add_argument("--max-model-len", dest="max_model_len", type=int, default=None)
     pl.add_argument("--context", type=int, default=8192,
                     help="context length of the concurrency objective (default 8192)")
-    _memory_flags(pl)
+    g = pl.add_argument_group("memory (what the KV-cache figures assume; vLLM's flags and meaning)")
+    from enginecfg.cli.engine_flags import _bytes, _positive_float
+
+    g.add_argument("--gpu-memory", dest="gpu_memory", type=_positive_float("--gpu-memory"), default=None,
+                   metavar="GIB", help="the card's memory in GiB, instead of the preset's")
+    g.add_argument("--gpu-memory-utilization", dest="gpu_memory_utilization", default=None, metavar="F[,F]",
+                   help="vLLM's share of the GPU memory (default 0.9); several: an axis")
+    g.add_argument("--kv-cache-memory-bytes", "--kv-cache-memory", dest="kv_cache_memory", type=_bytes,
+                   default=None, metavar="BYTES", help="KV-cache bytes per GPU (vLLM ignores the utilization)")
+    g.add_argument("--num-gpu-blocks-override", dest="num_gpu_blocks_override", type=int, default=None,
+                   metavar="N", help="KV-cache blocks, instead of the number the memory gives")
+    _add_plot(pl, "the concurrency against context length of every setting")
     pl.add_argument("--json", action="store_true")
     pl.set_defaults(func=_cmd_plan)
 
 
 def _cmd_explain(ns: argparse.Namespace) -> int:
+    from enginecfg.cli.recording import open_store
     from enginecfg.commands import explain
 
-    e = explain(ns.path, memory=_memory(ns), revision=ns.revision, **engine_args(ns))
+    if ns.model_option and ns.path and ns.path != ns.model_option:
+        sys.stderr.write(f"enginecfg: error: two models given: {ns.path} and --model {ns.model_option}\n")
+        return 2
+    ns.path = ns.path or ns.model_option
+    if not ns.path:
+        sys.stderr.write("enginecfg: error: explain needs a model: a folder holding config.json, a "
+                         "config.json file or a repo id (see enginecfg explain --help)\n")
+        return 2
+    _check_plot(ns.plot)
+    store, code = open_store(ns)
+    if code:
+        return code
+    try:
+        e = explain(ns.path, memory=memory_options(ns), revision=ns.revision, **engine_args(ns))
+    finally:
+        if store is not None:
+            store.detach()
+    recorded = None
+    if store is not None and store.last_run_id == e.run_id and not store.write_failed:
+        recorded = f"recorded as run {e.run_id} in {store.display_url}"
+        sys.stderr.write(f"enginecfg: {recorded}\n")
+    elif store is not None and store.write_failed:
+        sys.stderr.write(f"enginecfg: audit record NOT written: {store.record_error}\n")
     if ns.json:
         sys.stdout.write(json.dumps(e.to_dict(), indent=2, default=str) + "\n")
     else:
-        print_explanation(e)
+        print_explanation(e, recorded=recorded)
+    if ns.plot:
+        from enginecfg.cli.plot import plot_explanation
+
+        plot_explanation(e, ns.plot)
+        sys.stderr.write(f"enginecfg: plot written to {ns.plot}\n")
+    if ns.require_start and e.starts is False:
+        sys.stderr.write(f"enginecfg: does not start (--require-start): vLLM 0.19.0 would stop at start-up "
+                         f"with {e.impact.start_error}\n")
+        return 1
     return 0
 
 
 def _cmd_plan(ns: argparse.Namespace) -> int:
     from enginecfg.commands import plan
+    from enginecfg.pipeline.engine_args import human_readable_int_or_auto
 
-    grid = {"tensor_parallel_size": _split(ns.tp, "--tp", int),
+    _check_plot(ns.plot)
+    if ns.gpus is not None and ns.gpus.strip().lower() in ("help", "list"):
+        from enginecfg.cli.engine_flags import print_gpus
+
+        print_gpus()
+        return 0
+    grid = {"gpu": _split(ns.gpus, "--gpu"),
+            "tensor_parallel_size": _split(ns.tp, "--tp", int),
             "kv_cache_dtype": _split(ns.kv_dtypes, "--kv-cache-dtype"),
             "block_size": _split(ns.block_sizes, "--block-size", int),
-            "mamba_cache_mode": _split(ns.mamba_modes, "--mamba-cache-mode")}
+            "mamba_cache_mode": _split(ns.mamba_modes, "--mamba-cache-mode"),
+            "max_model_len": _split(ns.max_model_lens, "--max-model-len", human_readable_int_or_auto),
+            "gpu_memory_utilization": _split(ns.gpu_memory_utilization, "--gpu-memory-utilization", float)}
+    if len(grid["gpu_memory_utilization"]) == 1:
+        grid.pop("gpu_memory_utilization")  # one value: the memory, not an axis
     grid = {k: v for k, v in grid.items() if v != [None]}
-    base = {k: getattr(ns, k) for k in ("enable_prefix_caching", "max_model_len")
-            if getattr(ns, k) is not None}
-    p = plan(ns.path, grid, memory=_memory(ns), context=ns.context, revision=ns.revision, **base)
+    base = {k: getattr(ns, k) for k in ("enable_prefix_caching",) if getattr(ns, k) is not None}
+    memory = {k: v for k, v in {"gpu_memory_gib": ns.gpu_memory, "kv_cache_memory": ns.kv_cache_memory,
+                                "num_gpu_blocks_override": ns.num_gpu_blocks_override}.items() if v is not None}
+    if ns.gpu_memory_utilization is not None and "gpu_memory_utilization" not in grid:
+        memory["gpu_memory_utilization"] = _split(ns.gpu_memory_utilization, "--gpu-memory-utilization", float)[0]
+    p = plan(ns.path, grid, memory=memory, context=ns.context, revision=ns.revision, **base)
     if ns.json:
         sys.stdout.write(json.dumps(p.to_dict(), indent=2, default=str) + "\n")
     else:
         print_plan(p)
+    if ns.plot:
+        from enginecfg.cli.plot import plot_plan
+
+        plot_plan(p, ns.plot)
+        sys.stderr.write(f"enginecfg: plot written to {ns.plot}\n")
     return 0

@@ -2,7 +2,8 @@
 
 The library never configures logging by itself (an engine embedding it owns its logs);
 the CLI attaches this listener with ``--log-format console|json``.  Every line carries the
-run id and, where there is one, the stage.
+run id and, where there is one, the stage; times are ISO 8601 in UTC (``timestamp``,
+``started_at``, ``finished_at``), as in every other command.
 """
 
 from __future__ import annotations
@@ -19,9 +20,19 @@ __all__ = ["attach", "detach", "quiet"]
 _receivers: list[Any] = []
 
 
+def _iso(seconds: float) -> str:
+    """Seconds since the epoch as ISO 8601 in UTC, as every other command writes times."""
+    import datetime
+
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat()
+
+
 def _receiver(name: str, log):
     def receive(sender: Any, event: Any = None, **_: Any) -> None:
         data = attrs.asdict(event) if event is not None else {}
+        for key, value in data.items():
+            if key.endswith("_at") and isinstance(value, (int, float)) and not isinstance(value, bool):
+                data[key] = _iso(value)  # started_at, finished_at: times, not epoch floats
         data.pop("document", None)
         data.pop("input_config", None)
         run_id = data.pop("run_id", sender)

@@ -10,12 +10,13 @@ other command.  Names (stages, fields) are never broken; prose wraps to the term
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 
 from enginecfg.cli.tables import paragraph, render, width
-from enginecfg.pipeline.engine_args import ENGINE_ARGS, to_flags
 
-__all__ = ["print_run", "value", "vllm_serve_flags", "validation_line", "source_line", "impact_lines"]
+__all__ = ["print_run", "value", "command_lines", "validation_line", "source_line", "impact_lines",
+           "start_lines"]
 
 
 def value(v: Any) -> str:
@@ -23,29 +24,15 @@ def value(v: Any) -> str:
     return json.dumps(v, default=str)
 
 
-def vllm_serve_flags(doc: dict[str, Any]) -> list[str]:
-    """The ``vllm serve`` flags that pin the resolved config of a run document."""
-    config = doc.get("config") or {}
-    args: dict[str, Any] = {}
-    for name, arg in ENGINE_ARGS.items():
-        section, field = arg.config_field.split(".")
-        v = (config.get(section) or {}).get(field)
-        if v is None:
-            continue
-        if name in ("calculate_kv_scales", "disable_sliding_window") and v is False:
-            continue  # off is vLLM's default (and calculate_kv_scales is deprecated)
-        args[name] = v
-    return to_flags(args)
-
-
 def command_lines(tokens: list[str]) -> str:
     """A shell command wrapped with ``\\`` continuations, never between a flag and its value."""
-    units: list[str] = []
+    units: list[list[str]] = []
     for tok in tokens:
-        if units and not tok.startswith("-") and units[-1].startswith("--") and " " not in units[-1]:
-            units[-1] += " " + tok
+        if units and not tok.startswith("-") and units[-1][0].startswith("--") and len(units[-1]) == 1:
+            units[-1].append(tok)
         else:
-            units.append(tok)
+            units.append([tok])
+    units = [" ".join(shlex.quote(t) for t in u) for u in units]
     limit = width() - 2
     lines, cur = [], "  " + units[0]
     for u in units[1:]:
@@ -84,7 +71,9 @@ def source_line(source: dict[str, Any] | None) -> str:
     return f"source: {where}; read: {files}"
 
 
-def print_run(result, *, where: str) -> None:
+def print_run(result, *, where: str, memory: dict[str, Any] | None = None, extra: list[str] | None = None) -> None:
+    """The human report of a run; *memory* (the memory flags given) and *extra* (the other
+    ``vllm serve`` options of a pasted command line) go into the equivalent serve command."""
     doc = result.to_dict()
     out = [f"run {result.run_id}: resolved {result.config.model}"]
     line = source_line(doc.get("source"))
@@ -107,12 +96,10 @@ def print_run(result, *, where: str) -> None:
         out.append("Messages:")
         out += [paragraph(f"{m.level} {m.stage}: {m.message}", indent="  ", hanging="      ") for m in others]
     out.append(validation_line(doc))
-    flags = vllm_serve_flags(doc)
-    if flags:
-        out.append("Equivalent vllm serve command (pins the resolved values):")
-        source = doc.get("source") or {}
-        pin = ["--revision", source["commit"]] if source.get("kind") == "hub" and source.get("commit") else []
-        out.append(command_lines(["vllm", "serve", result.config.model, *pin, *flags]))
+    from enginecfg.commands.serve import serve_command
+
+    out.append("Equivalent vllm serve command (pins the resolved values):")
+    out.append(command_lines(serve_command(result, memory=memory, extra=extra or ())))
     rows = [[f"{sec}.{k}", value(v)] for sec, fields in doc["config"].items() if fields
             for k, v in fields.items()]
     out.append(render(["field", "value"], rows, names=(0,), title="Resolved config:"))
@@ -123,7 +110,8 @@ def print_run(result, *, where: str) -> None:
 
 
 def impact_lines(result) -> list[str]:
-    """The run's KV-cache headline in vLLM's own words (``enginecfg explain`` has the rest)."""
+    """The run's KV-cache headline (``enginecfg explain`` has the rest): the figures vLLM
+    would log at start-up, in its own words, or the error it would stop with instead."""
     from enginecfg.pipeline.models.capacity import Impact, ImpactUnavailable
 
     imp = result.facts.get("impact")
@@ -131,11 +119,26 @@ def impact_lines(result) -> list[str]:
         return [f"KV-cache figures unavailable: {imp.error}"]
     if not isinstance(imp, Impact):
         return []
+    out = start_lines(imp)
     if not imp.groups:
-        return ["No layer keeps a KV cache."]
+        return out + ["No layer keeps a KV cache."]
+    if not imp.starts:
+        return out
     mem = imp.memory
-    basis = "estimated weights" if mem.source == "estimate" else "--kv-cache-memory"
-    return [f"KV cache ({mem.kv_cache_memory / 2**30:.2f} GiB per GPU, {basis}): "
-            f"GPU KV cache size: {imp.kv_tokens:,} tokens; maximum concurrency for "
-            f"{imp.max_model_len:,} tokens per request: {imp.max_concurrency:.2f}x "
-            f"(enginecfg explain for the details)."]
+    basis = "estimated weights" if mem.source == "estimate" else "--kv-cache-memory-bytes"
+    return [f"KV cache ({mem.gpu}, {mem.kv_cache_memory / 2**30:.2f} GiB per GPU, {basis}): vLLM would "
+            f"log \"GPU KV cache size: {imp.kv_tokens:,} tokens\" and \"Maximum concurrency for "
+            f"{imp.max_model_len:,} tokens per request: {imp.max_concurrency:.2f}x\" (enginecfg explain "
+            f"for the details)."]
+
+
+def start_lines(imp) -> list[str]:
+    """Whether vLLM 0.19.0 would start with these figures: nothing when it would, else its
+    error, as it prints it, and the largest max_model_len that fits."""
+    if imp.starts:
+        return []
+    out = [f"Does not start: vLLM 0.19.0 would stop at start-up with {imp.start_error}"]
+    if imp.groups and imp.fits is not None:
+        out.append(f"Largest max_model_len that fits: {imp.max_model_len_fits:,}"
+                   + (" (none: not one token fits)." if imp.max_model_len_fits == 0 else "."))
+    return out

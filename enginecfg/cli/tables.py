@@ -47,31 +47,36 @@ def _wrap(text: str, w: int) -> list[str]:
 
 
 def render(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, names: Sequence[int] = (0,),
-           title: str | None = None, total: int | None = None) -> str:
-    """The table as text; columns whose index is in *names* are never broken."""
+           title: str | None = None, total: int | None = None, min_prose: int = _MIN_PROSE) -> str:
+    """The table as text; columns whose index is in *names* are never broken.  A column name
+    may hold ``\n``: the header then takes several lines."""
     total = total or width()
     cells = [[_cell(c) for c in r] for r in rows]
-    natural = [max([len(columns[i])] + [max((len(x) for x in r[i].split("\n")), default=0)
-                                         for r in cells]) for i in range(len(columns))]
+    heads = [c.split("\n") for c in columns]
+    natural = [max([max(len(h) for h in heads[i])] + [max((len(x) for x in r[i].split("\n")), default=0)
+                                                    for r in cells]) for i in range(len(columns))]
     kept = [i for i in range(len(columns)) if i in names]
     prose = [i for i in range(len(columns)) if i not in names]
     gaps = len(_GAP) * (len(columns) - 1)
     room = total - gaps - sum(natural[i] for i in kept)
     widths = list(natural)
     if sum(natural[i] for i in prose) > room:
-        if prose and room < _MIN_PROSE * len(prose):
-            return _blocks(columns, cells, kept, prose, title, total)
+        if prose and room < min_prose * len(prose):
+            return _blocks([c.replace("\n", " ") for c in columns], cells, kept, prose, title, total)
         # shrink the widest prose columns first, never below what a short word needs
         excess = sum(natural[i] for i in prose) - room
         while excess > 0:
             i = max(prose, key=lambda j: widths[j])
-            if widths[i] <= _MIN_PROSE:
+            if widths[i] <= min_prose:
                 break
             widths[i] -= 1
             excess -= 1
     lines = _title(title, total)
-    header = _GAP.join(columns[i].ljust(widths[i]) for i in range(len(columns))).rstrip()
-    lines += [header, _GAP.join("-" * widths[i] for i in range(len(columns)))]
+    depth = max(len(h) for h in heads)
+    for k in range(depth):
+        lines.append(_GAP.join((heads[i][k] if k < len(heads[i]) else "").ljust(widths[i])
+                               for i in range(len(columns))).rstrip())
+    lines.append(_GAP.join("-" * widths[i] for i in range(len(columns))))
     for r in cells:
         parts = [r[i].split("\n") if i in names else _wrap(r[i], widths[i]) for i in range(len(columns))]
         for k in range(max(len(p) for p in parts)):

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 import attrs
 
-from enginecfg.commands._memory import MemoryLike, figures_pipeline, memory_options
+from enginecfg.commands._memory import MemoryLike, curve, figures_pipeline, memory_options, split_memory
 from enginecfg.commands.findings import Finding, findings
 from enginecfg.pipeline.models.capacity import Impact, ImpactOptions, ImpactUnavailable
 from enginecfg.pipeline.document import Change, RunResult
@@ -49,6 +49,17 @@ class Explanation:
     def changes(self) -> list[Change]:
         return self.result.changes
 
+    @property
+    def starts(self) -> bool | None:
+        """Whether vLLM 0.19.0 would start with this setting (None: no figures)."""
+        imp = self.impact
+        return imp.starts if isinstance(imp, Impact) else None
+
+    def curve(self, contexts=None) -> tuple[tuple[int, float, int], ...]:
+        """``(context, requests that fit, KV-cache blocks one request takes)`` from 128 tokens
+        to max_model_len (or at *contexts*): what ``explain --plot`` draws."""
+        return curve(self.result, self.memory, contexts)
+
     def to_dict(self) -> dict[str, Any]:
         imp = self.impact
         return {"model": self.model, "engine_args": dict(self.engine_args), "run_id": self.run_id,
@@ -64,12 +75,14 @@ def explain(model: Any, *, memory: MemoryLike = None, revision: str | None = Non
     with vLLM's engine arguments, as ``Pipeline().resolve`` takes them, and explain what the
     result costs on the GPU *memory* describes (an
     :class:`~enginecfg.pipeline.models.capacity.ImpactOptions` or a mapping of its fields;
-    default an H200 at utilization 0.9).
+    default an H200 at utilization 0.9).  vLLM's memory flags may also be given beside the
+    engine arguments, by vLLM's names (``gpu_memory_utilization=0.5``,
+    ``kv_cache_memory_bytes=...``, ``num_gpu_blocks_override=...``, and ``gpu="H100"``).
 
     Raises :class:`~enginecfg.InvalidInputError` for bad input and
     :class:`~enginecfg.ConfigRejectedError` where vLLM itself refuses the setting.
     """
-    args = dict(engine_args)
-    options = memory_options(memory)
+    flags, args = split_memory(engine_args)
+    options = memory_options(memory, **flags)
     result = figures_pipeline(options).resolve(model, revision=revision, **args)
     return Explanation(str(model), args, options, result, findings(result))

@@ -16,13 +16,19 @@ import attrs
 from enginecfg.pipeline.models.capacity import Impact, ImpactUnavailable
 from enginecfg.pipeline.document import RunResult
 
-__all__ = ["LARGE_BLOCK", "PADDING_PCT", "ChangeCause", "ArgumentCause", "Finding", "findings"]
+__all__ = ["LARGE_BLOCK", "PADDING_PCT", "SLOW_TRITON_ISSUE", "SLOW_TRITON_URL", "START_FINDINGS", "ChangeCause",
+           "ArgumentCause", "Finding", "findings"]
 
 _GIB = 2**30
 #: a hybrid block larger than this pins a large fixed footprint per request
 LARGE_BLOCK = 1024
 #: Mamba page padding above this share of the state is worth a sentence
 PADDING_PCT = 5.0
+#: the vLLM issue that measured Gemma 4's decode speed under the forced Triton backend
+SLOW_TRITON_ISSUE = 38887
+SLOW_TRITON_URL = "https://github.com/vllm-project/vllm/issues/38887"
+#: the findings that say vLLM 0.19.0 would not start (``--require-start`` fails on them)
+START_FINDINGS = ("free-memory-at-start", "backend-head-size", "no-kv-memory", "does-not-fit")
 
 
 def _read_only(value: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -90,9 +96,11 @@ def _cause(result: RunResult, field: str, arg: str, flag: str) -> ChangeCause | 
 
 
 def _mib(n: int) -> str:
-    """Bytes in MiB, or in KiB below one MiB."""
+    """Bytes in MiB, in KiB below one MiB, in GiB from 10 GiB on."""
     if n < 2**20:
         return f"{n / 2**10:,.1f} KiB"
+    if n >= 10 * _GIB:
+        return f"{n / _GIB:,.2f} GiB"
     return f"{n / 2**20:,.1f} MiB"
 
 
@@ -115,10 +123,12 @@ def findings(result: RunResult) -> tuple[Finding, ...]:
         out.append(Finding(
             "forced-triton-attn",
             f"The attention backend is forced to TRITON_ATTN for every one of the "
-            f"{attn_layers} attention layers ({backend.reason}). Published reports "
-            f"show Gemma 4 decoding at about a tenth of the expected speed this way; "
-            f"benchmark before serving, or pass --attention-backend to choose.",
-            {"backend": "TRITON_ATTN", "attention_layers": attn_layers}, backend))
+            f"{attn_layers} attention layers ({backend.reason}). vLLM issue #{SLOW_TRITON_ISSUE} "
+            f"({SLOW_TRITON_URL}) reports Gemma 4 E4B on vLLM 0.19.0 decoding at about 9 tokens/s "
+            f"this way on an RTX 4090, against 100+ for a Llama model of similar size: benchmark "
+            f"before serving. --attention-backend chooses another backend only if it serves every "
+            f"head size of the model (FLASH_ATTN and FLASHINFER stop at 256).",
+            {"backend": "TRITON_ATTN", "attention_layers": attn_layers, "source": SLOW_TRITON_URL}, backend))
 
     block = impact.attention_block_size if impact is not None else None
     if mc.is_hybrid and block is not None and block > LARGE_BLOCK:
@@ -169,25 +179,84 @@ def findings(result: RunResult) -> tuple[Finding, ...]:
             f"The KV-cache groups are padded by {padding.layers} empty layer "
             f"slots ({layer_pct:.2f}% of the layers): memory reserved for no layer.",
             {"layers": padding.layers, "percent": layer_pct}))
-    mem = impact.memory
-    if mem.kv_cache_memory == 0 and mem.source == "estimate":
-        usable = int(mem.gpu_memory_bytes * mem.gpu_memory_utilization)
-        weights = mem.weights.bytes_per_gpu
-        out.append(Finding(
-            "no-kv-memory",
-            f"The weights alone, an estimated {weights / _GIB:,.1f} GiB per GPU, exceed the "
-            f"{usable / _GIB:,.1f} GiB vLLM may use ({mem.gpu_memory_bytes / _GIB:g} GiB x "
-            f"{mem.gpu_memory_utilization:g}): no memory is left for the KV cache; raise "
-            f"--tensor-parallel-size or use a quantised checkpoint.",
-            {"weights_per_gpu": weights, "usable_bytes": usable},
-            _cause(result, "parallel_config.tensor_parallel_size", "tensor_parallel_size",
-                   "--tensor-parallel-size")))
-    elif impact.fits:
-        out.append(Finding(
-            "does-not-fit",
-            f"One request of max_model_len {mc.max_model_len:,} tokens does not fit; "
-            f"the largest that fits is {impact.max_model_len_fits:,} "
-            f"(vLLM would refuse to start: {impact.fits.split('. ')[0]}).",
-            {"max_model_len": mc.max_model_len, "max_model_len_fits": impact.max_model_len_fits},
-            _cause(result, "model_config.max_model_len", "max_model_len", "--max-model-len")))
+    out += _start_findings(result, impact)
+    override = impact.memory.num_gpu_blocks_override
+    if override is not None and impact.blocks_from_memory is not None and impact.starts:
+        page = impact.groups[0].page_size_bytes * max(g.num_layers for g in impact.groups) if impact.groups else 0
+        wanted = page * override
+        text = (f"--num-gpu-blocks-override {override:,} replaces the {impact.blocks_from_memory:,} blocks "
+                f"the memory gives (vLLM logs \"Overriding num_gpu_blocks={impact.blocks_from_memory} with "
+                f"num_gpu_blocks_override={override}\"): {_mib(wanted)} of KV cache")
+        if wanted > impact.memory.kv_cache_memory:
+            text += (f", more than the {_mib(impact.memory.kv_cache_memory)} the memory leaves it: vLLM "
+                     f"allocates it all the same, and the GPU may run out of memory at start-up")
+        out.append(Finding("blocks-override", text + ".",
+                           {"num_gpu_blocks_override": override, "blocks_from_memory": impact.blocks_from_memory,
+                            "override_bytes": wanted, "kv_cache_memory": impact.memory.kv_cache_memory},
+                           ArgumentCause("--num-gpu-blocks-override", override)))
     return tuple(out)
+
+
+def _start_findings(result: RunResult, impact: Impact) -> list[Finding]:
+    """Why vLLM 0.19.0 would stop at start-up, when it would: one finding, named after the
+    check that stops it, quoting the error as vLLM prints it."""
+    if impact.starts:
+        return []
+    mc = result.config.model_config
+    mem = impact.memory
+    error = impact.start_error or ""
+    figures: dict[str, Any] = {"start_error": error, "max_model_len": impact.max_model_len,
+                               "max_model_len_fits": impact.max_model_len_fits}
+    quote = f"vLLM 0.19.0 would stop at start-up with {error}"
+    if error.startswith("ValueError: Free memory on device"):
+        figures.update(requested_memory=mem.requested_memory, gpu=mem.gpu,
+                       gpu_memory_utilization=mem.gpu_memory_utilization)
+        return [Finding(
+            "free-memory-at-start",
+            f"--gpu-memory-utilization {mem.gpu_memory_utilization:g} asks for {mem.requested_memory / _GIB:,.2f} "
+            f"GiB of the {mem.gpu}'s {mem.gpu_memory_bytes / _GIB:,.2f} GiB, more than is free once a process "
+            f"has created its CUDA context (as measured on an idle card; other processes on the GPU leave "
+            f"less): {quote}", figures,
+            ArgumentCause("--gpu-memory-utilization", mem.gpu_memory_utilization))]
+    if error.startswith("ValueError: Selected backend"):
+        backend = result.config.attention_config.backend
+        bad = sorted({g.head_size for g in impact.attention_groups
+                      if g.head_size is not None and f"AttentionBackendEnum.{backend} " in error
+                      and _unserved(backend, g.head_size)})
+        layers = sum(g.num_layers for g in impact.attention_groups if g.head_size in bad)
+        figures.update(backend=backend, head_sizes=bad, layers=layers)
+        return [Finding(
+            "backend-head-size",
+            f"The attention backend {backend} cannot serve attention layers of head size "
+            f"{', '.join(map(str, bad))} ({layers} layers of this model): {quote}",
+            figures, _cause(result, "attention_config.backend", "attention_backend", "--attention-backend"))]
+    if mem.kv_cache_memory <= 0 or error.startswith("ValueError: Cannot auto-fit"):
+        if mem.source == "estimate":
+            weights = mem.weights.bytes_per_gpu
+            figures.update(weights_per_gpu=weights, usable_bytes=mem.requested_memory)
+            text = (f"The weights alone, an estimated {weights / _GIB:,.1f} GiB per GPU, exceed the "
+                    f"{mem.requested_memory / _GIB:,.1f} GiB vLLM may use ({mem.gpu}: "
+                    f"{mem.gpu_memory_bytes / _GIB:,.2f} GiB x {mem.gpu_memory_utilization:g}): no memory is "
+                    f"left for the KV cache (raise --tensor-parallel-size, use a larger GPU or a quantised "
+                    f"checkpoint); {quote}")
+            cause = _cause(result, "parallel_config.tensor_parallel_size", "tensor_parallel_size",
+                           "--tensor-parallel-size")
+        else:
+            figures.update(kv_cache_memory_bytes=mem.kv_cache_memory_bytes)
+            text = (f"--kv-cache-memory-bytes {mem.kv_cache_memory_bytes:,} leaves no memory for the KV "
+                    f"cache: {quote}")
+            cause = ArgumentCause("--kv-cache-memory-bytes", mem.kv_cache_memory_bytes)
+        return [Finding("no-kv-memory", text, figures, cause)]
+    fits = impact.max_model_len_fits
+    return [Finding(
+        "does-not-fit",
+        f"One request of max_model_len {impact.max_model_len:,} tokens does not fit in the "
+        f"{mem.kv_cache_memory / _GIB:,.2f} GiB of KV cache; the largest that fits is {fits:,} "
+        f"(--max-model-len {fits}): {quote}", figures,
+        _cause(result, "model_config.max_model_len", "max_model_len", "--max-model-len"))]
+
+
+def _unserved(backend: str, head_size: int) -> bool:
+    from enginecfg.pipeline.models.gpus import backend_serves
+
+    return backend_serves(backend, head_size) is False

@@ -6,7 +6,14 @@ model's source is opened once (a folder, a ``config.json``, a Hugging Face repo 
 safetensors headers and sentence-transformers settings vLLM reads), and each setting is one
 run of one pipeline over it.  A setting vLLM refuses is a row with its error, not a failure of
 the plan.  Three objectives are marked: the most concurrent requests at ``context`` tokens,
-the largest context that fits, and the finest prefix-cache granularity (the smallest block).
+the largest context that fits, and the finest prefix-cache granularity (the smallest block);
+a setting vLLM would not start with is never marked best.
+
+Beside engine arguments a grid takes the memory the figures assume as axes: ``gpu`` (the GPU
+presets of :mod:`enginecfg.pipeline.models.gpus`), ``gpu_memory_gib``,
+``gpu_memory_utilization``, ``kv_cache_memory`` and ``num_gpu_blocks_override``.  Each row says
+what vLLM resolved for every axis (``resolved``: the Mamba cache mode it uses, the block size
+it ends up with), which may differ from the setting asked.
 """
 
 from __future__ import annotations
@@ -17,21 +24,24 @@ from typing import Any, Mapping, Sequence
 
 import attrs
 
-from enginecfg.commands._memory import MemoryLike, figures_pipeline, memory_options
+from enginecfg.commands._memory import MemoryLike, curve, figures_pipeline, memory_options, split_memory
 from enginecfg.commands.findings import Finding, findings
 from enginecfg.pipeline.engine_args import ENGINE_ARGS
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError
 from enginecfg.pipeline.models.capacity import DEFAULT_CONTEXTS, Impact, ImpactOptions
 from enginecfg.pipeline.document import RunResult
 from enginecfg.pipeline.hf import open_source
+from enginecfg.pipeline.models.gpus import find_gpu
 from enginecfg.pipeline.suggest import did_you_mean
 
-__all__ = ["OBJECTIVES", "DEFAULT_CONTEXT", "PlanRow", "Plan", "plan"]
+__all__ = ["OBJECTIVES", "DEFAULT_CONTEXT", "MEMORY_AXES", "PlanRow", "Plan", "plan"]
 
 #: what ``best`` marks: the most requests at the context, the largest context, the finest reuse
 OBJECTIVES = ("concurrency", "context", "granularity")
 #: the context length of the concurrency objective when none is given
 DEFAULT_CONTEXT = 8192
+#: the grid axes that are not engine arguments but the memory the figures assume
+MEMORY_AXES = ("gpu", "gpu_memory_gib", "gpu_memory_utilization", "kv_cache_memory", "num_gpu_blocks_override")
 
 
 def _read_only(value: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -51,6 +61,26 @@ class PlanRow:
     findings: tuple[Finding, ...] = attrs.field(default=(), converter=tuple)
     block_size: int | None = None
     concurrency: float | None = None
+    resolved: Mapping[str, Any] = attrs.field(factory=dict, converter=_read_only)
+    memory: ImpactOptions | None = None
+
+    @property
+    def starts(self) -> bool | None:
+        """Whether vLLM 0.19.0 would start with this setting (None: an error row)."""
+        imp = self.impact
+        return imp.starts if imp is not None else None
+
+    def curve(self, contexts=None) -> tuple[tuple[int, float, int], ...]:
+        """This setting's concurrency curve (see :meth:`enginecfg.commands.Explanation.curve`);
+        empty for an error row."""
+        if not self.ok or self.result is None:
+            return ()
+        return curve(self.result, self.memory, contexts)
+
+    @property
+    def differs(self) -> tuple[str, ...]:
+        """The axes whose resolved value is not the setting asked."""
+        return tuple(n for n, v in self.setting.items() if n in self.resolved and self.resolved[n] != v)
 
     @property
     def ok(self) -> bool:
@@ -71,7 +101,8 @@ class PlanRow:
             return out
         imp = self.impact
         mem = imp.memory
-        out.update(block_size=self.block_size, kv_tokens=imp.kv_tokens, concurrency=self.concurrency,
+        out.update(resolved=dict(self.resolved), starts=imp.starts, start_error=imp.start_error, gpu=mem.gpu,
+                   block_size=self.block_size, kv_tokens=imp.kv_tokens, concurrency=self.concurrency,
                    max_concurrency=imp.max_concurrency, max_model_len=imp.max_model_len,
                    max_model_len_fits=imp.max_model_len_fits, kv_cache_memory=mem.kv_cache_memory,
                    weights_per_gpu=mem.weights.bytes_per_gpu if mem.weights is not None else None,
@@ -111,11 +142,12 @@ def _check_grid(grid: Any) -> dict[str, tuple[Any, ...]]:
     if not isinstance(grid, Mapping):
         raise InvalidInputError.for_value("grid", grid, "a mapping of engine argument names to lists of values")
     out: dict[str, tuple[Any, ...]] = {}
+    known = list(ENGINE_ARGS) + list(MEMORY_AXES)
     for name, values in grid.items():
-        if name not in ENGINE_ARGS:
-            raise InvalidInputError(f"invalid grid: {name!r} is not an engine argument"
-                                    f"{did_you_mean(str(name), list(ENGINE_ARGS))}; allowed: "
-                                    f"{', '.join(ENGINE_ARGS)}", field="grid")
+        if name not in known:
+            raise InvalidInputError(f"invalid grid: {name!r} is neither an engine argument nor a memory axis"
+                                    f"{did_you_mean(str(name), known)}; allowed: "
+                                    f"{', '.join(known)}", field="grid")
         if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
             raise InvalidInputError(f"invalid grid: {name} got {values!r}; allowed: a non-empty list of "
                                     f"values", field=f"grid.{name}")
@@ -123,25 +155,44 @@ def _check_grid(grid: Any) -> dict[str, tuple[Any, ...]]:
     return out
 
 
-def _row(pipeline, source, base: dict[str, Any], setting: dict[str, Any], context: int) -> PlanRow:
+def _resolved(result: RunResult, options: ImpactOptions, setting: Mapping[str, Any]) -> dict[str, Any]:
+    """What vLLM resolved for each axis of *setting*: the config field an engine argument
+    sets (the Mamba mode it uses, the block size it ends up with), the memory option used."""
+    doc = result.to_dict()["config"]
+    out: dict[str, Any] = {}
+    for name in setting:
+        if name in ENGINE_ARGS:
+            section, field = ENGINE_ARGS[name].config_field.split(".")
+            out[name] = (doc.get(section) or {}).get(field)
+        elif name == "gpu":
+            out[name] = options.card.name if options.gpu_memory_gib is None else options.gpu
+        else:
+            out[name] = getattr(options, name)
+    return out
+
+
+def _row(pipeline, options: ImpactOptions, source, base: dict[str, Any], setting: dict[str, Any],
+         context: int) -> PlanRow:
+    engine = {n: v for n, v in setting.items() if n in ENGINE_ARGS}
     try:
-        result = pipeline.resolve(source, **base, **setting)
+        result = pipeline.resolve(source, **base, **engine)
     except EngineCfgError as exc:
-        return PlanRow(setting, error=" ".join(str(exc).split()))
+        return PlanRow(setting, error=" ".join(str(exc).split()), memory=options)
     imp = result.facts.get("impact")
     if not isinstance(imp, Impact):
         error = getattr(imp, "error", None) or "the impact stage recorded no figures"
-        return PlanRow(setting, error=error)
+        return PlanRow(setting, error=error, memory=options)
     block = imp.attention_block_size
     if block is None:
         block = result.config.cache_config.block_size
     return PlanRow(setting, result=result, findings=findings(result), block_size=block,
-                   concurrency=imp.concurrency_at(context))
+                   concurrency=imp.concurrency_at(context), resolved=_resolved(result, options, setting),
+                   memory=options)
 
 
 def _best(rows: Sequence[PlanRow]) -> dict[str, int | None]:
     best: dict[str, int | None] = dict.fromkeys(OBJECTIVES)
-    ok = [(i, r) for i, r in enumerate(rows) if r.ok]
+    ok = [(i, r) for i, r in enumerate(rows) if r.ok and r.starts]
     if not ok:
         return best
     with_conc = [(i, r) for i, r in ok if r.concurrency is not None]
@@ -164,17 +215,31 @@ def plan(model: Any, grid: Mapping[str, Sequence[Any]], *, memory: MemoryLike = 
     a model whose ``config.json`` cannot be read; a setting vLLM refuses is a row with its error.
     """
     axes = _check_grid(grid)
+    if "gpu" in axes:  # each preset by its own name (H100 is H100-80GB)
+        axes["gpu"] = tuple(v if v is None else find_gpu(v).name for v in axes["gpu"])
     if isinstance(context, bool) or not isinstance(context, int) or context < 1:
         raise InvalidInputError.for_value("context", context, "a positive token count", flag="--context")
-    base = dict(engine_args)
-    options = memory_options(memory, contexts=(*DEFAULT_CONTEXTS, context))
+    flags, base = split_memory(engine_args)
+    options = memory_options(memory, **flags, contexts=(*DEFAULT_CONTEXTS, context))
+    # every memory setting of the grid is checked before any model is read
+    per_memory: dict[tuple, tuple[ImpactOptions, Any]] = {}
+    memory_axes = [n for n in axes if n in MEMORY_AXES]
+    for values in itertools.product(*(axes[n] for n in memory_axes)):
+        chosen = {n: v for n, v in zip(memory_axes, values) if v is not None}
+        if tuple(chosen.items()) not in per_memory:
+            row_options = memory_options(options, **chosen)
+            per_memory[tuple(chosen.items())] = (row_options, None)
     source = open_source(model, revision)
     source.config_bytes()  # absent, unreadable or not JSON: the model, not a setting, is at fault
     source.read_json("config.json")
-    pipeline = figures_pipeline(options)
     names = list(axes)
     rows = []
     for values in itertools.product(*(axes[n] for n in names)):
         setting = {n: v for n, v in zip(names, values) if v is not None}
-        rows.append(_row(pipeline, source, base, setting, context))
+        key = tuple((n, v) for n, v in setting.items() if n in MEMORY_AXES)
+        row_options, pipeline = per_memory[key]
+        if pipeline is None:
+            pipeline = figures_pipeline(row_options)
+            per_memory[key] = (row_options, pipeline)
+        rows.append(_row(pipeline, row_options, source, base, setting, context))
     return Plan(str(model), base, axes, context, options, rows, _best(rows))

@@ -56,12 +56,19 @@ def run(models: Sequence[Any], *, revision: str | None = None, pipeline: Pipelin
         store: Any = None, **engine_args: Any) -> Iterator[RunOutcome]:
     """Resolve each of *models* (folders, ``config.json`` files, Hugging Face repo ids, at
     *revision*) with vLLM's engine arguments, in order, and yield each :class:`RunOutcome` as
-    it is known.  *store* is an :class:`~enginecfg.store.AuditStore` already attached to the
+    it is known.  vLLM's memory flags (``gpu_memory_utilization``, ``kv_cache_memory_bytes``,
+    ``num_gpu_blocks_override``, and ``gpu``) go to the figures of the pipeline made here.  *store* is an :class:`~enginecfg.store.AuditStore` already attached to the
     bus (or None): the outcomes say whether it recorded each run."""
+    from enginecfg.commands._memory import split_memory
+    from enginecfg.pipeline.errors import InvalidInputError
     from enginecfg.pipeline.loading import prefetch_pretrained
 
     models = list(models)
-    pipeline = pipeline if pipeline is not None else Pipeline()
+    memory, engine_args = split_memory(engine_args)
+    if memory and pipeline is not None:
+        raise InvalidInputError(f"invalid run: memory flags {sorted(memory)} with a pipeline of your own; give "
+                                f"them to the pipeline (Pipeline(impact=...))", field="impact")
+    pipeline = pipeline if pipeline is not None else Pipeline(impact=memory or None)
     if len(models) > 1:
         prefetch_pretrained(models)  # every missing snapshot in one request
     for model in models:

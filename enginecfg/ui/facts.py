@@ -102,11 +102,15 @@ def capacity_rows(run: dict[str, Any]) -> list[list[Any]]:
              + (f" at {num(imp.get('max_model_len'))} tokens a request"
                 if imp.get("max_model_len") else "")],
             ["largest max_model_len that fits", num(imp.get("max_model_len_fits"))]]
+    if mem.get("gpu"):
+        rows.append(["GPU", str(mem.get("gpu"))])
+    if "starts" in imp:
+        rows.append(["starts", "yes" if imp.get("starts") else f"no: {imp.get('start_error')}"])
     if mem:
         gib = 1024 ** 3
         rows.append(["memory for the KV cache",
                      f"{mem.get('kv_cache_memory', 0) / gib:,.2f} GiB ({mem.get('source')}; "
-                     f"{mem.get('gpu_memory_bytes', 0) / gib:,.0f} GiB GPU x "
+                     f"{mem.get('gpu_memory_bytes', 0) / gib:,.2f} GiB GPU x "
                      f"{mem.get('gpu_memory_utilization')})"
                      if isinstance(mem.get("kv_cache_memory"), (int, float))
                      and isinstance(mem.get("gpu_memory_bytes"), (int, float)) else ""])

@@ -5,9 +5,29 @@ arithmetic) and :mod:`.weights` (what the weights leave free) together into one 
 :class:`Impact`: the memory budget and its basis, each KV-cache group with its page size,
 tokens per block and bytes per token of context, the Mamba padding, the layer padding and
 the block rounding in bytes and percent, the KV capacity in tokens, the concurrency at
-several context lengths, the largest max_model_len that fits, and the smallest footprint
-one request pins.  The ``impact`` stage records it (or :class:`ImpactUnavailable` when the
-figures cannot be worked out); ``enginecfg explain`` and ``plan`` show it.
+several context lengths, the largest max_model_len that fits, the smallest footprint one
+request pins, and whether the engine would start at all.  The ``impact`` stage records it
+(or :class:`ImpactUnavailable` when the figures cannot be worked out); ``enginecfg explain``
+and ``plan`` show it.
+
+The memory is taken as vLLM 0.19.0's worker takes it (``v1/worker/gpu_worker.py``,
+``v1/worker/utils.py``, ``v1/core/kv_cache_utils.py``):
+
+- ``gpu_memory_utilization``: vLLM requests ``ceil(total memory x utilization)`` bytes of
+  the card (the total the driver reports, :mod:`.gpus`) and gives the KV cache what is left
+  of them after the weights and the profiling run; enginecfg subtracts its weights estimate
+  (the activation peak and CUDA graphs are not counted);
+- ``kv_cache_memory`` (``--kv-cache-memory-bytes``): when set (and not 0, which vLLM reads as
+  unset), exactly that many bytes per GPU, the utilization ignored;
+- ``num_gpu_blocks_override``: the block count replaces the one the memory gives, after the
+  start-up check (which still uses the memory), as vLLM replaces it;
+- ``max_model_len=-1``: the start-up auto-fit, the largest length that fits.
+
+At start-up vLLM refuses to go on when the KV cache has no memory, when one request of
+max_model_len does not fit, when auto-fit finds no length, or when the card's free memory is
+below what the utilization requests; :attr:`Impact.starts` and :attr:`Impact.start_error`
+say which, in vLLM's own words.  A start-up block size (the attention backend's preference,
+decided by the start-up step) can be handed to :func:`impact` as ``startup_block_size``.
 
 Every value here is frozen all the way down (tuples, read-only mappings), so a figure handed
 to one caller can be shared with the next; ``to_dict()`` gives the JSON the run document
@@ -16,6 +36,8 @@ and the audit store keep, key for key and in the same order.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
@@ -25,12 +47,13 @@ from enginecfg.pipeline.hf import ContentMemo, memoised
 from enginecfg.pipeline.models import kv_cache as kc
 from enginecfg.pipeline.models import kv_specs
 from enginecfg.pipeline.models.engine_defaults import max_num_batched_tokens
+from enginecfg.pipeline.models.gpus import DEFAULT_GPU, Gpu, custom_gpu, find_gpu, selected_backend_error
 from enginecfg.pipeline.models.weights import WeightsEstimate, estimate_weights
 
 __all__ = [
     "H200_GIB", "DEFAULT_UTILIZATION", "DEFAULT_CONTEXTS", "FIGURES", "ImpactOptions", "WeightsFigures",
     "MemoryBudget", "GroupFigures", "MambaPadding", "Padding", "BlockRounding", "Impact",
-    "ImpactUnavailable", "memory_budget", "impact",
+    "ImpactUnavailable", "memory_budget", "impact", "concurrency_curve", "start_messages",
 ]
 
 #: the figures of configs seen before in this process: the arithmetic is pure, and an engine
@@ -38,8 +61,9 @@ __all__ = [
 #: immutable, so every run is handed the same one)
 FIGURES = ContentMemo(maxsize=256)
 
-#: the H200's memory, the default GPU
-H200_GIB = 141.0
+#: the default GPU's memory in GiB as its driver reports it (an H200: 139.80 GiB, see gpus.py)
+H200_GIB = DEFAULT_GPU.memory_gib
+#: vLLM 0.19.0's default ``gpu_memory_utilization``
 DEFAULT_UTILIZATION = 0.9
 DEFAULT_CONTEXTS = (1024, 8192, 32768)
 
@@ -68,20 +92,37 @@ def _read_only(value: Mapping[int, float | None]) -> Mapping[int, float | None]:
 
 @attrs.frozen
 class ImpactOptions(_Immutable):
-    """What the figures assume about the GPU: its memory, vLLM's share of it, or the
-    KV-cache bytes outright (``--kv-cache-memory-bytes``: no weights estimate), and the
+    """What the figures assume about the GPU and vLLM's memory flags: the card (a preset of
+    :mod:`.gpus`, ``--gpu``) and its memory (``--gpu-memory``: None, the preset's own), vLLM's
+    share of it (``--gpu-memory-utilization``), or the KV-cache bytes outright
+    (``--kv-cache-memory-bytes``: no weights estimate; 0 reads as unset, as in vLLM), the block
+    count that replaces the one the memory gives (``--num-gpu-blocks-override``), and the
     context lengths the concurrency is given at."""
 
-    gpu_memory_gib: float = H200_GIB
+    gpu_memory_gib: float | None = None
     gpu_memory_utilization: float = DEFAULT_UTILIZATION
     kv_cache_memory: int | None = None
     contexts: tuple[int, ...] = attrs.field(default=DEFAULT_CONTEXTS, converter=tuple)
+    gpu: str = DEFAULT_GPU.name
+    num_gpu_blocks_override: int | None = None
+
+    @property
+    def card(self) -> Gpu:
+        """The GPU the figures assume: the preset, with ``gpu_memory_gib`` when given."""
+        preset = find_gpu(self.gpu)
+        return preset if self.gpu_memory_gib is None else custom_gpu(self.gpu_memory_gib, preset)
+
+    @property
+    def gpu_memory_bytes(self) -> int:
+        return self.card.memory_bytes
 
     def to_dict(self) -> dict[str, Any]:
         """The memory options as ``plan --json`` states them (the contexts apart)."""
-        return {"gpu_memory_gib": self.gpu_memory_gib,
+        card = self.card
+        return {"gpu": self.gpu, "gpu_memory_gib": card.memory_gib, "gpu_memory_bytes": card.memory_bytes,
                 "gpu_memory_utilization": self.gpu_memory_utilization,
-                "kv_cache_memory": self.kv_cache_memory}
+                "kv_cache_memory": self.kv_cache_memory,
+                "num_gpu_blocks_override": self.num_gpu_blocks_override}
 
 
 @attrs.frozen
@@ -106,19 +147,28 @@ class WeightsFigures(_Immutable):
 @attrs.frozen
 class MemoryBudget(_Immutable):
     """The KV-cache bytes of one GPU and how they were arrived at: ``source`` is
-    ``"estimate"`` (GPU memory x utilization - the weights) or ``"--kv-cache-memory"``
-    (given; ``weights`` is then None)."""
+    ``"estimate"`` (the memory vLLM requests, ``ceil(GPU memory x utilization)``, minus the
+    weights) or ``"--kv-cache-memory"`` (``--kv-cache-memory-bytes`` given; ``weights`` is
+    then None).  It also says what else the figures assumed: the GPU preset, the flag's own
+    value and the block-count override (None: not given)."""
 
     gpu_memory_bytes: int
     gpu_memory_utilization: float
     kv_cache_memory: int
     source: str
     weights: WeightsFigures | None
+    gpu: str = DEFAULT_GPU.name
+    requested_memory: int = 0
+    kv_cache_memory_bytes: int | None = None
+    num_gpu_blocks_override: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"gpu_memory_bytes": self.gpu_memory_bytes,
+        return {"gpu": self.gpu, "gpu_memory_bytes": self.gpu_memory_bytes,
                 "gpu_memory_utilization": self.gpu_memory_utilization,
+                "requested_memory": self.requested_memory,
                 "kv_cache_memory": self.kv_cache_memory, "source": self.source,
+                "kv_cache_memory_bytes": self.kv_cache_memory_bytes,
+                "num_gpu_blocks_override": self.num_gpu_blocks_override,
                 "weights": self.weights.to_dict() if self.weights is not None else None}
 
 
@@ -207,9 +257,16 @@ class Impact(_Immutable):
 
     ``kv_tokens`` is vLLM's "GPU KV cache size"; ``max_concurrency`` its "Maximum
     concurrency for max_model_len tokens per request"; ``concurrency`` the same at other
-    context lengths (None above max_model_len); ``fits`` vLLM's start-up error when one
-    request of max_model_len does not fit (None when it does), and ``max_model_len_fits``
-    the largest that would.  A model with no KV-cache layer has no groups and a ``note``.
+    context lengths (None above max_model_len); ``fits`` the message of vLLM's start-up
+    KV-cache check when the KV cache has no memory or one request of max_model_len does not
+    fit (None when it does), and ``max_model_len_fits`` the largest that would.  ``starts``
+    says whether vLLM 0.19.0 would get through its start-up checks (the KV-cache check, the
+    auto-fit of ``max_model_len=-1``, the free memory the utilization requests);
+    ``start_error`` is then the error it stops with, as it prints it (``ValueError: ...``).
+    With ``--num-gpu-blocks-override`` the block count is the override's and
+    ``blocks_from_memory`` the one the memory gave; ``auto_fit`` marks a max_model_len that
+    vLLM's auto-fit chose.  vLLM logs "GPU KV cache size" only when it starts.  A model with
+    no KV-cache layer has no groups and a ``note``.
     """
 
     memory: MemoryBudget
@@ -229,6 +286,10 @@ class Impact(_Immutable):
     block_rounding: BlockRounding | None
     prefix_cache_granularity: int | None
     note: str | None = None
+    starts: bool = True
+    start_error: str | None = None
+    blocks_from_memory: int | None = None
+    auto_fit: bool = False
 
     @property
     def attention_groups(self) -> tuple[GroupFigures, ...]:
@@ -262,6 +323,11 @@ class Impact(_Immutable):
                    prefix_cache_granularity=self.prefix_cache_granularity)
         if self.note is not None:
             out["note"] = self.note
+        out.update(starts=self.starts, start_error=self.start_error)
+        if self.blocks_from_memory is not None:
+            out["blocks_from_memory"] = self.blocks_from_memory
+        if self.auto_fit:
+            out["auto_fit"] = True
         return out
 
 
@@ -277,17 +343,54 @@ class ImpactUnavailable(_Immutable):
         return {"error": self.error, "field": self.field}
 
 
-def memory_budget(cfg, *, gpu_memory_gib: float = H200_GIB,
+def format_gib(n: int) -> str:
+    """Bytes in GiB as vLLM writes them in its messages: rounded to two places, no zeros
+    added (``0.25``, ``139.8``)."""
+    return f"{round(n / 2**30, 2)}"
+
+
+def _card(gpu: str | Gpu, gpu_memory_gib: float | None) -> Gpu:
+    preset = gpu if isinstance(gpu, Gpu) else find_gpu(gpu)
+    return preset if gpu_memory_gib is None else custom_gpu(gpu_memory_gib, preset)
+
+
+def requested_memory(total_bytes: int, utilization: float) -> int:
+    """What vLLM's worker requests of a card: ``ceil(total x utilization)`` bytes."""
+    return math.ceil(total_bytes * utilization)
+
+
+def memory_budget(cfg, *, gpu_memory_gib: float | None = None,
                   gpu_memory_utilization: float = DEFAULT_UTILIZATION,
-                  kv_cache_memory: int | None = None, specs: dict | None = None) -> MemoryBudget:
-    """The KV-cache bytes of one GPU, and how they were arrived at."""
-    gpu_bytes = int(gpu_memory_gib * 2**30)
-    if kv_cache_memory is not None:
-        return MemoryBudget(gpu_bytes, gpu_memory_utilization, int(kv_cache_memory), "--kv-cache-memory", None)
+                  kv_cache_memory: int | None = None, specs: dict | None = None,
+                  gpu: str | Gpu = DEFAULT_GPU.name, num_gpu_blocks_override: int | None = None) -> MemoryBudget:
+    """The KV-cache bytes of one GPU, and how they were arrived at (see the module doc).
+    The estimate may leave nothing (0 bytes, the weights alone take more); a negative
+    ``kv_cache_memory`` is kept as given (vLLM takes it, and stops at start-up)."""
+    card = _card(gpu, gpu_memory_gib)
+    total = card.memory_bytes
+    requested = requested_memory(total, gpu_memory_utilization)
+    common = {"gpu": card.name, "requested_memory": requested, "kv_cache_memory_bytes": kv_cache_memory,
+              "num_gpu_blocks_override": num_gpu_blocks_override}
+    if kv_cache_memory:  # vLLM: 0 and None both mean "profile the memory instead"
+        return MemoryBudget(total, gpu_memory_utilization, int(kv_cache_memory), "--kv-cache-memory", None,
+                            **common)
     weights = estimate_weights(cfg, specs)
-    usable = int(gpu_bytes * gpu_memory_utilization)
-    return MemoryBudget(gpu_bytes, gpu_memory_utilization, max(usable - weights.bytes_per_gpu, 0), "estimate",
-                        WeightsFigures.from_estimate(weights))
+    return MemoryBudget(total, gpu_memory_utilization, max(requested - weights.bytes_per_gpu, 0), "estimate",
+                        WeightsFigures.from_estimate(weights), **common)
+
+
+def start_messages(card: Gpu, budget: MemoryBudget) -> str | None:
+    """vLLM's refusal at worker start when the card's free memory is below what the
+    utilization requests (``request_memory``), or None.  Only a card whose free memory at
+    start was measured (:attr:`Gpu.free_at_start_bytes`) is checked."""
+    free = card.free_at_start_bytes
+    if free is None or free >= budget.requested_memory:
+        return None
+    gib = format_gib
+    return (f"ValueError: Free memory on device cuda:0 ({gib(free)}/{gib(card.memory_bytes)} GiB) on "
+            f"startup is less than desired GPU memory utilization ({budget.gpu_memory_utilization}, "
+            f"{gib(budget.requested_memory)} GiB). Decrease GPU memory utilization or reduce GPU memory "
+            f"used by other processes.")
 
 
 def _pct(part: float, whole: float) -> float:
@@ -321,32 +424,104 @@ def _group_figures(g: kc.KVCacheGroup, group_size: int, limits: kc.Limits) -> Gr
                         num_kv_heads=s.num_kv_heads, head_size=s.head_size, dtype=s.dtype)
 
 
+_NO_AUTO_FIT = ("ValueError: Cannot auto-fit max_model_len: not enough GPU memory available to serve even "
+                "a single token. Try increasing `gpu_memory_utilization`.")
+
+
+def _with_startup_block(specs: dict, block: int | None) -> dict:
+    """The attention layers at the block size the start-up step hands in (Mamba pages keep
+    theirs: the page unification grows the attention block from there)."""
+    if block is None:
+        return specs
+    return {name: s if isinstance(s, kc.MambaSpec) else dataclasses.replace(s, block_size=block)
+            for name, s in specs.items()}
+
+
+def _backend_error(cfg, specs: dict) -> str | None:
+    """vLLM's refusal of a chosen attention backend that cannot serve a layer's head size
+    (the first such layer, in the order the model builds them)."""
+    backend = cfg.attention_config.backend
+    if backend is None:
+        return None
+    for spec in specs.values():
+        if isinstance(spec, (kc.FullAttentionSpec, kc.SlidingWindowSpec)) \
+                and not isinstance(spec, kc.MLAAttentionSpec):
+            error = selected_backend_error(backend, spec.head_size)
+            if error is not None:
+                return error
+    return None
+
+
+def _overridden(kcfg: kc.KVCacheConfig, blocks: int) -> kc.KVCacheConfig:
+    """``may_override_num_blocks``: the block count replaced, each tensor sized to it."""
+    if not kcfg.groups:
+        return kcfg
+    per_block = [size // kcfg.num_blocks if kcfg.num_blocks else 0 for size in kcfg.tensor_sizes]
+    if not kcfg.num_blocks:  # no whole block fitted: the tensors' page sizes from the groups
+        spec = kcfg.groups[0].spec
+        if isinstance(spec, kc.UniformTypeSpecs):
+            per_block = [s.page_size_bytes for _, s in spec.specs]
+        else:
+            per_block = [spec.page_size_bytes] * max(len(g.layer_names) for g in kcfg.groups)
+    return kc.KVCacheConfig(num_blocks=blocks, tensor_sizes=[p * blocks for p in per_block],
+                            groups=list(kcfg.groups))
+
+
 @memoised(FIGURES)
-def impact(cfg, *, gpu_memory_gib: float = H200_GIB,
+def impact(cfg, *, gpu_memory_gib: float | None = None,
            gpu_memory_utilization: float = DEFAULT_UTILIZATION, kv_cache_memory: int | None = None,
            contexts: Sequence[int] = DEFAULT_CONTEXTS,
-           disable_hybrid_kv_cache_manager: bool = False) -> Impact:
-    """The KV-cache figures of a resolved config on one GPU (see the module doc)."""
+           disable_hybrid_kv_cache_manager: bool = False, gpu: str = DEFAULT_GPU.name,
+           num_gpu_blocks_override: int | None = None, auto_fit_max_model_len: bool = False,
+           startup_block_size: int | None = None) -> Impact:
+    """The KV-cache figures of a resolved config on one GPU (see the module doc).
+
+    ``auto_fit_max_model_len``: the caller asked for ``--max-model-len -1`` (auto), which vLLM
+    fits to the memory at start-up.  ``startup_block_size``: the attention block size the
+    engine start picks (its attention backend's preference), when a start-up step decided
+    one; None keeps the block size the config resolved."""
     mc, cc = cfg.model_config, cfg.cache_config
-    specs = kv_specs.layer_specs(cfg)
-    budget = memory_budget(cfg, gpu_memory_gib=gpu_memory_gib,
+    card = _card(gpu, gpu_memory_gib)
+    specs = _with_startup_block(kv_specs.layer_specs(cfg), startup_block_size)
+    budget = memory_budget(cfg, gpu_memory_gib=gpu_memory_gib, gpu=gpu,
                            gpu_memory_utilization=gpu_memory_utilization,
-                           kv_cache_memory=kv_cache_memory, specs=specs)
+                           kv_cache_memory=kv_cache_memory, specs=specs,
+                           num_gpu_blocks_override=num_gpu_blocks_override)
     available = budget.kv_cache_memory
+    # vLLM's order at start-up: the worker's memory request, the model's layers (a backend
+    # the caller chose must serve every attention layer), then the KV cache
+    worker_error = start_messages(card, budget) or _backend_error(cfg, specs)
     groups = kc.get_kv_cache_groups(specs, disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager)
     limits = _limits(cfg)
-    kcfg = kc.kv_cache_config_from_groups(groups, available)
+    kcfg = kc.kv_cache_config_from_groups(groups, max(available, 0))
     if not groups:
+        # attention-free (or encoder-only): vLLM checks no KV memory and needs no block
         return Impact(memory=budget, max_model_len=mc.max_model_len,
                       max_num_batched_tokens=limits.max_num_batched_tokens, groups=(),
                       num_blocks=kcfg.num_blocks, kv_tokens=0, max_concurrency=None, concurrency={},
                       max_model_len_fits=mc.max_model_len, fits=None, bytes_per_token=0,
                       min_request_bytes=0, request_bytes=None, padding=None, block_rounding=None,
                       prefix_cache_granularity=None,
-                      note="no layer keeps KV cache (attention-free or encoder-only)")
+                      note="no layer keeps KV cache (attention-free or encoder-only)",
+                      starts=worker_error is None, start_error=worker_error)
+    max_len = mc.max_model_len
+    auto_fit_error = None
+    if auto_fit_max_model_len:
+        fitted = kc.group_estimate_max_model_len(groups, limits, available)
+        if fitted <= 0:
+            auto_fit_error = _NO_AUTO_FIT
+        elif fitted < max_len:
+            max_len = fitted
+            limits = dataclasses.replace(limits, max_model_len=max_len)
+    fits = kc.check_groups_fit(groups, limits, available) if auto_fit_error is None else None
+    start_error = worker_error or auto_fit_error or (f"ValueError: {fits}" if fits else None)
+    blocks_from_memory = None
+    used = sum(kcfg.tensor_sizes)
+    if num_gpu_blocks_override is not None:
+        blocks_from_memory = kcfg.num_blocks
+        kcfg = _overridden(kcfg, num_gpu_blocks_override)
     group_size = max(len(g.layer_names) for g in groups)
     rows = [_group_figures(g, group_size, limits) for g in groups]
-    used = sum(kcfg.tensor_sizes)
     mamba_pages = [s for s in specs.values() if isinstance(s, kc.MambaSpec)]
     mamba_pad = None
     if mamba_pages:
@@ -355,7 +530,7 @@ def impact(cfg, *, gpu_memory_gib: float = H200_GIB,
         mamba_pad = MambaPadding(m.real_page_size_bytes, m.page_size_bytes, extra,
                                  _pct(extra, m.real_page_size_bytes))
     pad_layers = kc.padding_layers(groups)
-    concurrency = {n: kc.max_concurrency(kcfg, _limits(cfg, n)) if n <= mc.max_model_len else None
+    concurrency = {n: kc.max_concurrency(kcfg, _limits(cfg, n)) if n <= max_len else None
                    for n in contexts}
     granularity = None
     if cc.enable_prefix_caching:
@@ -363,7 +538,7 @@ def impact(cfg, *, gpu_memory_gib: float = H200_GIB,
         granularity = min(attention) if attention else cc.mamba_block_size
     return Impact(
         memory=budget,
-        max_model_len=mc.max_model_len,
+        max_model_len=max_len,
         max_num_batched_tokens=limits.max_num_batched_tokens,
         groups=rows,
         num_blocks=kcfg.num_blocks,
@@ -371,11 +546,44 @@ def impact(cfg, *, gpu_memory_gib: float = H200_GIB,
         max_concurrency=kc.max_concurrency(kcfg, limits),
         concurrency=concurrency,
         max_model_len_fits=kc.group_estimate_max_model_len(groups, limits, available),
-        fits=kc.check_groups_fit(groups, limits, available),
+        fits=fits,
         bytes_per_token=sum(r.bytes_per_token or 0 for r in rows),
         min_request_bytes=kc.group_memory_usage_bytes(groups, _limits(cfg, 1)),
         request_bytes=kc.group_memory_usage_bytes(groups, limits),
         padding=Padding(mamba_pad, pad_layers, _pct(pad_layers, sum(len(g.layer_names) for g in groups))),
         block_rounding=BlockRounding(available - used, _pct(available - used, available)),
         prefix_cache_granularity=granularity,
+        starts=start_error is None,
+        start_error=start_error,
+        blocks_from_memory=blocks_from_memory,
+        auto_fit=auto_fit_max_model_len and max_len != mc.max_model_len,
     )
+
+
+def concurrency_curve(cfg, options: "ImpactOptions", contexts: Sequence[int], *,
+                      auto_fit_max_model_len: bool = False,
+                      startup_block_size: int | None = None) -> tuple[tuple[int, float, int], ...]:
+    """``(context, requests that fit, KV-cache blocks one request takes)`` at each of
+    *contexts* up to max_model_len, on the memory *options* describe: the curve
+    ``explain --plot`` and ``plan --plot`` draw (the same arithmetic as :func:`impact`)."""
+    fig = impact(cfg, gpu_memory_gib=options.gpu_memory_gib, gpu=options.gpu,
+                 gpu_memory_utilization=options.gpu_memory_utilization,
+                 kv_cache_memory=options.kv_cache_memory,
+                 num_gpu_blocks_override=options.num_gpu_blocks_override, contexts=(),
+                 auto_fit_max_model_len=auto_fit_max_model_len, startup_block_size=startup_block_size)
+    if not fig.groups:
+        return ()
+    specs = _with_startup_block(kv_specs.layer_specs(cfg), startup_block_size)
+    groups = kc.get_kv_cache_groups(specs)
+    kcfg = kc.kv_cache_config_from_groups(groups, max(fig.memory.kv_cache_memory, 0))
+    if options.num_gpu_blocks_override is not None:
+        kcfg = _overridden(kcfg, options.num_gpu_blocks_override)
+    page = groups[0].spec.page_size_bytes * max(len(g.layer_names) for g in groups)
+    out = []
+    for n in contexts:
+        if n > fig.max_model_len:
+            break
+        limits = _limits(cfg, n)
+        pages = kc.group_memory_usage_bytes(groups, limits) // page
+        out.append((n, kc.max_concurrency(kcfg, limits), pages))
+    return tuple(out)

@@ -6,20 +6,30 @@ decides which attention backends exist on it when the engine starts (FlashAttent
 Hopper, FlashInfer first on Blackwell, no FP8 KV cache on Triton below 8.9, ...).
 
 ``memory_bytes`` is the total the CUDA driver reports for the card (what PyTorch's
-``torch.cuda.mem_get_info()`` gives as its second value, and what vLLM starts from), not the
-marketing figure: an "80 GB" H100 reports 79.6 GiB.  Where a figure was read off a real card
-the row says so in ``measured``; the others are the totals ``nvidia-smi`` prints for the card,
-which the driver's figure matches to within the memory the driver reserves for itself.
+``torch.cuda.mem_get_info()`` gives as its second value, and what vLLM 0.19.0's worker takes
+as the card's total, ``MemorySnapshot.total_memory``), not the marketing figure.  Where a
+figure was read off a real card the row says so in ``measured``: the H200 reports
+150,109,880,320 bytes (139.80 GiB) to CUDA, 615 MiB less than the 143,771 MiB ``nvidia-smi``
+lists, which the driver keeps for itself.  The other rows hold the totals ``nvidia-smi``
+lists for the card (``listed``), which overstate what CUDA reports by about that much; a
+figure read on the card itself (``--gpu-memory``) is the exact one.
+
+``free_at_start_bytes`` is what the card had free once a process had created its CUDA
+context on an otherwise idle card (measured where ``measured`` says so): vLLM's worker
+refuses to start when that is below what ``--gpu-memory-utilization`` requests.
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import attrs
 
 from enginecfg.pipeline.errors import InvalidInputError
 from enginecfg.pipeline.suggest import did_you_mean
 
-__all__ = ["Gpu", "GPUS", "DEFAULT_GPU", "find_gpu", "custom_gpu"]
+__all__ = ["Gpu", "GPUS", "DEFAULT_GPU", "find_gpu", "custom_gpu", "BACKEND_HEAD_SIZES", "backend_serves",
+           "selected_backend_error"]
 
 _MIB = 2**20
 
@@ -40,6 +50,10 @@ class Gpu:
     aliases: tuple[str, ...] = ()
     #: where the memory figure comes from (a measurement on a real card, or the card's listing)
     measured: str = ""
+    #: the total ``nvidia-smi`` lists for the card, in MiB
+    listed_mib: int = 0
+    #: free memory once a process's CUDA context exists on an idle card (None: not measured)
+    free_at_start_bytes: int | None = None
 
     @property
     def memory_gib(self) -> float:
@@ -49,18 +63,33 @@ class Gpu:
     def capability_text(self) -> str:
         return f"{self.capability[0]}.{self.capability[1]}"
 
+    @property
+    def basis(self) -> str:
+        """Where ``memory_bytes`` comes from, in words."""
+        return self.measured or f"as nvidia-smi lists the card ({self.listed_mib:,} MiB)"
+
     def to_dict(self) -> dict:
         return {"name": self.name, "device_name": self.device_name, "memory_bytes": self.memory_bytes,
-                "memory_gib": round(self.memory_gib, 2), "capability": self.capability_text}
+                "memory_gib": round(self.memory_gib, 2), "capability": self.capability_text,
+                "basis": self.basis, "aliases": list(self.aliases)}
 
 
-def _gpu(name: str, mib: int, cap: tuple[int, int], device: str, *aliases: str, measured: str = "") -> Gpu:
-    return Gpu(name, mib * _MIB, cap, device, tuple(aliases), measured)
+def _gpu(name: str, mib: int, cap: tuple[int, int], device: str, *aliases: str, measured: str = "",
+         memory_bytes: int | None = None, free_at_start: int | None = None) -> Gpu:
+    return Gpu(name, memory_bytes if memory_bytes is not None else mib * _MIB, cap, device, tuple(aliases),
+               measured, mib, free_at_start)
 
 
-#: the cards deployments use, by preset name (memory as ``nvidia-smi`` lists it)
+#: measured on an NVIDIA H200 (driver 580.159.04, PyTorch 2.11.0+cu130): mem_get_info() right
+#: after the CUDA context was created
+_H200_MEASURED = ("torch.cuda.mem_get_info() on an NVIDIA H200, driver 580.159.04: 150,109,880,320 bytes "
+                  "total; 149,557,477,376 free once the CUDA context exists")
+
+#: the cards deployments use, by preset name (memory as the driver reports it where measured,
+#: else as ``nvidia-smi`` lists it)
 GPUS: dict[str, Gpu] = {g.name: g for g in (
-    _gpu("H200", 143771, (9, 0), "NVIDIA H200", "H200-141GB"),
+    _gpu("H200", 143771, (9, 0), "NVIDIA H200", "H200-141GB", measured=_H200_MEASURED,
+         memory_bytes=150_109_880_320, free_at_start=149_557_477_376),
     _gpu("H100-80GB", 81559, (9, 0), "NVIDIA H100 80GB HBM3", "H100", "H100-SXM"),
     _gpu("H100-PCIE", 81559, (9, 0), "NVIDIA H100 PCIe"),
     _gpu("H100-NVL", 95830, (9, 0), "NVIDIA H100 NVL"),
@@ -101,4 +130,36 @@ def find_gpu(name: str) -> Gpu:
 def custom_gpu(memory_gib: float, like: Gpu = DEFAULT_GPU) -> Gpu:
     """A card of *memory_gib* GiB that starts the engine as *like* does (``--gpu-memory``)."""
     return attrs.evolve(like, name=f"{like.name} ({memory_gib:g} GiB)", memory_bytes=int(memory_gib * 2**30),
-                        aliases=(), measured="given with --gpu-memory")
+                        aliases=(), measured=f"given with --gpu-memory {memory_gib:g}", free_at_start_bytes=None)
+
+
+#: the attention head sizes each backend vLLM 0.19.0 lets a caller choose can serve (its
+#: ``supports_head_size``, ``v1/attention/backends``): FlashAttention's kernels stop at 256,
+#: FlashInfer's take 64, 128 and 256, Triton's any from 32, FlexAttention's any
+BACKEND_HEAD_SIZES: dict[str, Callable[[int], bool]] = {
+    "FLASH_ATTN": lambda h: h % 8 == 0 and h <= 256,
+    "FLASH_ATTN_DIFFKV": lambda h: h % 8 == 0 and h <= 256,
+    "FLASHINFER": lambda h: h in (64, 128, 256),
+    "TRITON_ATTN": lambda h: h >= 32,
+    "FLEX_ATTENTION": lambda h: True,
+    "TREE_ATTN": lambda h: h in (32, 64, 96, 128, 160, 192, 224, 256),
+    "CPU_ATTN": lambda h: h in (32, 64, 80, 96, 112, 128, 160, 192, 224, 256),
+    "ROCM_ATTN": lambda h: h in (32, 64, 80, 96, 128, 160, 192, 224, 256),
+    "ROCM_AITER_FA": lambda h: h in (64, 128, 256),
+    "ROCM_AITER_UNIFIED_ATTN": lambda h: h >= 32,
+}
+
+
+def backend_serves(backend: str, head_size: int) -> bool | None:
+    """Whether the attention *backend* serves layers of *head_size* (None: not known here)."""
+    check = BACKEND_HEAD_SIZES.get(backend)
+    return None if check is None else check(head_size)
+
+
+def selected_backend_error(backend: str, head_size: int) -> str | None:
+    """The error vLLM 0.19.0 stops with when it builds an attention layer of *head_size* with a
+    *backend* the caller chose that cannot serve it (``get_attn_backend_cls``), or None."""
+    if backend_serves(backend, head_size) is not False:
+        return None
+    return (f"ValueError: Selected backend AttentionBackendEnum.{backend} is not valid for this "
+            f"configuration. Reason: ['head_size not supported']")

@@ -138,3 +138,86 @@ def test_a_nan_concurrency_held_in_its_column_before_still_verifies(store, monke
         drop_triggers(conn)
         conn.execute(text("UPDATE runs SET max_concurrency = 2.5 WHERE id = :id"), {"id": "6" * 32})
     assert not store.verify().ok
+
+
+def test_the_memory_a_run_assumed_is_stored_and_queryable(store):
+    """``--gpu-memory-utilization 0.5`` stores the 0.5 figures, and what each figure assumed
+    (GPU, its memory, utilization, KV bytes, override, whether vLLM starts) is in columns."""
+    half = Pipeline(gpu_validation="off", impact={"gpu_memory_utilization": 0.5}).run(
+        EngineConfig.from_pretrained(QWEN))
+    small = Pipeline(gpu_validation="off", impact={"gpu": "A100-40GB"}).run(EngineConfig.from_pretrained(QWEN))
+    fixed = Pipeline(gpu_validation="off", impact={"kv_cache_memory_bytes": 20 * 2**30,
+                                                   "num_gpu_blocks_override": 300}).run(
+        EngineConfig.from_pretrained(QWEN))
+    default = _run()
+    assert half.impact.kv_tokens < default.impact.kv_tokens
+    r = store.get_run(half.run_id)
+    assert r["kv_tokens"] == half.impact.kv_tokens and r["max_concurrency"] == half.impact.max_concurrency
+    assert (r["gpu"], r["gpu_memory_bytes"], r["gpu_memory_utilization"]) == ("H200", 150_109_880_320, 0.5)
+    assert r["kv_cache_memory"] == half.impact.memory.kv_cache_memory and r["starts"] is True
+    assert r["kv_cache_memory_bytes"] is None and r["num_gpu_blocks_override"] is None
+    r = store.get_run(small.run_id)
+    assert (r["gpu"], r["starts"], r["kv_cache_memory"]) == ("A100-40GB", False, 0)
+    assert r["result"]["impact"]["start_error"].startswith("ValueError: No available memory")
+    r = store.get_run(fixed.run_id)
+    assert (r["kv_cache_memory_bytes"], r["num_gpu_blocks_override"], r["kv_cache_memory"]) == (
+        20 * 2**30, 300, 20 * 2**30)
+    listed = {x["run_id"]: x for x in store.list_runs()}
+    assert listed[small.run_id]["starts"] is False and listed[small.run_id]["gpu"] == "A100-40GB"
+    # history, why and diff take the figures
+    hist = store.field_history("impact.memory.gpu_memory_utilization")
+    assert [h["value"] for h in hist] == [0.9, 0.9, 0.9, 0.5]
+    assert [h["value"] for h in store.field_history("impact.starts")] == [True, True, False, True]
+    assert store.field_history("impact.concurrency.8192")[0]["value"] == default.impact.concurrency[8192]
+    assert store.field_history("impact.groups.3.block_size")[0]["value"] == 784
+    why = store.why(half.run_id, "impact.kv_tokens")
+    assert why["found"] and why["fact"] and why["final"] == half.impact.kv_tokens and why["changes"] == []
+    store.check_field("impact.max_concurrency")
+    store.check_field("impact.memory.gpu")
+    diff = {d["field"]: d for d in store.diff_runs(half.run_id, default.run_id)["differences"]}
+    assert diff["impact.memory.gpu_memory_utilization"]["a"] == 0.5
+    assert store.verify().ok
+
+
+def test_verify_notices_an_edited_memory_column(store):
+    r = _run()
+    with store.engine.begin() as conn:
+        drop_triggers(conn)
+        conn.execute(text("UPDATE runs SET gpu_memory_utilization = 0.5 WHERE id = :i"), {"i": r.run_id})
+    result = store.verify()
+    assert not result.ok
+
+
+def test_migration_0009_adds_and_removes_the_memory_columns(db_url):
+    from sqlalchemy import inspect
+
+    from enginecfg.store import engine as eng
+
+    names = {"gpu", "gpu_memory_bytes", "gpu_memory_utilization", "kv_cache_memory", "kv_cache_memory_bytes",
+             "num_gpu_blocks_override", "starts"}
+    engine = eng.make_engine(db_url)
+    try:
+        eng.upgrade(engine)
+        assert names <= {c["name"] for c in inspect(engine).get_columns("runs")}
+        eng.downgrade(engine, "0008_store_record")
+        assert not (names & {c["name"] for c in inspect(engine).get_columns("runs")})
+        eng.upgrade(engine)
+        assert eng.current_revision(engine) == eng.head_revision()
+    finally:
+        engine.dispose()
+
+
+def test_runs_recorded_before_the_memory_columns_still_verify(store, monkeypatch):
+    """A run hashed with layout 2 (before revision 0009) holds NULL in the memory columns,
+    and its figures in the hashed result: not an edit."""
+    from enginecfg.store import hashing, rows
+
+    real = rows.memory_columns
+    with monkeypatch.context() as m:  # the writer as it was before revision 0009
+        m.setattr(hashing, "LAYOUT_STEPS", hashing.LAYOUT_STEPS[:2])
+        m.setattr(rows, "memory_columns", lambda doc: dict.fromkeys(real(doc)))
+        old = _run()
+    assert store.get_run(old.run_id)["hash_layout"] == 2 and store.get_run(old.run_id)["gpu"] is None
+    new = _run()
+    assert store.get_run(new.run_id)["hash_layout"] == 3
+    assert store.verify().ok

@@ -1,0 +1,103 @@
+"""The equivalent ``vllm serve`` command of a resolved run.
+
+What it pins, and why:
+
+- every decision a stage made (its change to an engine argument's field: prefix caching,
+  chunked prefill, the attention backend, the Mamba cache mode, the SSM-state dtype, the
+  aligned block size, ...), at the value it resolved to;
+- every engine argument the caller gave that no stage changed, as given (``--max-model-len
+  -1`` stays ``-1``: vLLM's start-up auto-fit, not the length it resolved to);
+- the model's own facts vLLM derives (``--dtype``, ``--max-model-len``);
+- the pooling a pooling model resolved (``--runner pooling``, ``--pooler-config``);
+- vLLM's memory flags the caller gave (``--gpu-memory-utilization``,
+  ``--kv-cache-memory-bytes``, ``--num-gpu-blocks-override``), and every other ``vllm serve``
+  option of a pasted command line, as it was given.
+
+What it leaves out: a value vLLM would decide again differently when given as a flag.  A
+block size no stage changed and the caller did not give is vLLM's default, which the start-up
+step may replace by the attention backend's preference and the hybrid alignment grows; pinned,
+it would read as the caller's choice (after ``--skip-stage hybrid-alignment`` vLLM would grow
+it again all the same).  The same holds for every field a stage decides when the stage did not
+run.  Mamba settings appear only for models with Mamba layers, ``--mamba-block-size`` only
+when given (vLLM refuses it without prefix caching), and switches left at their default
+(``--no-calculate-kv-scales``) not at all.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping, Sequence
+
+from enginecfg.pipeline.document import RunResult
+from enginecfg.pipeline.engine_args import ENGINE_ARGS, to_flags
+
+__all__ = ["serve_flags", "serve_command", "MEMORY_FLAGS"]
+
+#: the impact options that are ``vllm serve`` flags, by option name
+MEMORY_FLAGS = {"gpu_memory_utilization": "--gpu-memory-utilization",
+                "kv_cache_memory": "--kv-cache-memory-bytes",
+                "num_gpu_blocks_override": "--num-gpu-blocks-override"}
+#: the model facts vLLM derives, pinned at their resolved value
+_DERIVED = ("dtype", "max_model_len")
+#: engine arguments about the Mamba state (only for models that keep one)
+_MAMBA = ("mamba_cache_mode", "mamba_block_size", "mamba_ssm_cache_dtype", "mamba_cache_dtype")
+#: switches whose False is vLLM's default: never pinned off
+_OFF_BY_DEFAULT = ("calculate_kv_scales", "disable_sliding_window")
+
+
+def _resolved(config: Mapping[str, Any], field: str) -> Any:
+    section, name = field.split(".")
+    return (config.get(section) or {}).get(name)
+
+
+def serve_flags(result: RunResult, *, memory: Mapping[str, Any] | None = None,
+                extra: Sequence[str] = ()) -> list[str]:
+    """The ``vllm serve`` flags that pin *result* (see the module doc): engine arguments,
+    pooling, the memory flags in *memory* (impact option name -> value, those the caller
+    gave) and *extra*, the caller's other ``vllm serve`` tokens, in that order."""
+    doc_config = result.to_dict().get("config") or {}
+    cfg = result.config
+    given = dict(cfg.engine_args)
+    changed = {c.field for c in result.changes}
+    info = cfg.model_config.arch_info
+    has_mamba = bool(info is not None and info.has_mamba_state)
+    args: dict[str, Any] = {}
+    for name, arg in ENGINE_ARGS.items():
+        value = _resolved(doc_config, arg.config_field)
+        if arg.config_field in changed:
+            pick = value
+        elif name in given:
+            pick = given[name]
+        elif name in _DERIVED:
+            pick = value
+        else:
+            continue
+        if pick is None or (name in _OFF_BY_DEFAULT and pick is False):
+            continue
+        if name in _MAMBA and not has_mamba and name not in given:
+            continue
+        if name == "mamba_block_size" and name not in given:
+            continue
+        args[name] = pick
+    flags = to_flags(args)
+    if cfg.model_config.runner_type == "pooling":
+        flags += ["--runner", "pooling"]
+        pooler = {k: v for k, v in (doc_config.get("pooler_config") or {}).items() if v is not None}
+        if pooler:
+            flags += ["--pooler-config", json.dumps(pooler, separators=(",", ":"))]
+    for option, flag in MEMORY_FLAGS.items():
+        value = (memory or {}).get(option)
+        if value is None and option == "kv_cache_memory":
+            value = (memory or {}).get("kv_cache_memory_bytes")
+        if value is not None:
+            flags += [flag, str(value)]
+    return flags + list(extra)
+
+
+def serve_command(result: RunResult, *, memory: Mapping[str, Any] | None = None,
+                  extra: Sequence[str] = ()) -> list[str]:
+    """``vllm serve MODEL [--revision COMMIT] FLAGS...`` as tokens (a repo id is pinned at the
+    commit it was read at)."""
+    source = result.config.source or {}
+    pin = ["--revision", source["commit"]] if source.get("kind") == "hub" and source.get("commit") else []
+    return ["vllm", "serve", str(result.config.model), *pin, *serve_flags(result, memory=memory, extra=extra)]
