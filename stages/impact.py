@@ -78,14 +78,19 @@ class ImpactStage(Stage):
         self.options = parse_options(pipeline.options_for(self.name))
 
     def run(self, cfg, ctx) -> None:
-        ctx.record("impact", self._figures(cfg, self.options))
+        ctx.record("impact", self._figures(cfg, self.options, ctx.fact("startup")))
 
     @staticmethod
-    def _figures(cfg, opts: ImpactOptions) -> Impact | ImpactUnavailable:
+    def _figures(cfg, opts: ImpactOptions, startup=None) -> Impact | ImpactUnavailable:
+        # the engine start's block size and hybrid-manager flag (the ``startup`` fact), when
+        # the start-up step ran and decided
+        start = {"startup_block_size": startup.block_size,
+                 "disable_hybrid_kv_cache_manager": startup.disable_hybrid_kv_cache_manager} \
+            if getattr(startup, "block_size", None) is not None else {}
         try:
             return capacity.impact(cfg, gpu_memory_gib=opts.gpu_memory_gib,
                                    gpu_memory_utilization=opts.gpu_memory_utilization,
-                                   kv_cache_memory=opts.kv_cache_memory, contexts=opts.contexts)
+                                   kv_cache_memory=opts.kv_cache_memory, contexts=opts.contexts, **start)
         except EngineCfgError as exc:
             return ImpactUnavailable(str(exc), exc.field)
         except (ArithmeticError, TypeError, ValueError, KeyError, IndexError) as exc:

@@ -325,10 +325,14 @@ def _group_figures(g: kc.KVCacheGroup, group_size: int, limits: kc.Limits) -> Gr
 def impact(cfg, *, gpu_memory_gib: float = H200_GIB,
            gpu_memory_utilization: float = DEFAULT_UTILIZATION, kv_cache_memory: int | None = None,
            contexts: Sequence[int] = DEFAULT_CONTEXTS,
-           disable_hybrid_kv_cache_manager: bool = False) -> Impact:
-    """The KV-cache figures of a resolved config on one GPU (see the module doc)."""
+           disable_hybrid_kv_cache_manager: bool = False, startup_block_size: int | None = None) -> Impact:
+    """The KV-cache figures of a resolved config on one GPU (see the module doc).
+
+    *startup_block_size*: the block size the engine start gave the attention layers (the
+    ``startup`` fact's ``block_size``); None: the config's, as :func:`.kv_specs.engine_block_size`
+    reads it."""
     mc, cc = cfg.model_config, cfg.cache_config
-    specs = kv_specs.layer_specs(cfg)
+    specs = kv_specs.layer_specs(cfg, block_size=startup_block_size)
     budget = memory_budget(cfg, gpu_memory_gib=gpu_memory_gib,
                            gpu_memory_utilization=gpu_memory_utilization,
                            kv_cache_memory=kv_cache_memory, specs=specs)
