@@ -31,8 +31,9 @@ from enginecfg.pipeline.models import backends as be
 from enginecfg.pipeline.models import kv_cache as kc
 from enginecfg.pipeline.models import kv_specs
 from enginecfg.pipeline.models.engine_defaults import max_num_batched_tokens
+from enginecfg.pipeline.models.pages import page_facts
 from enginecfg.pipeline.models.startup import (SSM_BACKENDS, Decision, LayerBackend, LayerKind, StartFailure,
-                                               Startup, layer_kinds)
+                                               Startup, layer_kinds, state_page_failure)
 
 __all__ = ["RELEASE", "STARTS", "start", "layer_class", "build_failure", "query_for"]
 
@@ -274,6 +275,8 @@ def start(cfg: Any, *, gpu: str = "H200", capability: tuple[int, int] = (9, 0),
                     f"Mamba block size, an attention group grows until its page matches), so the groups "
                     f"have blocks of {sizes} tokens; the engine then sets the block size to the "
                     f"smallest, {engine_block:,}."))
+            if failure is None and mc.is_hybrid:
+                failure = state_page_failure(cfg, cc.mamba_page_size_padded, page_facts(cfg)["mamba_page_size"])
             if failure is None and cc.mamba_cache_mode == "align":
                 budget = max_num_batched_tokens(cfg)
                 if engine_block > budget:

@@ -32,13 +32,13 @@ from typing import Any
 import attrs
 
 from enginecfg.pipeline.models import kv_cache as kc
-from enginecfg.pipeline.models import kv_specs
+from enginecfg.pipeline.models import kv_specs, mamba_state
 from enginecfg.pipeline.models.architectures import ARCHITECTURES
 from enginecfg.pipeline.models.engine_defaults import is_causal
 from enginecfg.pipeline.hf import typed
 
 __all__ = ["LayerKind", "LayerBackend", "Decision", "StartFailure", "Startup", "StartupUnavailable",
-           "layer_kinds", "SSM_BACKENDS"]
+           "layer_kinds", "layer_state_page", "state_page_failure", "SSM_BACKENDS"]
 
 #: the backend a Mamba-like layer always gets (its class fixes it; the selector is not asked)
 SSM_BACKENDS = {"mamba1": "MAMBA1_ATTN", "mamba2": "MAMBA2_ATTN", "gdn_attention": "GDN_ATTN",
@@ -297,3 +297,45 @@ def layer_kinds(cfg: Any) -> list[LayerKind]:
                 out.append(LayerKind("attention", n, "model.layers.0.self_attn.attn", attn_type="encoder_only",
                                      head_size=mc.head_size, kv_cache_dtype=cc.cache_dtype))
     return out
+
+
+def layer_state_page(cfg: Any) -> int | None:
+    """The bytes of one Mamba state page as the model's real mixer layers keep it, where that
+    differs from the config-level shapes the alignment sized the pages with (None: it does not).
+
+    Zamba2's mixer takes its head dimension from the intermediate size over the Mamba heads,
+    while the config-level shape reads ``mamba_headdim``; a config whose two disagree builds
+    layers with a larger (or smaller) state than the padded page was made for.
+    """
+    mc, cc = cfg.model_config, cfg.cache_config
+    info = mc.arch_info
+    if info is None or info.state_recipe != "zamba2":
+        return None
+    text = mc.hf_text_config
+    read = {name: typed.attr(text, name, typed.INT) for name in
+            ("mamba_expand", "hidden_size", "mamba_ngroups", "n_mamba_heads", "mamba_headdim",
+             "mamba_d_state", "mamba_d_conv")}
+    if any(v is None for v in read.values()) or not read["n_mamba_heads"]:
+        return None
+    width = read["mamba_expand"] * read["hidden_size"]
+    head_dim = width // read["n_mamba_heads"]
+    if head_dim == read["mamba_headdim"]:
+        return None
+    tp = cfg.parallel_config.tensor_parallel_size
+    shapes = mamba_state.mamba2_state_shape(tp, width, read["mamba_ngroups"], read["n_mamba_heads"], head_dim,
+                                            read["mamba_d_state"], read["mamba_d_conv"])
+    dtypes = mamba_state.state_dtypes(info, mc.dtype, cc.mamba_cache_dtype, cc.mamba_ssm_cache_dtype)
+    return mamba_state.page_size(shapes, dtypes)
+
+
+def state_page_failure(cfg: Any, padded: int | None, config_page: int) -> StartFailure | None:
+    """The engine's layout step asserting that the padded Mamba page holds the real state
+    (:func:`layer_state_page`); None when it does."""
+    real = layer_state_page(cfg)
+    if real is None or padded is None or real <= padded:
+        return None
+    return StartFailure(
+        "start", "AssertionError", "", "v1/kv_cache_interface.py in MambaSpec.page_size_bytes",
+        f"the Mamba mixer layers keep a state of {real:,} bytes (their head dimension is the "
+        f"intermediate size over the Mamba heads), but the pages were padded to {padded:,} bytes "
+        f"from the config-level state of {config_page:,} bytes (mamba_headdim)")

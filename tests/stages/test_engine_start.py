@@ -187,3 +187,42 @@ def test_the_run_document_says_which_release_and_gpu(warm_snapshots):
     assert doc["vllm_version"] == "0.19.0"
     assert doc["gpu"]["name"] == "H200" and doc["gpu"]["capability"] == "9.0"
     assert doc["startup"]["starts"] is True
+
+
+def test_a_start_that_fails_is_a_finding(warm_snapshots):
+    from enginecfg.commands import explain
+
+    found = {f.id: f for f in explain(str(FIXTURES / "configs" / "deepseek-v2-lite-like")).findings}
+    f = found["would-not-start"]
+    assert f.figures["vllm_type"] == "AssertionError" and "n_group" in f.message
+    assert "would-not-start" not in {f.id for f in explain(str(FIXTURES / "configs" / "qwen3.5-27b")).findings}
+
+
+def test_a_real_mamba_state_larger_than_the_padded_page_stops_the_start(tmp_path, warm_snapshots):
+    # Zamba2's mixers size their state with intermediate_size // n_mamba_heads; the
+    # config-level shape (and so the padding) reads mamba_headdim: a config where they
+    # disagree builds layers whose state the padded page does not hold
+    cfg = json.loads((FIXTURES / "configs" / "zamba2-default" / "config.json").read_text())
+    assert cfg["mamba_expand"] * cfg["hidden_size"] // cfg["n_mamba_heads"] == cfg["mamba_headdim"] == 640
+    cfg["mamba_headdim"] = 64
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    result = run_stage(EngineStartStage, str(tmp_path))
+    f = result.startup.failure
+    assert (f.step, f.vllm_type) == ("start", "AssertionError") and "MambaSpec.page_size_bytes" in f.where
+    padded = result.config.cache_config.mamba_page_size_padded
+    assert f"{padded:,}" in f.reason
+    assert run_stage(EngineStartStage, str(FIXTURES / "configs" / "zamba2-default")).startup.starts
+
+
+@pytest.mark.parametrize("model, starts", [("qwen3.5-27b", False), ("gemma4-text-default", True)])
+def test_without_the_hybrid_kv_cache_manager(model, starts, warm_snapshots):
+    # sliding-window layers become full attention; a Mamba hybrid cannot be converted
+    cfg = EngineConfig.from_pretrained(str(FIXTURES / "configs" / model))
+    st = engine_start.start(cfg, disable_hybrid_kv_cache_manager=True)
+    assert st.starts is starts
+    assert st.messages[-1][1].startswith("Hybrid KV cache manager is disabled for this hybrid model")
+    if not starts:
+        assert st.failure.message == ("Hybrid KV cache manager is disabled but failed to convert the KV cache "
+                                      "specs to one unified type.")
+    else:
+        assert st.engine_block_size == 16
