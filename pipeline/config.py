@@ -192,6 +192,9 @@ class AttentionConfig:
     """``backend`` None means vLLM chooses later; otherwise an AttentionBackendEnum name."""
 
     backend: str | None = attrs.field(default=None, validator=one_of(ATTENTION_BACKENDS, optional=True))
+    #: the FlashAttention version the config forces (vLLM 0.34.0's Gemma 4 rule sets 4; None: by GPU)
+    flash_attn_version: int | None = attrs.field(
+        default=None, validator=_check(lambda v: v is None or (_is_int(v) and v in (2, 3, 4)), "2, 3, 4 or None"))
     _engine: Any = _engine_slot()
     _writes: int = _writes_slot()
 

@@ -152,6 +152,12 @@ def _add_pipeline_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--gpu-validation", choices=("auto", "require-gpu", "interpret", "off"), default="auto",
                    help="prove the resolved config with Triton kernels: auto (on a GPU if there is one), "
                         "require-gpu, interpret (Triton's interpreter on the CPU; slow), off")
+    g.add_argument("--vllm-version", default=None, metavar="VERSION",
+                   help="the vLLM release whose rules decide: " + ", ".join(_releases())
+                        + " (default: ENGINECFG_VLLM_VERSION, else " + _releases()[0] + ")")
+    g.add_argument("--gpu", default=None, metavar="NAME",
+                   help="the GPU the engine starts on (a preset: H200, H100-80GB, B200, A100-80GB, L40S, ...; "
+                        "default H200): its compute capability picks the attention backends")
     g.add_argument("--only-stage", action="append", default=None, metavar="NAME",
                    help="run only this stage (repeatable)")
     g.add_argument("--skip-stage", action="append", default=[], metavar="NAME",
@@ -270,10 +276,18 @@ def _prepare(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
 
 # -- commands ------------------------------------------------------------------------------------
 
+def _releases() -> list[str]:
+    from enginecfg.pipeline import rulepacks
+
+    default = rulepacks.default_release()
+    return [default] + [r for r in rulepacks.releases() if r != default]
+
+
 def _pipeline(ns: argparse.Namespace):
     from enginecfg.pipeline.run import Pipeline
 
-    return Pipeline(disable=ns.skip_stage, only=ns.only_stage, gpu_validation=ns.gpu_validation)
+    return Pipeline(disable=ns.skip_stage, only=ns.only_stage, gpu_validation=ns.gpu_validation,
+                    vllm_version=ns.vllm_version, gpu=ns.gpu)
 
 
 def _error_line(exc: EngineCfgError) -> str:

@@ -33,7 +33,8 @@ Each fact about a model family lives here once, as data or a small pure function
 - :mod:`.backends` -- vLLM 0.19.0's attention backends per GPU capability: what each
   accepts, the priority lists, the selector;
 - :mod:`.engine_start` -- vLLM 0.19.0's engine start (backends, the platform's block size,
-  the KV-cache specs and groups, the starts that would fail).
+  the KV-cache specs and groups, the starts that would fail);
+- :mod:`.v034` -- vLLM 0.34.0's knowledge where it differs (a sub-package per later release).
 
 Loading reads a config and calls these; stages decide with them; neither defines them.
 Figures that cost time (the page facts, the capacity) are memoised here, by the config's
@@ -57,10 +58,11 @@ from enginecfg.pipeline.models import (
     pages,
     quant,
     startup,
+    v034,
     weights,
     weights_dtype,
 )
 
 __all__ = ["architectures", "backends", "capacity", "derive", "dtypes", "engine_defaults", "engine_start", "gpus",
-           "kv_cache", "kv_specs", "mamba_state", "model_files", "pages", "quant", "startup", "weights",
-           "weights_dtype"]
+           "kv_cache", "kv_specs", "mamba_state", "model_files", "pages", "quant", "startup", "v034",
+           "weights", "weights_dtype"]

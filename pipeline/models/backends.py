@@ -25,7 +25,8 @@ from typing import Callable, Mapping
 import attrs
 
 __all__ = ["Query", "Context", "Backend", "Selection", "BACKENDS", "priorities", "select",
-           "flash_attn_version", "preferred_block_size", "supports_block_size"]
+           "flash_attn_version", "preferred_block_size", "supports_block_size", "reasons", "query_text",
+           "DEFAULT_BLOCK_SIZE", "KernelBlock"]
 
 #: the block size the engine starts from (``CacheConfig.DEFAULT_BLOCK_SIZE``)
 DEFAULT_BLOCK_SIZE = 16
@@ -248,7 +249,7 @@ class Selection:
     warning: str | None = None
 
 
-def _query_text(q: Query) -> str:
+def query_text(q: Query) -> str:
     # vLLM prints the selector's named tuple, torch dtype and all
     return (f"AttentionSelectorConfig(head_size={q.head_size}, dtype=torch.{q.dtype}, "
             f"kv_cache_dtype={q.kv_cache_dtype}, block_size={q.block_size}, use_mla={q.use_mla}, "
@@ -280,7 +281,7 @@ def select(q: Query, ctx: Context, forced: str | None = None, *, num_heads: int 
     if not valid:
         listed = ", ".join(f"{name}: [{', '.join(why)}]" for name, why in refused)
         return Selection(None, False, tried, tuple(refused),
-                         error=f"No valid attention backend found for cuda with {_query_text(q)}. "
+                         error=f"No valid attention backend found for cuda with {query_text(q)}. "
                                f"Reasons: {{{listed}}}.")
     chosen = valid[0]
     warning = None
