@@ -37,7 +37,6 @@ def failure_message(release: str, failure) -> str:
 class EngineStartStage(Stage):
     name = "engine-start"
     facts = ("startup",)
-    releases = (engine_start.RELEASE,)
 
     def __init__(self) -> None:
         self.gpu = DEFAULT_GPU

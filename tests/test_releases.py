@@ -33,7 +33,7 @@ class _Everywhere(Stage):
 
 
 def test_both_packs_are_registered_and_0_19_is_the_default():
-    assert rulepacks.releases() == ("0.19.0", "0.34.0")
+    assert {"0.19.0", "0.34.0"} <= set(rulepacks.releases())
     assert rulepacks.default_release() == "0.19.0"
     assert [s.name for s in builtin_stages("0.19.0")][-3:] == ["engine-start", "impact", "gpu-validation"]
     assert "hybrid-kv-scales" not in [s.name for s in builtin_stages("0.34.0")]

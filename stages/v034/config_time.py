@@ -24,14 +24,12 @@ from enginecfg.stages.ssm_dtype import SsmDtypeStage
 from enginecfg.stages.vllm_checks import VllmChecksStage
 from enginecfg.pipeline.stage import Stage
 
-RELEASES = (ct.RELEASE,)
 
 
 class Pooling034Stage(PoolingStage):
     """C2: as 0.19.0, but a checkpoint with no pooling name at all (and no ``llm_config``)
     fails vLLM's ``assert isinstance(pooling, str)``."""
 
-    releases = RELEASES
 
     def run(self, cfg, ctx) -> None:
         hf = cfg.model_config.hf_config
@@ -47,7 +45,6 @@ class Pooling034Stage(PoolingStage):
 class EngineDefaults034Stage(EngineDefaultsStage):
     """C3.1-C3.2: chunked prefill as 0.19.0; prefix caching now on for generative hybrids."""
 
-    releases = RELEASES
 
     def run(self, cfg, ctx) -> None:
         kind = ct.attn_type(cfg)
@@ -75,7 +72,6 @@ class Gemma4Backend034Stage(Stage):
     GPU has it (per-layer FA3/FA4 with an FP8 KV cache on Hopper), else TRITON_ATTN."""
 
     name = "gemma4-backend"
-    releases = RELEASES
 
     def __init__(self) -> None:
         self.gpu = DEFAULT_GPU
@@ -110,7 +106,6 @@ class Gemma4Backend034Stage(Stage):
 class SsmDtype034Stage(SsmDtypeStage):
     """C5: as 0.19.0, with NemotronH's fallback float32."""
 
-    releases = RELEASES
     nemotron_h_default = ct.NEMOTRON_H_SSM_DTYPE
 
 
@@ -118,7 +113,6 @@ class MambaCacheMode034Stage(MambaCacheModeStage):
     """C7: with prefix caching on, mode 'align' (an INFO line), chunked prefill required and an
     unset Mamba block size the block size; off, mode 'none' and max_model_len."""
 
-    releases = RELEASES
 
     def run(self, cfg, ctx) -> None:
         cc, mc = cfg.cache_config, cfg.model_config
@@ -153,7 +147,6 @@ class VllmChecks034Stage(VllmChecksStage):
     """C9: a float KV-cache dtype that differs from the model dtype is refused first; then
     0.19.0's checks."""
 
-    releases = RELEASES
 
     def run(self, cfg, ctx) -> None:
         mismatch = ct.float_kv_mismatch(cfg)

@@ -14,7 +14,6 @@ from enginecfg.stages.gpu_validation import GpuValidationStage
 
 
 class GpuValidation034Stage(GpuValidationStage):
-    releases = (ct.RELEASE,)
 
     def configure(self, pipeline) -> None:
         mode = pipeline.options_for(self.name) or "auto"

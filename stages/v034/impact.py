@@ -21,7 +21,6 @@ from enginecfg.stages.impact import ImpactStage
 
 
 class Impact034Stage(ImpactStage):
-    releases = (ct.RELEASE,)
 
     def __init__(self) -> None:
         super().__init__()

@@ -32,12 +32,10 @@ from enginecfg.pipeline.models.v034 import startup as rules
 from enginecfg.pipeline.stage import Stage
 from enginecfg.stages.engine_start import failure_message
 
-RELEASES = (ct.RELEASE,)
 
 
 class _StartupStage(Stage):
     facts = ("startup",)
-    releases = RELEASES
 
     def __init__(self) -> None:
         self.gpu = DEFAULT_GPU
