@@ -211,6 +211,9 @@ class ParallelConfig:
 class SchedulerConfig:
     enable_chunked_prefill: bool | None = attrs.field(default=None, validator=boolean(optional=True))
     max_num_batched_tokens: int | None = attrs.field(default=None, validator=positive_int(optional=True))
+    #: ``--disable-hybrid-kv-cache-manager`` (None: unset, which on CUDA means off): the engine
+    #: start turns sliding-window layers into full attention, and a Mamba hybrid cannot start
+    disable_hybrid_kv_cache_manager: bool | None = attrs.field(default=None, validator=boolean(optional=True))
     _engine: Any = _engine_slot()
     _writes: int = _writes_slot()
 

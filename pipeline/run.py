@@ -132,13 +132,14 @@ class Pipeline:
     ``gpu``: the GPU the engine starts on (a preset name of
     :mod:`enginecfg.pipeline.models.gpus` or a :class:`~enginecfg.pipeline.models.gpus.Gpu`;
     default the H200): the start-up step picks attention backends by its compute capability.
-    Both are recorded in the run document.
-    ``stages``: replace the stage set (default: the release's built-ins plus the installed
-    plugins that apply to it, see :mod:`enginecfg.pipeline.plugins`).  ``disable``: stage names to leave out.  ``only``:
-    run just these (plus nothing else).  ``plugins``: the plugin policy (see
-    :func:`~enginecfg.pipeline.plugins.plugin_policy`).  Any other keyword is an option of
-    the stage of that name, ``-`` spelt ``_`` (``gpu_validation="off"`` for the
-    ``gpu-validation`` stage), handed over by :meth:`options_for` in :meth:`Stage.configure`.
+    Both are recorded in the run document.  ``stages``: replace the stage set (default: the
+    release's built-ins plus the installed plugins, see :mod:`enginecfg.pipeline.plugins`);
+    a stage that says it speaks for other releases (``Stage.releases``) is left out either
+    way.  ``disable``: stage names to leave out.  ``only``: run just these (plus nothing
+    else).  ``plugins``: the plugin policy (see
+    :func:`~enginecfg.pipeline.plugins.plugin_policy`).  Any other keyword is an option of the
+    stage of that name, ``-`` spelt ``_`` (``gpu_validation="off"`` for the ``gpu-validation``
+    stage), handed over by :meth:`options_for` in :meth:`Stage.configure`.
     """
 
     def __init__(self, stages: Iterable[Stage] | None = None, *, vllm_version: str | None = None,

@@ -42,10 +42,10 @@ class EngineStartStage(Stage):
         self.gpu = DEFAULT_GPU
 
     def configure(self, pipeline) -> None:
-        self.gpu = getattr(pipeline, "gpu", DEFAULT_GPU)
+        self.gpu = pipeline.gpu
 
     def run(self, cfg, ctx) -> None:
-        dhkv = bool(getattr(cfg.scheduler_config, "disable_hybrid_kv_cache_manager", False))
+        dhkv = bool(cfg.scheduler_config.disable_hybrid_kv_cache_manager)
         try:
             startup = engine_start.start(cfg, gpu=self.gpu.name, capability=tuple(self.gpu.capability),
                                          disable_hybrid_kv_cache_manager=dhkv)

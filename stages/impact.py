@@ -25,6 +25,7 @@ import attrs
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError
 from enginecfg.pipeline.models import capacity
 from enginecfg.pipeline.models.capacity import Impact, ImpactOptions, ImpactUnavailable
+from enginecfg.pipeline.models.startup import Startup
 from enginecfg.pipeline.stage import Stage
 
 _NAMES = tuple(a.name for a in attrs.fields(ImpactOptions))
@@ -86,7 +87,7 @@ class ImpactStage(Stage):
         # the start-up step ran and decided
         start = {"startup_block_size": startup.block_size,
                  "disable_hybrid_kv_cache_manager": startup.disable_hybrid_kv_cache_manager} \
-            if getattr(startup, "block_size", None) is not None else {}
+            if isinstance(startup, Startup) else {}
         try:
             return capacity.impact(cfg, gpu_memory_gib=opts.gpu_memory_gib,
                                    gpu_memory_utilization=opts.gpu_memory_utilization,

@@ -115,7 +115,8 @@ def _flash_attn_combination(q: Query, ctx: Context) -> str | None:
 
 def _flashmla_combination(q: Query, ctx: Context) -> str | None:
     if q.use_sparse:
-        return None if ctx.capability[0] in (9, 10) else "FlashMLA Sparse is only supported on Hopper and Blackwell devices."
+        return None if ctx.capability[0] in (9, 10) else \
+            "FlashMLA Sparse is only supported on Hopper and Blackwell devices."
     return None if ctx.capability[0] == 9 else "FlashMLA Dense is only supported on Hopper devices."
 
 

@@ -77,7 +77,7 @@ class Gemma4Backend034Stage(Stage):
         self.gpu = DEFAULT_GPU
 
     def configure(self, pipeline) -> None:
-        self.gpu = getattr(pipeline, "gpu", DEFAULT_GPU)
+        self.gpu = pipeline.gpu
 
     def applies(self, cfg) -> bool:
         return config_hook(cfg) == "gemma4"

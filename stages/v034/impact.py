@@ -31,7 +31,7 @@ class Impact034Stage(ImpactStage):
         super().configure(pipeline)
         raw = pipeline.options_for(self.name)
         self.utilization_given = raw is not None and (not isinstance(raw, dict) or "gpu_memory_utilization" in raw)
-        self.gpu = getattr(pipeline, "gpu", DEFAULT_GPU)
+        self.gpu = pipeline.gpu
 
     def run(self, cfg, ctx) -> None:
         startup = ctx.fact("startup")

@@ -41,7 +41,7 @@ class _StartupStage(Stage):
         self.gpu = DEFAULT_GPU
 
     def configure(self, pipeline) -> None:
-        self.gpu = getattr(pipeline, "gpu", DEFAULT_GPU)
+        self.gpu = pipeline.gpu
 
     @staticmethod
     def _add(ctx, startup: Startup, decisions=(), messages=(), **changes) -> Startup:
@@ -69,8 +69,7 @@ class AttentionBackend034Stage(_StartupStage):
         ctx.record("startup", Startup(
             ct.RELEASE, self.gpu.name, self.gpu.capability_text, layers, cc.block_size, cc.mamba_block_size,
             cc.mamba_page_size_padded, messages=messages, failure=failure,
-            disable_hybrid_kv_cache_manager=bool(getattr(cfg.scheduler_config, "disable_hybrid_kv_cache_manager",
-                                                         False))))
+            disable_hybrid_kv_cache_manager=bool(cfg.scheduler_config.disable_hybrid_kv_cache_manager)))
 
 
 class StartupBlockSize034Stage(_StartupStage):

@@ -219,11 +219,14 @@ def test_a_real_mamba_state_larger_than_the_padded_page_stops_the_start(tmp_path
 def test_without_the_hybrid_kv_cache_manager(model, starts, warm_snapshots):
     # sliding-window layers become full attention; a Mamba hybrid cannot be converted
     cfg = EngineConfig.from_pretrained(str(FIXTURES / "configs" / model))
-    st = engine_start.start(cfg, disable_hybrid_kv_cache_manager=True)
-    assert st.starts is starts
+    cfg.scheduler_config.disable_hybrid_kv_cache_manager = True
+    result = Pipeline(gpu_validation="off").run(cfg)
+    st = result.startup
+    assert st.starts is starts and st.disable_hybrid_kv_cache_manager
     assert st.messages[-1][1].startswith("Hybrid KV cache manager is disabled for this hybrid model")
     if not starts:
         assert st.failure.message == ("Hybrid KV cache manager is disabled but failed to convert the KV cache "
                                       "specs to one unified type.")
-    else:
-        assert st.engine_block_size == 16
+        assert result.impact.error.startswith("Hybrid KV cache manager is disabled but failed")
+    else:  # one group: the sliding layers' specs are full attention now (two head sizes)
+        assert st.engine_block_size == 16 and len(result.impact.groups) == 1

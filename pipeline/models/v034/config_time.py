@@ -186,7 +186,7 @@ def gemma4_rule(cfg: Any, gpu: Any) -> tuple[str, str | None, int | None] | None
         return None
     shown = "{" + ", ".join(f"{k!r}: {v}" for k, v in dims.items()) + "}"
     ac, cc = cfg.attention_config, cfg.cache_config
-    fa_version = getattr(ac, "flash_attn_version", None)
+    fa_version = ac.flash_attn_version
     if fa_supported(4, gpu.capability) and max(dims.values()) <= 512:
         if fa_version is None and ac.backend in (None, "FLASH_ATTN"):
             if gpu.capability[0] == 9 and cc.cache_dtype.startswith("fp8"):

@@ -313,7 +313,7 @@ def _figures(g: Group, per_request_one: int) -> GroupFigures:
         return GroupFigures(kind, n, s.block_size, s.page_size_bytes, mamba_type=s.mamba_type,
                             state_bytes=s.real_page_size_bytes, bytes_per_request=per_request_one * g.bytes_per_block)
     return GroupFigures(kind, n, s.block_size, s.page_size_bytes, bytes_per_token=g.bytes_per_block // s.block_size,
-                        sliding_window=getattr(s, "sliding_window", None) if kind == "sliding_window" else None,
+                        sliding_window=s.sliding_window if kind == "sliding_window" else None,
                         num_kv_heads=s.num_kv_heads, head_size=s.head_size, dtype=s.dtype)
 
 

@@ -44,7 +44,7 @@ def context(cfg: Any, gpu: Any) -> be.Context:
     text = mc.hf_text_config
     nope = typed.attr(text, "qk_nope_head_dim", typed.INT) if mc.use_mla else None
     return be.Context(tuple(gpu.capability), model_head=mc.head_size, cache_dtype=cc.cache_dtype,
-                      flash_attn_version=getattr(cfg.attention_config, "flash_attn_version", None),
+                      flash_attn_version=cfg.attention_config.flash_attn_version,
                       softcap=bool(typed.attr(text, "attn_logit_softcapping", typed.ANY)),
                       mm_prefix_lm=config_time.is_mm_prefix_lm(cfg), qk_nope_head_dim=nope)
 
