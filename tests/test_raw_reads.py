@@ -45,8 +45,7 @@ OBJECTS = {
     ("pipeline/stage.py", "self._cfg"): "enginecfg's own engine config, by section name",
     ("pipeline/config.py", "hf"): "the view's identity (anchor), not a config field",
     ("pipeline/config.py", "text"): "the view's identity (anchor), not a config field",
-    ("stages/impact.py", "self"): "the stage's own options",
-    ("stages/impact.py", "exc"): "an error's field",
+    ("pipeline/models/gpus.py", "text"): "a GPU name as the user typed it, not a config view",
 }
 
 
