@@ -14,8 +14,9 @@ Listeners subscribe to the signals of :mod:`enginecfg.events` (``events.config_c
 
 This module is the application layer: it runs before any ``enginecfg.*`` module and puts
 the rooms together.  The engine (:mod:`enginecfg.pipeline`) runs whatever rules it is
-given; here vLLM 0.19.0's built-in stages and its loader are registered as the default
-rule pack (:mod:`enginecfg.pipeline.rulepacks`).
+given; here the rule packs of the releases enginecfg speaks for are registered
+(:mod:`enginecfg.releases`: vLLM 0.19.0's, the default, and 0.34.0's), and a pipeline picks
+one with ``Pipeline(vllm_version=...)`` or ``ENGINECFG_VLLM_VERSION``.
 """
 
 from typing import Any
@@ -24,6 +25,7 @@ from enginecfg import _layout
 
 _layout.join_checkout(__path__, __file__)  # a checkout's top-level rooms are our subpackages
 
+from enginecfg import releases
 from enginecfg.pipeline import events, rulepacks
 from enginecfg.pipeline.document import Change, Message, RunResult
 from enginecfg.pipeline.errors import (
@@ -40,11 +42,10 @@ from enginecfg.pipeline.run import Pipeline
 from enginecfg.pipeline.stage import Stage, StageContext
 from enginecfg.stages import BUILTIN_STAGES
 
-#: the release whose rules the built-in stages and the loader implement
-VLLM_RELEASE = "0.19.0"
+#: the release whose rules the built-in stages and the loader implement (the default pack)
+VLLM_RELEASE = releases.DEFAULT_RELEASE
 
-rulepacks.register(rulepacks.RulePack(release=VLLM_RELEASE, stages=BUILTIN_STAGES, load=load_pretrained,
-                                      prefetch=prefetch_pretrained), default=True)
+releases.register_all()
 
 
 def __getattr__(name: str) -> Any:

@@ -63,17 +63,27 @@ def capture_events(*signals: Any) -> Iterator[CapturedEvents]:
 
 
 def run_stage(stage: Stage | type[Stage], config: Any, *, gpu_validation: str = "off",
-              **engine_args: Any) -> RunResult:
+              vllm_version: str | None = None, gpu: Any = None, **engine_args: Any) -> RunResult:
     """Run *stage* as the pipeline would: after every built-in stage it is ordered after,
     with the stages ordered after it left out.
 
     *config* is an :class:`~enginecfg.EngineConfig` or a model path (then *engine_args* are
-    the engine arguments it is loaded with). A built-in stage is taken from the built-ins;
-    any other is added to them. GPU validation is off unless asked for.
+    the engine arguments it is loaded with, by the release's loader). A built-in stage is
+    taken from the built-ins of *vllm_version* (default: the default release); any other is
+    added to them. *gpu* is the GPU the engine starts on. GPU validation is off unless asked
+    for.
     """
+    from enginecfg.pipeline import rulepacks
+
     stage = stage() if isinstance(stage, type) else stage
-    cfg = config if isinstance(config, EngineConfig) else EngineConfig.from_pretrained(config, **engine_args)
-    stages = [st for st in builtin_stages() if st.name != stage.name] + [stage]
+    release = rulepacks.get(vllm_version).release
+    cfg = config if isinstance(config, EngineConfig) else rulepacks.get(release).load(config, engine_args)
+    builtins = builtin_stages(release)
+    same = [st for st in builtins if st.name == stage.name]
+    if same:  # a built-in (or a stand-in for one) takes its place in the release's order
+        stage.after, stage.before = same[0].after, same[0].before
+    stages = [st for st in builtins if st.name != stage.name] + [stage]
     ordered = order_stages(stages)
     upto = [st.name for st in ordered[: ordered.index(stage) + 1]]
-    return Pipeline(stages=stages, only=upto, gpu_validation=gpu_validation).run(cfg)
+    return Pipeline(stages=stages, only=upto, gpu_validation=gpu_validation, vllm_version=release,
+                    gpu=gpu).run(cfg)

@@ -206,6 +206,9 @@ class AttentionConfig:
     """``backend`` None means vLLM chooses later; otherwise an AttentionBackendEnum name."""
 
     backend: str | None = attrs.field(default=None, validator=one_of(ATTENTION_BACKENDS, optional=True))
+    #: the FlashAttention version the config forces (vLLM 0.34.0's Gemma 4 rule sets 4; None: by GPU)
+    flash_attn_version: int | None = attrs.field(
+        default=None, validator=_check(lambda v: v is None or (_is_int(v) and v in (2, 3, 4)), "2, 3, 4 or None"))
     _engine: Any = _engine_slot()
     _writes: int = _writes_slot()
 
@@ -225,7 +228,9 @@ class SchedulerConfig:
     #: None (unset): vLLM's default, :func:`enginecfg.pipeline.models.engine_defaults.max_num_seqs`
     max_num_seqs: int | None = attrs.field(default=None, validator=positive_int(optional=True))
     #: ``--disable-hybrid-kv-cache-manager`` as vLLM sets it while building its config: as
-    #: given, else off unless something needs the manager off (None until that is decided)
+    #: given, else off unless something needs the manager off (None until that is decided).
+    #: With it on, the engine start turns sliding-window layers into full attention, and a
+    #: Mamba hybrid cannot start
     disable_hybrid_kv_cache_manager: bool | None = attrs.field(default=None, validator=boolean(optional=True))
     _engine: Any = _engine_slot()
     _writes: int = _writes_slot()

@@ -64,6 +64,9 @@ class RunResult:
     error: EngineCfgError | None = None
     #: the facts the pipeline's stages declare (``Stage.facts``), in stage order
     fact_names: tuple[str, ...] = ()
+    #: the vLLM release the run speaks for, and the GPU it assumes (``Gpu.to_dict()``)
+    vllm_version: str | None = None
+    gpu: dict[str, Any] | None = None
     _doc: dict[str, Any] | None = attrs.field(default=None, init=False, repr=False)
 
     @property
@@ -83,7 +86,8 @@ class RunResult:
     def _document(self) -> dict[str, Any]:
         if self._doc is None:
             self._doc = document(self.run_id, self.status, self.config, self.changes, self.messages,
-                                 self.facts, self.fact_names, self.error)
+                                 self.facts, self.fact_names, self.error, vllm_version=self.vllm_version,
+                                 gpu=self.gpu)
         return self._doc
 
     def to_dict(self) -> dict[str, Any]:
@@ -94,15 +98,20 @@ class RunResult:
 def document(run_id: str, status: str, cfg: BaseEngineConfig | None, changes: Sequence[Change],
              messages: Sequence[Message], facts: dict[str, Any], fact_names: Sequence[str],
              error: EngineCfgError | None, *, model: str | None = None,
-             engine_args: dict | None = None) -> dict[str, Any]:
+             engine_args: dict | None = None, vllm_version: str | None = None,
+             gpu: dict[str, Any] | None = None) -> dict[str, Any]:
     """The run document of a run as far as it got (*cfg* None: it did not load; then *model*
-    and *engine_args* say what was asked for).  Each declared fact is a key (None when not
-    recorded), in *fact_names*' order, then any other fact recorded."""
+    and *engine_args* say what was asked for).  ``vllm_version`` and ``gpu`` say which vLLM
+    release's rules decided and which GPU the start-up step and the figures assume.  Each
+    declared fact is a key (None when not recorded), in *fact_names*' order, then any other
+    fact recorded."""
     config = to_json(cfg.to_config_dict()) if cfg is not None else None
     doc = {
         "status": status,
         "run_id": run_id,
         "model": cfg.model if cfg is not None else model,
+        "vllm_version": vllm_version,
+        "gpu": to_json(gpu),
         "engine_args": to_json(cfg.engine_args if cfg is not None else (engine_args or {})),
         "source": to_json(cfg.source) if cfg is not None else None,
         "config": config,

@@ -52,8 +52,16 @@ POLICY_ENV = "ENGINECFG_PLUGINS"
 
 def builtin_stages(release: str | None = None) -> list[Stage]:
     """Fresh instances of the built-in stages of *release* (None: the default release), in
-    their declared order (:mod:`.rulepacks`: the application registers them)."""
-    return [cls() for cls in rulepacks.get(release).stages]
+    their declared order (:mod:`.rulepacks`: the application registers them).  Each runs
+    after the one before it in the release's list (a stage class two releases share may
+    sit at different places in them: the order is the instance's)."""
+    out: list[Stage] = []
+    for cls in rulepacks.get(release).stages:
+        stage = cls()
+        stage.after = (out[-1].name,) if out else ()
+        stage.before = ()
+        out.append(stage)
+    return out
 
 
 def _norm(name: str) -> str:

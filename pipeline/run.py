@@ -9,6 +9,7 @@ where it comes from; either way ``run_failed`` is published before the error pro
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from typing import Any, Iterable, Sequence
@@ -22,13 +23,33 @@ from enginecfg.pipeline.document import Change, Message, RunResult, document
 from enginecfg.pipeline.engine_args import ENGINE_ARGS, check_names
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError, StageError
 from enginecfg.pipeline.jsonvalue import fingerprint, to_json
+from enginecfg.pipeline.models.gpus import DEFAULT_GPU, Gpu, find_gpu
 from enginecfg.pipeline.ordering import order_stages
 from enginecfg.pipeline.plugins import discover_stages
 from enginecfg.pipeline import rulepacks
 from enginecfg.pipeline.stage import Stage, StageContext
 from enginecfg.pipeline.suggest import did_you_mean
 
-__all__ = ["Pipeline"]
+__all__ = ["Pipeline", "RELEASE_ENV"]
+
+#: the environment variable naming the vLLM release a pipeline speaks for when none is given
+RELEASE_ENV = "ENGINECFG_VLLM_VERSION"
+
+
+def _release(vllm_version: str | None) -> str | None:
+    """The release asked for: the argument, else ``$ENGINECFG_VLLM_VERSION`` (empty: unset),
+    else None (the default release)."""
+    if vllm_version is not None:
+        return vllm_version
+    return os.environ.get(RELEASE_ENV, "").strip() or None
+
+
+def _gpu(gpu: "Gpu | str | None") -> Gpu:
+    if gpu is None:
+        return DEFAULT_GPU
+    if isinstance(gpu, Gpu):
+        return gpu
+    return find_gpu(gpu)
 
 
 class _Run:
@@ -105,26 +126,40 @@ class _Run:
 class Pipeline:
     """An ordered set of stages.
 
-    It runs the rules of a vLLM release (:mod:`enginecfg.pipeline.rulepacks`; the default
-    release's): that release's built-in stages, and its loader for :meth:`resolve`.
-    ``stages``: replace the stage set (default: the built-ins plus installed plugins, see
-    :mod:`enginecfg.pipeline.plugins`).  ``disable``: stage names to leave out.  ``only``:
-    run just these (plus nothing else).  ``plugins``: the plugin policy (see
-    :func:`~enginecfg.pipeline.plugins.plugin_policy`).  Any other keyword is an option of
-    the stage of that name, ``-`` spelt ``_`` (``gpu_validation="off"`` for the
-    ``gpu-validation`` stage), handed over by :meth:`options_for` in :meth:`Stage.configure`.
+    It runs the rules of a vLLM release (:mod:`enginecfg.pipeline.rulepacks`): that
+    release's built-in stages, and its loader for :meth:`resolve`.  ``vllm_version``: the
+    release (default: ``$ENGINECFG_VLLM_VERSION``, else the default release, 0.19.0).
+    ``gpu``: the GPU the engine starts on (a preset name of
+    :mod:`enginecfg.pipeline.models.gpus` or a :class:`~enginecfg.pipeline.models.gpus.Gpu`;
+    default the card the ``impact`` option names, else the H200): the start-up step picks
+    attention backends by its compute capability, and the KV-cache figures use its memory.
+    Both are recorded in the run document.  ``stages``: replace the stage set (default: the
+    release's built-ins plus the installed plugins, see :mod:`enginecfg.pipeline.plugins`);
+    a stage that says it speaks for other releases (``Stage.releases``) is left out either
+    way.  ``disable``: stage names to leave out.  ``only``: run just these (plus nothing
+    else).  ``plugins``: the plugin policy (see
+    :func:`~enginecfg.pipeline.plugins.plugin_policy`).  Any other keyword is an option of the
+    stage of that name, ``-`` spelt ``_`` (``gpu_validation="off"`` for the ``gpu-validation``
+    stage), handed over by :meth:`options_for` in :meth:`Stage.configure`.
     """
 
-    def __init__(self, stages: Iterable[Stage] | None = None, *, disable: Iterable[str] = (),
+    def __init__(self, stages: Iterable[Stage] | None = None, *, vllm_version: str | None = None,
+                 gpu: "Gpu | str | None" = None, disable: Iterable[str] = (),
                  only: Iterable[str] | None = None, plugins: str | None = None, **stage_options: Any):
         #: the rules of the release this pipeline speaks for
-        self.rules = rulepacks.get()
+        self.rules = rulepacks.get(_release(vllm_version))
+        if gpu is None:  # the card the ``impact`` option names, if it names one: one GPU per run
+            named = stage_options.get("impact")
+            gpu = named.get("gpu") if isinstance(named, dict) else getattr(named, "gpu", None)
+        #: the GPU the engine starts on (its compute capability picks the attention backends)
+        self.gpu = _gpu(gpu)
         if stages is None:
             stages = discover_stages(plugins, release=self.rules.release)
         stages = [st() if isinstance(st, type) else st for st in stages]
         for st in stages:
             if not isinstance(st, Stage):
                 raise InvalidInputError(f"{st!r} is not an enginecfg.Stage", field="stages")
+        stages = [st for st in stages if st.applies_to(self.rules.release)]
         ordered = order_stages(stages)
         names = {st.name for st in ordered}
         by_keyword = {st.name.replace("-", "_"): st.name for st in ordered}
@@ -159,6 +194,11 @@ class Pipeline:
     def stage_names(self) -> list[str]:
         return [st.name for st in self.stages]
 
+    @property
+    def vllm_version(self) -> str:
+        """The vLLM release whose rules this pipeline runs."""
+        return self.rules.release
+
     # -- running ---------------------------------------------------------------------------
     def run(self, cfg: BaseEngineConfig, *, run_id: str | None = None) -> RunResult:
         """Verify and correct *cfg* through every stage that applies, then freeze it."""
@@ -186,7 +226,7 @@ class Pipeline:
         self._raise_pending(run, pending, None)
         cfg.freeze()
         result = RunResult(run.run_id, "resolved", cfg, run.changes, run.messages, run.facts, self.stage_names,
-                           fact_names=self.fact_names)
+                           fact_names=self.fact_names, vllm_version=self.vllm_version, gpu=self.gpu.to_dict())
         if events.run_finished.receivers:
             events.run_finished.send(run.run_id, event=events.RunFinished(
                 run_id=run.run_id, finished_at=time.time(), status="resolved", document=result.to_dict(),
@@ -289,7 +329,8 @@ class Pipeline:
                          facts: dict[str, Any] | None = None, *, model: str | None = None,
                          engine_args: dict | None = None) -> dict[str, Any]:
         doc = document(run_id, exc.status, cfg, changes, messages, facts or {}, self.fact_names, exc,
-                       model=model, engine_args=engine_args)
+                       model=model, engine_args=engine_args, vllm_version=self.vllm_version,
+                       gpu=self.gpu.to_dict())
         exc.run_id = run_id
         exc.document = doc
         events.run_failed.send(run_id, event=events.RunFailed(

@@ -57,6 +57,10 @@ class Stage:
     #: vLLM's: enginecfg's own).  Engine-argument errors are reported at the step where vLLM
     #: checks them (:mod:`enginecfg.pipeline.arg_order`).
     vllm_step: ClassVar[str] = "engine"
+    #: the vLLM releases the stage speaks for (``("0.19.0",)``); None: every release.  A
+    #: pipeline of another release leaves the stage out (a plugin written for one release's
+    #: rules does not run on another's).
+    releases: ClassVar[tuple[str, ...] | None] = None
 
     def configure(self, pipeline: Any) -> None:
         """Called once when a :class:`~enginecfg.Pipeline` holding the stage is built; does
@@ -81,6 +85,15 @@ class Stage:
     @origin.setter
     def origin(self, value: str) -> None:
         self.__dict__["_origin"] = value
+
+    def applies_to(self, release: str) -> bool:
+        """Whether the stage runs in a pipeline of vLLM *release* (see :attr:`releases`)."""
+        releases = self.releases
+        if releases is None:
+            return True
+        if isinstance(releases, str):
+            return releases == release
+        return release in releases
 
     def applies(self, cfg: "EngineConfig") -> bool:
         return True
@@ -176,6 +189,11 @@ class StageContext:
     def record(self, name: str, value: Any) -> None:
         """Publish a derived fact of this run (e.g. ``"pages"``) into the run document."""
         self._run.facts[name] = value
+
+    def fact(self, name: str) -> Any:
+        """The fact *name* an earlier stage of this run recorded (None when none did): a
+        later step builds on an earlier one's decision (the start-up step's backends, say)."""
+        return self._run.facts.get(name)
 
     # -- helpers ---------------------------------------------------------------------------
     def _section(self, section: str) -> Any:

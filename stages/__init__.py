@@ -12,6 +12,7 @@ if __name__ == "stages":  # imported by its bare name from a checkout root on sy
     hand_over_bare_import(__name__, __file__)
 
 from enginecfg.stages.engine_defaults import EngineDefaultsStage
+from enginecfg.stages.engine_start import EngineStartStage
 from enginecfg.stages.gemma4_backend import Gemma4BackendStage
 from enginecfg.stages.gpu_validation import GpuValidationStage
 from enginecfg.stages.hybrid_alignment import HybridAlignmentStage
@@ -32,8 +33,9 @@ BUILTIN_STAGES = (
     HybridKvScalesStage,
     MambaCacheModeStage,
     HybridAlignmentStage,
-    ImpactStage,
     VllmChecksStage,
+    EngineStartStage,
+    ImpactStage,
     GpuValidationStage,
 )
 

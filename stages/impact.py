@@ -29,7 +29,8 @@ import attrs
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError
 from enginecfg.pipeline.models import capacity
 from enginecfg.pipeline.models.capacity import Impact, ImpactOptions, ImpactUnavailable
-from enginecfg.pipeline.models.gpus import Gpu, find_gpu
+from enginecfg.pipeline.models.gpus import Gpu, find_gpu, preset_of
+from enginecfg.pipeline.models.startup import Startup
 from enginecfg.pipeline.stage import Stage
 
 _NAMES = tuple(a.name for a in attrs.fields(ImpactOptions))
@@ -46,10 +47,12 @@ def _number(name: str, value: Any, *, low: float, high: float | None, flag: str)
     return value
 
 
-def parse_options(options: Any) -> ImpactOptions:
-    """The stage's options, checked; bad input names the option, the value and what is allowed."""
+def parse_options(options: Any, card: Gpu | None = None) -> ImpactOptions:
+    """The stage's options, checked; bad input names the option, the value and what is allowed.
+    *card*: the pipeline's GPU (``Pipeline(gpu=...)``), which the figures assume unless the
+    options name one; naming another is refused (one run, one GPU)."""
     if options is None:
-        return ImpactOptions()
+        options = {}
     if isinstance(options, ImpactOptions):
         options = attrs.asdict(options, recurse=False)
     if not isinstance(options, dict):
@@ -66,6 +69,16 @@ def parse_options(options: Any) -> ImpactOptions:
         raise InvalidInputError(f"unknown impact option(s) {sorted(unknown)}; known: "
                                 f"{', '.join(_NAMES)} (kv_cache_memory_bytes: kv_cache_memory)", field="impact")
     given = {name: options[name] for name in _NAMES if name in options}
+    if card is not None:
+        preset, memory = preset_of(card)
+        if "gpu" not in given or given["gpu"] is None:
+            given["gpu"] = preset
+            if memory is not None and given.get("gpu_memory_gib") is None:
+                given["gpu_memory_gib"] = memory
+        elif find_gpu(given["gpu"].name if isinstance(given["gpu"], Gpu) else given["gpu"]).name != preset:
+            raise InvalidInputError(
+                f"invalid impact options: gpu {given['gpu']!r} is not the pipeline's GPU {card.name!r}; "
+                "give the GPU once (Pipeline(gpu=...))", field="gpu")
     out = attrs.asdict(ImpactOptions(), recurse=False) | given
     if out["gpu"] is None:
         out["gpu"] = ImpactOptions().gpu
@@ -102,19 +115,25 @@ class ImpactStage(Stage):
         self.options = ImpactOptions()
 
     def configure(self, pipeline) -> None:
-        self.options = parse_options(pipeline.options_for(self.name))
+        self.options = parse_options(pipeline.options_for(self.name), getattr(pipeline, "gpu", None))
 
     def run(self, cfg, ctx) -> None:
-        ctx.record("impact", self._figures(cfg, self.options))
+        ctx.record("impact", self._figures(cfg, self.options, ctx.fact("startup")))
 
     @staticmethod
-    def _figures(cfg, opts: ImpactOptions) -> Impact | ImpactUnavailable:
+    def _figures(cfg, opts: ImpactOptions, startup=None) -> Impact | ImpactUnavailable:
+        # the engine start's block size and hybrid-manager flag (the ``startup`` fact), when
+        # the start-up step ran and decided
+        start = {"startup_block_size": startup.block_size,
+                 "disable_hybrid_kv_cache_manager": startup.disable_hybrid_kv_cache_manager} \
+            if isinstance(startup, Startup) else {}
         try:
             return capacity.impact(cfg, gpu_memory_gib=opts.gpu_memory_gib, gpu=opts.gpu,
                                    gpu_memory_utilization=opts.gpu_memory_utilization,
                                    kv_cache_memory=opts.kv_cache_memory, contexts=opts.contexts,
                                    num_gpu_blocks_override=opts.num_gpu_blocks_override,
-                                   auto_fit_max_model_len=cfg.engine_args.get("max_model_len") == -1)
+                                   auto_fit_max_model_len=cfg.engine_args.get("max_model_len") == -1,
+                                   **start)
         except EngineCfgError as exc:
             return ImpactUnavailable(str(exc), exc.field)
         except (ArithmeticError, TypeError, ValueError, KeyError, IndexError) as exc:

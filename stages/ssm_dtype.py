@@ -15,6 +15,8 @@ from enginecfg.stages._common import config_hook
 
 class SsmDtypeStage(Stage):
     name = "ssm-dtype"
+    #: NemotronH's SSM-state dtype when its config names none (vLLM 0.34.0: float32)
+    nemotron_h_default = "float16"
 
     def applies(self, cfg) -> bool:
         return config_hook(cfg) in ("nemotron_h", "qwen3_5")
@@ -24,13 +26,13 @@ class SsmDtypeStage(Stage):
         if config_hook(cfg) == "nemotron_h":
             if cc.mamba_ssm_cache_dtype == "auto":
                 given = typed.attr(cfg.model_config.hf_config, "mamba_ssm_cache_dtype", typed.STR)
-                value = "float16" if given is None else given
+                value = self.nemotron_h_default if given is None else given
                 ctx.set("cache_config", "mamba_ssm_cache_dtype", value, log=True,
                         reason=f"Updating mamba_ssm_cache_dtype to '{value}' for NemotronH model",
                         explanation="--mamba-ssm-cache-dtype was left at 'auto', so a NemotronH model "
                                     "takes the SSM-state dtype from its config: "
                                     + (f"mamba_ssm_cache_dtype = {value!r}." if given is not None else
-                                       "it names none, so 'float16'."))
+                                       f"it names none, so {self.nemotron_h_default!r}."))
             return
         wanted = typed.attr(cfg.model_config.hf_text_config, "mamba_ssm_dtype", typed.STR)
         if cc.mamba_ssm_cache_dtype == "auto":

@@ -168,7 +168,7 @@ def test_builtin_order_is_vllms():
     from enginecfg.pipeline.plugins import builtin_stages
     assert Pipeline(stages=builtin_stages(), gpu_validation="off").stage_names == [
         "pooling", "engine-defaults", "scheduler", "gemma4-backend", "ssm-dtype", "hybrid-kv-scales",
-        "mamba-cache-mode", "hybrid-alignment", "impact", "vllm-checks", "gpu-validation"]
+        "mamba-cache-mode", "hybrid-alignment", "vllm-checks", "engine-start", "impact", "gpu-validation"]
 
 
 def test_pooling_step_writes_are_change_events_of_the_pooling_stage():

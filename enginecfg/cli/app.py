@@ -162,6 +162,9 @@ def _add_pipeline_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--gpu-validation", choices=("auto", "require-gpu", "interpret", "off"), default="auto",
                    help="prove the resolved config with Triton kernels: auto (on a GPU if there is one), "
                         "require-gpu, interpret (Triton's interpreter on the CPU; slow), off")
+    g.add_argument("--vllm-version", default=None, metavar="VERSION",
+                   help="the vLLM release whose rules decide: " + ", ".join(_releases())
+                        + " (default: ENGINECFG_VLLM_VERSION, else " + _releases()[0] + ")")
     g.add_argument("--only-stage", action="append", default=None, metavar="NAME",
                    help="run only this stage (repeatable)")
     g.add_argument("--skip-stage", action="append", default=[], metavar="NAME",
@@ -299,11 +302,18 @@ def _prepare(parser: argparse.ArgumentParser, argv: list[str], aside_tokens: lis
 
 # -- commands ------------------------------------------------------------------------------------
 
+def _releases() -> list[str]:
+    from enginecfg.pipeline import rulepacks
+
+    default = rulepacks.default_release()
+    return [default] + [r for r in rulepacks.releases() if r != default]
+
+
 def _pipeline(ns: argparse.Namespace):
     from enginecfg.pipeline.run import Pipeline
 
     return Pipeline(disable=ns.skip_stage, only=ns.only_stage, gpu_validation=ns.gpu_validation,
-                    impact=memory_options(ns))
+                    impact=memory_options(ns), vllm_version=ns.vllm_version, gpu=getattr(ns, "gpu", None))
 
 
 def _error_line(exc: EngineCfgError) -> str:

@@ -140,7 +140,8 @@ def add_memory_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("memory (what the KV-cache figures assume; vLLM's flags and meaning)")
     g.add_argument("--gpu", default=None, metavar="PRESET",
                    help="the GPU: a preset (H200, H100-80GB, B200, A100-40GB, L40S, ...; `--gpu help` or "
-                        "`enginecfg gpus` lists them with their memory); default H200")
+                        "`enginecfg gpus` lists them with their memory); default H200. Its memory sizes the "
+                        "KV cache; its compute capability picks the attention backends at start-up")
     g.add_argument("--gpu-memory", dest="gpu_memory", type=_positive_float("--gpu-memory"), default=None,
                    metavar="GIB",
                    help="the card's memory in GiB as its driver reports it, instead of the preset's")

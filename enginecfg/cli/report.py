@@ -76,6 +76,10 @@ def print_run(result, *, where: str, memory: dict[str, Any] | None = None, extra
     ``vllm serve`` options of a pasted command line) go into the equivalent serve command."""
     doc = result.to_dict()
     out = [f"run {result.run_id}: resolved {result.config.model}"]
+    if doc.get("vllm_version"):
+        gpu = doc.get("gpu") or {}
+        out.append(f"as vLLM {doc['vllm_version']} decides it, on the {gpu.get('name')} (compute capability "
+                   f"{gpu.get('capability')})")
     line = source_line(doc.get("source"))
     if line:
         out.append(paragraph(line, indent="", hanging="  "))
@@ -103,10 +107,28 @@ def print_run(result, *, where: str, memory: dict[str, Any] | None = None, extra
     rows = [[f"{sec}.{k}", value(v)] for sec, fields in doc["config"].items() if fields
             for k, v in fields.items()]
     out.append(render(["field", "value"], rows, names=(0,), title="Resolved config:"))
+    out += [paragraph(line) for line in startup_lines(result)]
     out += [paragraph(line) for line in impact_lines(result)]
     out.append(f"fingerprint {result.fingerprint}")
     out.append(where)
     print("\n".join(line for line in out if line != ""))
+
+
+def startup_lines(result) -> list[str]:
+    """What the engine start decides (the ``startup`` fact): its block sizes and, when vLLM
+    would not start, why."""
+    st = result.facts.get("startup")
+    if st is None or not hasattr(st, "block_size"):
+        return [f"Engine start not worked out: {st.error}"] if st is not None else []
+    backends = ", ".join(st.attention_backends) or "no attention layer"
+    line = (f"Engine start on the {st.gpu} (vLLM {st.release}): attention on {backends}; block size "
+            f"{st.block_size:,}" + (f", {st.engine_block_size:,} after KV-cache planning"
+                                    if st.engine_block_size not in (None, st.block_size) else "") + ".")
+    if st.failure is not None:
+        f = st.failure
+        line += (f" vLLM would not start: {f.vllm_type}" + (f": {f.message}" if f.message else "")
+                 + f" ({f.reason}).")
+    return [line]
 
 
 def impact_lines(result) -> list[str]:

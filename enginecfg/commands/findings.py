@@ -104,17 +104,30 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:,.1f} MiB"
 
 
+def _start_finding(result: RunResult) -> list[Finding]:
+    """The engine would not start (the ``startup`` fact's failure): vLLM's reason."""
+    startup = result.facts.get("startup")
+    failure = getattr(startup, "failure", None)
+    if failure is None:
+        return []
+    what = "build the model class" if failure.step == "build" else "start the engine"
+    text = f"{failure.vllm_type}: {failure.message}" if failure.message else failure.vllm_type
+    return [Finding("would-not-start",
+                    f"vLLM {startup.release} resolves this config but would fail to {what} "
+                    f"({text}, in {failure.where}): {failure.reason}.", failure.to_dict())]
+
+
 def findings(result: RunResult) -> tuple[Finding, ...]:
     """The findings of one resolved run, each with its figures and the change (or argument)
     behind it."""
     impact = result.facts.get("impact")
     if isinstance(impact, ImpactUnavailable):
-        return (Finding("no-impact", f"KV-cache figures unavailable: {impact.error}", {}),)
+        return (*_start_finding(result), Finding("no-impact", f"KV-cache figures unavailable: {impact.error}", {}))
     if not isinstance(impact, Impact):
         impact = None  # the impact stage was left out: only what the config itself shows
     cfg = result.config
     mc, cc = cfg.model_config, cfg.cache_config
-    out: list[Finding] = []
+    out: list[Finding] = _start_finding(result)
     groups = impact.groups if impact is not None else ()
     attn_layers = sum(g.num_layers for g in groups if not g.is_mamba)
 

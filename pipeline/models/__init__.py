@@ -26,7 +26,15 @@ Each fact about a model family lives here once, as data or a small pure function
 - :mod:`.kv_cache` -- vLLM's KV-cache grouping, page and block arithmetic, capacity and
   concurrency (``kv_cache_utils``), re-implemented;
 - :mod:`.weights` -- the weights' bytes estimated from the config's shapes;
-- :mod:`.capacity` -- the two together with a memory budget: the ``impact`` figures.
+- :mod:`.capacity` -- the two together with a memory budget: the ``impact`` figures;
+- :mod:`.startup` -- the engine start as values (each kind of layer and its attention
+  backend, the block size the engine starts with, why it would not start), the same for
+  every release;
+- :mod:`.backends` -- vLLM 0.19.0's attention backends per GPU capability: what each
+  accepts, the priority lists, the selector;
+- :mod:`.engine_start` -- vLLM 0.19.0's engine start (backends, the platform's block size,
+  the KV-cache specs and groups, the starts that would fail);
+- :mod:`.v034` -- vLLM 0.34.0's knowledge where it differs (a sub-package per later release).
 
 Loading reads a config and calls these; stages decide with them; neither defines them.
 Figures that cost time (the page facts, the capacity) are memoised here, by the config's
@@ -36,10 +44,12 @@ of the engine's run machinery, the store, or the CLI.
 
 from enginecfg.pipeline.models import (
     architectures,
+    backends,
     capacity,
     derive,
     dtypes,
     engine_defaults,
+    engine_start,
     gpus,
     kv_cache,
     kv_specs,
@@ -47,9 +57,12 @@ from enginecfg.pipeline.models import (
     model_files,
     pages,
     quant,
+    startup,
+    v034,
     weights,
     weights_dtype,
 )
 
-__all__ = ["architectures", "capacity", "derive", "dtypes", "engine_defaults", "gpus", "kv_cache", "kv_specs",
-           "mamba_state", "model_files", "pages", "quant", "weights", "weights_dtype"]
+__all__ = ["architectures", "backends", "capacity", "derive", "dtypes", "engine_defaults", "engine_start", "gpus",
+           "kv_cache", "kv_specs", "mamba_state", "model_files", "pages", "quant", "startup", "v034",
+           "weights", "weights_dtype"]

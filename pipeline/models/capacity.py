@@ -428,15 +428,6 @@ _NO_AUTO_FIT = ("ValueError: Cannot auto-fit max_model_len: not enough GPU memor
                 "a single token. Try increasing `gpu_memory_utilization`.")
 
 
-def _with_startup_block(specs: dict, block: int | None) -> dict:
-    """The attention layers at the block size the start-up step hands in (Mamba pages keep
-    theirs: the page unification grows the attention block from there)."""
-    if block is None:
-        return specs
-    return {name: s if isinstance(s, kc.MambaSpec) else dataclasses.replace(s, block_size=block)
-            for name, s in specs.items()}
-
-
 def _backend_error(cfg, specs: dict) -> str | None:
     """vLLM's refusal of a chosen attention backend that cannot serve a layer's head size
     (the first such layer, in the order the model builds them)."""
@@ -482,7 +473,7 @@ def impact(cfg, *, gpu_memory_gib: float | None = None,
     one; None keeps the block size the config resolved."""
     mc, cc = cfg.model_config, cfg.cache_config
     card = _card(gpu, gpu_memory_gib)
-    specs = _with_startup_block(kv_specs.layer_specs(cfg), startup_block_size)
+    specs = kv_specs.layer_specs(cfg, block_size=startup_block_size)
     budget = memory_budget(cfg, gpu_memory_gib=gpu_memory_gib, gpu=gpu,
                            gpu_memory_utilization=gpu_memory_utilization,
                            kv_cache_memory=kv_cache_memory, specs=specs,
@@ -573,7 +564,7 @@ def concurrency_curve(cfg, options: "ImpactOptions", contexts: Sequence[int], *,
                  auto_fit_max_model_len=auto_fit_max_model_len, startup_block_size=startup_block_size)
     if not fig.groups:
         return ()
-    specs = _with_startup_block(kv_specs.layer_specs(cfg), startup_block_size)
+    specs = kv_specs.layer_specs(cfg, block_size=startup_block_size)
     groups = kc.get_kv_cache_groups(specs)
     kcfg = kc.kv_cache_config_from_groups(groups, max(fig.memory.kv_cache_memory, 0))
     if options.num_gpu_blocks_override is not None:

@@ -28,7 +28,7 @@ import attrs
 from enginecfg.pipeline.errors import InvalidInputError
 from enginecfg.pipeline.suggest import did_you_mean
 
-__all__ = ["Gpu", "GPUS", "DEFAULT_GPU", "find_gpu", "custom_gpu", "BACKEND_HEAD_SIZES", "backend_serves",
+__all__ = ["preset_of", "Gpu", "GPUS", "DEFAULT_GPU", "find_gpu", "custom_gpu", "BACKEND_HEAD_SIZES", "backend_serves",
            "selected_backend_error"]
 
 _MIB = 2**20
@@ -125,6 +125,18 @@ def find_gpu(name: str) -> Gpu:
                             + ", ".join(f"{g.name} ({g.memory_gib:.1f} GiB, sm {g.capability_text})"
                                         for g in GPUS.values())
                             + "; or --gpu-memory GIB for another card", field="gpu")
+
+
+def preset_of(gpu: Gpu) -> tuple[str, float | None]:
+    """The preset a card is, and its memory in GiB where it is not the preset's own (a card
+    made by :func:`custom_gpu`): what ``--gpu`` and ``--gpu-memory`` would say for it."""
+    if gpu.name in GPUS and GPUS[gpu.name] == gpu:
+        return gpu.name, None
+    base = gpu.name.split(" (", 1)[0]
+    if base in GPUS and GPUS[base].capability == gpu.capability:
+        return base, gpu.memory_bytes / 2**30
+    raise InvalidInputError(f"invalid GPU: got {gpu.name!r}, which is neither a preset nor made from one by "
+                            "custom_gpu(); allowed: " + ", ".join(GPUS), field="gpu")
 
 
 def custom_gpu(memory_gib: float, like: Gpu = DEFAULT_GPU) -> Gpu:

@@ -38,6 +38,7 @@ __all__ = [
     "KVCacheGroup",
     "KVCacheConfig",
     "get_kv_cache_groups",
+    "needs_unifying",
     "kv_cache_config_from_groups",
     "max_concurrency",
     "kv_tokens",
@@ -273,6 +274,12 @@ def _is_uniform_type(specs: Mapping[str, Spec]) -> bool:
                    for s in values)
     raise ConfigRejectedError(f"Unsupported KV cache spec type: {type(one).__name__}",
                               field="model_config.architecture", vllm_type="NotImplementedError")
+
+
+def needs_unifying(specs: Mapping[str, Spec]) -> bool:
+    """Whether ``--disable-hybrid-kv-cache-manager`` has specs of several kinds to convert
+    to one (vLLM warns when it has)."""
+    return bool(specs) and not (_is_uniform(specs) or _is_uniform_type(specs))
 
 
 def _unify_hybrid(specs: dict[str, Spec]) -> dict[str, Spec]:

@@ -57,13 +57,13 @@ def engine_block_size(cfg) -> int:
 class _Builder:
     """Collects ``{layer name: spec}`` in module construction order."""
 
-    def __init__(self, cfg, prefix: str = ""):
+    def __init__(self, cfg, prefix: str = "", block_size: int | None = None):
         mc, cc = cfg.model_config, cfg.cache_config
         self.cfg = cfg
         self.tp = cfg.parallel_config.tensor_parallel_size
         self.text = mc.hf_text_config
         self.kv_dtype = attention_kv_dtype(cc.cache_dtype, mc.dtype)
-        self.block = engine_block_size(cfg)
+        self.block = engine_block_size(cfg) if block_size is None else block_size
         self.specs: dict[str, Spec] = {}
         #: where the class keeps the decoder (``language_model.`` for multimodal classes)
         self.prefix = prefix
@@ -286,14 +286,15 @@ LAYOUTS: dict[str, Callable[[_Builder], None]] = {
 }
 
 
-def layer_specs(cfg) -> dict[str, Spec]:
+def layer_specs(cfg, block_size: int | None = None) -> dict[str, Spec]:
     """``{layer name: spec}`` for every layer that keeps KV cache or state, in the order the
     model class builds them.  An empty map means no KV cache (attention-free in vLLM's
-    sense, or encoder-only attention)."""
+    sense, or encoder-only attention).  *block_size*: the block size the attention layers
+    declare, as the engine start decided it (:mod:`.startup`); None: :func:`engine_block_size`."""
     mc = cfg.model_config
     row = ARCHITECTURES.get(mc.architecture or "")  # the registry name as the config spells it
     layout = LAYOUTS[row.kv_layout] if row is not None and row.kv_layout is not None else None
-    b = _Builder(cfg, row.layer_prefix if row is not None else "")
+    b = _Builder(cfg, row.layer_prefix if row is not None else "", block_size)
     if layout is None:
         info = mc.arch_info
         if info is not None and info.family != "attention":

@@ -22,7 +22,9 @@ oracle venv (``../shared/oracle``'s README builds it; ``ORACLE`` is the folder h
 3. runs ``Worker.determine_available_memory`` (vLLM's own method, on a stand-in worker whose
    profiling run does nothing) for ``--kv-cache-memory-bytes``: the bytes it returns, or that
    it goes on to profile the memory (0, read as unset);
-4. declares each layer's KV-cache spec as ``tests/kv_oracle/make_expected.py`` does, sets
+4. declares each layer's KV-cache spec as ``tests/kv_oracle/make_expected.py`` does (the
+   attention layers of a model without Mamba layers at the block size its backend starts
+   with on each card, from step 1: FlashMLA's 64 for an fp8 MLA cache on an H200), sets
    ``num_gpu_blocks_override`` on the config and calls ``get_kv_cache_configs``: the groups,
    the block count (overridden or not), the KV tokens and concurrency vLLM would log, the
    max_model_len its auto-fit chooses, or the start-up error, at the KV-cache memory that
@@ -93,14 +95,33 @@ def write_inputs(path: Path) -> None:
         result = Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(FIXTURES / folder, **args))
         cfg = result.config
         est = weights.estimate_weights(cfg, kv_specs.layer_specs(cfg))
+        # the block size the engine start gives the attention layers on each card (enginecfg's
+        # engine-start stage, checked against vLLM's own start-up in tests/stages/test_engine_start.py)
+        starts = {card: Pipeline(gpu_validation="off", gpu=card).run(
+            EngineConfig.from_pretrained(FIXTURES / folder, **args)).facts["startup"].block_size
+            for card in CARDS}
         cases.append({"name": f"{folder}/" + (",".join(f"{k}={v}" for k, v in args.items()) or "default"),
-                      "config": folder, "engine_args": args, "weights_per_gpu": est.bytes_per_gpu})
+                      "config": folder, "engine_args": args, "weights_per_gpu": est.bytes_per_gpu,
+                      "startup_block_size": starts})
     cards = {name: {"memory_bytes": gpus.GPUS[name].memory_bytes,
                     "free_at_start_bytes": gpus.GPUS[name].free_at_start_bytes} for name in CARDS}
     path.write_text(json.dumps({"cards": cards, "cases": cases}, indent=1) + "\n")
 
 
 # --------------------------------------------------------------------------- step 2: vLLM
+def at_startup_block(vc, specs: dict, block: int) -> dict:
+    """The attention layers of a model without Mamba layers at the block size its attention
+    backend starts with on the card (an fp8 MLA cache on an H200: FlashMLA's 64); a hybrid's
+    attention block is the one its page alignment decided, as declared."""
+    import dataclasses
+
+    from vllm.v1.kv_cache_interface import MambaSpec
+
+    if vc.model_config.is_hybrid or any(isinstance(s, MambaSpec) for s in specs.values()):
+        return specs
+    return {name: dataclasses.replace(s, block_size=block) for name, s in specs.items()}
+
+
 def _kv_oracle():
     spec = importlib.util.spec_from_file_location("kv_oracle_make_expected",
                                                   REPO / "tests" / "kv_oracle" / "make_expected.py")
@@ -211,8 +232,10 @@ def run_case(case: dict, cards: dict, kv_oracle) -> dict:
                            "weights_per_gpu": case["weights_per_gpu"]}
     weights = case["weights_per_gpu"]
     vc = engine_config(case)
-    specs, _ = kv_oracle.declared_specs(vc)
-    res["has_kv_cache"] = bool(specs)
+    declared, _ = kv_oracle.declared_specs(vc)
+    res["has_kv_cache"] = bool(declared)
+    by_card = {card: at_startup_block(vc, declared, case["startup_block_size"][card]) for card in CARDS}
+    specs = by_card["H200"]
 
     rows = []
     for card in CARDS:
@@ -222,7 +245,7 @@ def run_case(case: dict, cards: dict, kv_oracle) -> dict:
             req = requested(total, total, util)["requested_memory"]
             row = {"gpu": card, "gpu_memory_utilization": vcu.cache_config.gpu_memory_utilization,
                    "requested_memory": req}
-            row.update(figures(vcu, specs, req - weights))
+            row.update(figures(vcu, by_card[card], req - weights))
             rows.append(row)
     res["utilization"] = rows
 
@@ -247,7 +270,7 @@ def run_case(case: dict, cards: dict, kv_oracle) -> dict:
             vco = engine_config(case, num_gpu_blocks_override=blocks)
             req = requested(total, total, 0.9)["requested_memory"]
             row = {"gpu": card, "num_gpu_blocks_override": vco.cache_config.num_gpu_blocks_override}
-            row.update(figures(vco, specs, req - weights))
+            row.update(figures(vco, by_card[card], req - weights))
             rows.append(row)
     res["num_gpu_blocks_override"] = rows
 
@@ -264,7 +287,7 @@ def run_case(case: dict, cards: dict, kv_oracle) -> dict:
         row = {"gpu": card, "kv_cache_memory_bytes": kv_bytes,
                "original_max_model_len": vca.model_config.original_max_model_len,
                "configured_max_model_len": vca.model_config.max_model_len}
-        row.update(figures(vca, specs, available))
+        row.update(figures(vca, by_card[card], available))
         rows.append(row)
     res["auto_fit"] = rows
     return res

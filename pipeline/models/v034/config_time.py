@@ -1,0 +1,254 @@
+"""vLLM 0.34.0's config-time knowledge where it differs from 0.19.0 (RULES.md C1-C11).
+
+- C1: architectures that left the registry resolve to the Transformers backend (not hybrid);
+  a hybrid class is not hybrid when every ``layer_types`` entry is ``attention`` or
+  ``full_attention``; multimodal prefix-LM models (Gemma 4 ``ForConditionalGeneration``);
+- C3: the default block size (64), prefix caching on for generative hybrids, the scheduler's
+  token budget and sequence count by the GPU's memory and name, asynchronous scheduling;
+- C4: Gemma 4's FlashAttention-4 rule;
+- C5: NemotronH's SSM-state fallback (float32);
+- C7: the Mamba cache mode follows prefix caching alone;
+- C9.2: an explicit float KV dtype that differs from the model dtype.
+
+Plain data and small functions of a config (read through attributes, as the other knowledge
+modules read it); the 0.34.0 loader and stages apply them.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from enginecfg.pipeline.errors import InvalidInputError
+from enginecfg.pipeline.hf import HFConfigView, typed
+from enginecfg.pipeline.models.architectures import GENERIC_ATTENTION
+from enginecfg.pipeline.models.derive import gemma4_head_dims as _gemma4_dims
+from enginecfg.pipeline.models.engine_defaults import attn_type as _attn_type_019
+from enginecfg.pipeline.models.engine_defaults import chunked_prefill_supported
+from enginecfg.pipeline.models.v034.backends import DEFAULT_BLOCK_SIZE, fa_supported
+
+__all__ = ["RELEASE", "DEFAULT_BLOCK_SIZE", "REMOVED_ARCHITECTURES", "NEMOTRON_H_SSM_DTYPE", "transformers_backend",
+           "is_hybrid", "is_mm_prefix_lm", "attn_type", "prefix_caching_supported", "chunked_prefill_supported",
+           "batch_defaults", "max_num_batched_tokens", "max_num_seqs", "async_scheduling",
+           "gemma4_head_dims", "gemma4_rule", "float_kv_mismatch", "FP8_KV_MESSAGE", "REMOVED_ARGUMENTS",
+           "check_engine_args", "adapt"]
+
+RELEASE = "0.34.0"
+
+#: architectures of the 0.19.0 table that left vLLM's registry, and the last release with them
+REMOVED_ARCHITECTURES: Mapping[str, str] = MappingProxyType({
+    "BambaForCausalLM": "0.23.0", "MiniMaxForCausalLM": "0.23.0", "MiniMaxText01ForCausalLM": "0.23.0",
+    "MiniMaxM1ForCausalLM": "0.23.0", "Plamo2ForCausalLM": "0.26.0",
+})
+
+#: NemotronH's SSM-state dtype when the checkpoint names none (0.19.0: float16)
+NEMOTRON_H_SSM_DTYPE = "float32"
+
+#: what 0.34.0's cache config logs for a quantized KV cache (``%s``: the cache dtype)
+FP8_KV_MESSAGE = ("Using {} data type to store kv cache. It reduces the GPU memory footprint and boosts the "
+                  "performance. Meanwhile, it may cause accuracy drop without a proper scaling factor")
+
+_EXPERT_FIELDS = ("num_experts", "moe_num_experts", "n_routed_experts", "num_local_experts")
+
+
+def _num_experts(text: HFConfigView) -> int:
+    for name in _EXPERT_FIELDS:
+        if typed.has(text, name):
+            value = typed.attr(text, name, typed.ANY)
+            if isinstance(value, list):
+                value = value[0] if value else 0
+            if value:
+                return value if isinstance(value, int) else 0
+    return 0
+
+
+def transformers_backend(hf: HFConfigView, text: HFConfigView) -> str:
+    """The Transformers backend class a removed architecture resolves to (generative runner):
+    ``Transformers`` + ``MultiModal`` for a nested config + ``MoE`` with experts + ``ForCausalLM``."""
+    name = "Transformers"
+    if text is not hf:
+        name += "MultiModal"
+    if _num_experts(text) > 0:
+        name += "MoE"
+    return name + "ForCausalLM"
+
+
+def is_hybrid(info: Any, hf: HFConfigView) -> bool:
+    """``ModelConfig.is_hybrid`` in 0.34.0: a hybrid class, unless every ``layer_types`` entry
+    is ``attention`` or ``full_attention``."""
+    if info is None or not info.is_hybrid_class:
+        return False
+    layer_types = typed.attr(hf, "layer_types", typed.LIST, typed.STR, typed.OBJECT)
+    if layer_types is None:
+        return True
+    return not all(lt in ("attention", "full_attention") for lt in layer_types)
+
+
+def is_mm_prefix_lm(cfg: Any) -> bool:
+    """Gemma 4's multimodal class with bidirectional attention over images."""
+    mc = cfg.model_config
+    info = mc.arch_info
+    if info is None or info.config_hook != "gemma4" or mc.hf_text_config is mc.hf_config:
+        return False
+    return typed.attr(mc.hf_text_config, "use_bidirectional_attention", typed.ANY) == "vision"
+
+
+def attn_type(cfg: Any) -> str:
+    return _attn_type_019(cfg)
+
+
+def prefix_caching_supported(cfg: Any) -> bool:
+    """C3.2: prefix caching's default; generative hybrids now default to on."""
+    kind = attn_type(cfg)
+    pc = cfg.pooler_config
+    if pc is None:
+        return kind in ("decoder", "hybrid")
+    if kind != "decoder":
+        return False
+    return not (pc.seq_pooling_type in ("MEAN", "CLS") or pc.tok_pooling_type == "STEP")
+
+
+def batch_defaults(gpu: Any) -> tuple[int, int]:
+    """C3.5: ``vllm serve``'s default (max_num_batched_tokens, max_num_seqs) on *gpu*."""
+    if gpu.memory_bytes >= 160 * 2**30:
+        return 16384, 1024
+    if gpu.memory_bytes >= 70 * 2**30 and "a100" not in gpu.device_name.lower() and gpu.capability != (12, 1):
+        return 8192, 1024
+    return 2048, 256
+
+
+def _chunked(cfg: Any) -> bool:
+    on = cfg.scheduler_config.enable_chunked_prefill
+    return chunked_prefill_supported(cfg) if on is None else bool(on)
+
+
+def _mm_floor(cfg: Any) -> tuple[int, str] | None:
+    """The most tokens one multimodal item of a Gemma 4 prefix-LM model takes: an image
+    (``vision_config.default_output_length``) or a video of 32 frames of 70 + 8 tokens."""
+    if not is_mm_prefix_lm(cfg):
+        return None
+    tokens: dict[str, int] = {}
+    vision = typed.attr(cfg.model_config.hf_config, "vision_config", typed.ANY)
+    if isinstance(vision, HFConfigView):
+        image = typed.attr(vision, "default_output_length", typed.INT)
+        if image is not None:
+            tokens["image"] = image
+    tokens["video"] = 32 * (70 + 2 + 6)
+    modality = max(tokens, key=tokens.__getitem__)
+    return tokens[modality], modality
+
+
+def max_num_batched_tokens(cfg: Any, gpu: Any) -> int:
+    """C3.5: the scheduler's token budget per step (the caller's, else the GPU's default,
+    at least max_model_len without chunked prefill, at least one multimodal item for a
+    prefix-LM model, at most max_num_seqs x max_model_len)."""
+    given = cfg.scheduler_config.max_num_batched_tokens
+    if given is not None:
+        return given
+    value, seqs = batch_defaults(gpu)
+    mml = cfg.model_config.max_model_len
+    if not _chunked(cfg):
+        value = max(mml, value)
+    floor = _mm_floor(cfg)
+    if floor is not None and floor[0] > value:
+        value = floor[0]
+    return min(seqs * mml, value)
+
+
+def max_num_seqs(cfg: Any, gpu: Any) -> int:
+    """C3.5: the default ``max_num_seqs``, at most the token budget."""
+    return min(batch_defaults(gpu)[1], max_num_batched_tokens(cfg, gpu))
+
+
+def async_scheduling(cfg: Any) -> bool:
+    """C3.5: asynchronous scheduling is on, but for pooling models."""
+    return cfg.model_config.runner_type != "pooling"
+
+
+def gemma4_head_dims(cfg: Any) -> dict[str, int]:
+    """``{layer type: head size}`` over ``layer_types`` (the last layer of each type wins)."""
+    text = cfg.model_config.hf_text_config
+    layer_types = typed.attr(text, "layer_types", typed.LIST) or []
+    n = typed.attr(text, "num_hidden_layers", typed.INT) or 0
+    head, global_head = _gemma4_dims(text, absent=None)
+    global_head = global_head or head
+    out: dict[str, int] = {}
+    for kind in layer_types[:min(n, len(layer_types))]:
+        out[kind] = global_head if kind == "full_attention" else head
+    return out
+
+
+def gemma4_rule(cfg: Any, gpu: Any) -> tuple[str, str | None, int | None] | None:
+    """C4: ``(message, backend to force, FlashAttention version to force)`` for a Gemma 4 model
+    with heterogeneous head sizes on *gpu* (None: nothing to do)."""
+    dims = gemma4_head_dims(cfg)
+    if len(set(dims.values())) <= 1:
+        return None
+    shown = "{" + ", ".join(f"{k!r}: {v}" for k, v in dims.items()) + "}"
+    ac, cc = cfg.attention_config, cfg.cache_config
+    fa_version = ac.flash_attn_version
+    if fa_supported(4, gpu.capability) and max(dims.values()) <= 512:
+        if fa_version is None and ac.backend in (None, "FLASH_ATTN"):
+            if gpu.capability[0] == 9 and cc.cache_dtype.startswith("fp8"):
+                return (f"Gemma4 model has heterogeneous head dimensions {shown}. Using per-layer FA3/FA4 "
+                        f"selection for FP8 KV cache on SM90.", None, None)
+            return (f"Gemma4 model has heterogeneous head dimensions {shown}. Using FA4 for all layers to "
+                    f"avoid mixed FA3/FA4 penalty.", None, 4)
+        return None
+    if ac.backend is None:
+        return (f"Gemma4 model has heterogeneous head dimensions {shown}. FA4 not available, forcing "
+                f"TRITON_ATTN backend.", "TRITON_ATTN", None)
+    return None
+
+
+def float_kv_mismatch(cfg: Any) -> str | None:
+    """C9.2: an explicit float16/bfloat16 KV cache that differs from the model dtype."""
+    cache, model = cfg.cache_config.cache_dtype, cfg.model_config.dtype
+    if cache not in ("float16", "bfloat16") or cache == model:
+        return None
+    allowed = f"`auto` or `{model}`" if model in ("float16", "bfloat16") else "`auto`"
+    return (f'kv_cache_dtype="{cache}" is incompatible with dtype="{model}". Please set `--kv-cache-dtype` '
+            f"to {allowed}.")
+
+
+#: engine arguments 0.34.0 no longer has (C6)
+REMOVED_ARGUMENTS: Mapping[str, str] = MappingProxyType({
+    "calculate_kv_scales": "vLLM 0.34.0 removed it: KV-cache scales come from the checkpoint or default to 1.0",
+})
+
+
+def check_engine_args(engine_args: dict[str, Any]) -> None:
+    """C6: an engine argument 0.34.0 does not have is refused, as ``EngineArgs`` refuses it."""
+    for name in engine_args:
+        if name in REMOVED_ARGUMENTS:
+            raise InvalidInputError(f"unknown engine argument {name!r} for vLLM {RELEASE} "
+                                    f"({REMOVED_ARGUMENTS[name]})", field=name)
+
+
+def adapt(cfg: Any) -> Any:
+    """What vLLM 0.34.0 resolves differently while it builds the model and cache configs,
+    applied to a config loaded with 0.19.0's rules: a removed architecture runs on the
+    Transformers backend (not hybrid); ``is_hybrid`` counts ``full_attention`` layers as
+    attention; the block size defaults to 64; the Mamba cache mode is never taken from the
+    engine arguments (with vLLM's deprecation warning); the quantized-KV line names the dtype."""
+    mc, cc = cfg.model_config, cfg.cache_config
+    info = mc.arch_info
+    if info is not None and info.name in REMOVED_ARCHITECTURES:
+        mc.architecture = transformers_backend(mc.hf_config, mc.hf_text_config)
+        mc.arch_info = GENERIC_ATTENTION
+        mc.is_attention_free = False
+        mc.supports_mamba_prefix_caching = False
+        info = GENERIC_ATTENTION
+    mc.is_hybrid = is_hybrid(info, mc.hf_config)
+    if not cc.user_specified_block_size:
+        cc.block_size = DEFAULT_BLOCK_SIZE
+    messages = list(cfg.load_messages)
+    if cfg.engine_args.get("mamba_cache_mode") is not None:
+        messages.append(("WARNING", "--mamba-cache-mode is deprecated and will be removed in v0.34.0. It has no "
+                                    "effect: Mamba prefix caching follows --enable-prefix-caching."))
+    cc.mamba_cache_mode = "none"
+    old = ("INFO", "Using fp8 data type to store kv cache. It reduces the GPU memory footprint and boosts the "
+                   "performance. Meanwhile, it may cause accuracy drop without a proper scaling factor.")
+    messages = [("INFO", FP8_KV_MESSAGE.format(cc.cache_dtype)) if m == old else m for m in messages]
+    cfg.load_messages = messages
+    return cfg

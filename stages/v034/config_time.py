@@ -1,0 +1,155 @@
+"""vLLM 0.34.0's config-time stages where they differ from 0.19.0's (RULES.md C2-C9).
+
+Each keeps the name of the 0.19.0 stage that makes the same decision (plugins order against
+names): ``pooling`` (C2: a checkpoint that names no pooling fails vLLM's assertion),
+``engine-defaults`` (C3: generative hybrids default to prefix caching), ``gemma4-backend``
+(C4: FlashAttention 4 where the GPU has it, per-layer FA3/FA4 for an FP8 KV cache on Hopper,
+TRITON_ATTN only without FA4), ``ssm-dtype`` (C5: NemotronH falls back to float32),
+``mamba-cache-mode`` (C7: 'align' exactly when prefix caching is on) and ``vllm-checks`` (C9:
+the float KV-dtype check first).  0.19.0's ``hybrid-kv-scales`` has no counterpart (C6), and
+its ``hybrid-alignment`` moved to the start-up step (C8, :mod:`.startup`).
+"""
+
+from __future__ import annotations
+
+from enginecfg.pipeline.errors import ConfigRejectedError
+from enginecfg.pipeline.hf import HFConfigView, typed
+from enginecfg.pipeline.models.gpus import DEFAULT_GPU
+from enginecfg.pipeline.models.v034 import config_time as ct
+from enginecfg.stages._common import config_hook
+from enginecfg.stages.engine_defaults import EngineDefaultsStage, _what
+from enginecfg.stages.mamba_cache_mode import MambaCacheModeStage
+from enginecfg.stages.pooling import PoolingStage
+from enginecfg.stages.ssm_dtype import SsmDtypeStage
+from enginecfg.stages.vllm_checks import VllmChecksStage
+from enginecfg.pipeline.stage import Stage
+
+
+
+class Pooling034Stage(PoolingStage):
+    """C2: as 0.19.0, but a checkpoint with no pooling name at all (and no ``llm_config``)
+    fails vLLM's ``assert isinstance(pooling, str)``."""
+
+
+    def run(self, cfg, ctx) -> None:
+        hf = cfg.model_config.hf_config
+        llm = typed.attr(hf, "llm_config", typed.ANY)
+        if typed.attr(hf, "pooling", typed.ANY) is None and not isinstance(llm, HFConfigView):
+            raise ConfigRejectedError(
+                "1 validation error for ModelConfig: Assertion failed: the LlamaNemotronVL checkpoint names no "
+                "pooling (hf_config.pooling, hf_config.llm_config.pooling), which vLLM 0.34.0 asserts is a string",
+                field="hf_config.pooling", vllm_type="AssertionError")
+        super().run(cfg, ctx)
+
+
+class EngineDefaults034Stage(EngineDefaultsStage):
+    """C3.1-C3.2: chunked prefill as 0.19.0; prefix caching now on for generative hybrids."""
+
+
+    def run(self, cfg, ctx) -> None:
+        kind = ct.attn_type(cfg)
+        if cfg.scheduler_config.enable_chunked_prefill is None:
+            on = ct.chunked_prefill_supported(cfg)
+            ctx.set("scheduler_config", "enable_chunked_prefill", on,
+                    reason=f"default: chunked prefill is {'on' if on else 'off'} for a {kind} "
+                           f"{cfg.model_config.runner_type} model",
+                    explanation=f"--enable-chunked-prefill was not given. vLLM {ct.RELEASE} turns it on unless "
+                                f"the model is encoder-decoder, or a pooling model that is encoder-only or pools "
+                                f"MEAN, CLS or STEP; this one is {_what(cfg, kind)}, so it is "
+                                f"{'on' if on else 'off'}.")
+        if cfg.cache_config.enable_prefix_caching is None:
+            on = ct.prefix_caching_supported(cfg)
+            ctx.set("cache_config", "enable_prefix_caching", on,
+                    reason=f"default: prefix caching is {'on' if on else 'off'} for a {kind} "
+                           f"{cfg.model_config.runner_type} model",
+                    explanation=f"--enable-prefix-caching was not given. vLLM {ct.RELEASE} turns it on for "
+                                f"decoder and generative hybrid models (a pooling one must pool LAST or ALL); "
+                                f"this one is {_what(cfg, kind)}, so it is {'on' if on else 'off'}.")
+
+
+class Gemma4Backend034Stage(Stage):
+    """C4: Gemma 4 with heterogeneous head sizes: FlashAttention 4 for every layer where the
+    GPU has it (per-layer FA3/FA4 with an FP8 KV cache on Hopper), else TRITON_ATTN."""
+
+    name = "gemma4-backend"
+
+    def __init__(self) -> None:
+        self.gpu = DEFAULT_GPU
+
+    def configure(self, pipeline) -> None:
+        self.gpu = pipeline.gpu
+
+    def applies(self, cfg) -> bool:
+        return config_hook(cfg) == "gemma4"
+
+    def run(self, cfg, ctx) -> None:
+        rule = ct.gemma4_rule(cfg, self.gpu)
+        if rule is None:
+            return
+        message, backend, version = rule
+        dims = ct.gemma4_head_dims(cfg)
+        sizes = " and ".join(f"{k} {v}" for k, v in dims.items())
+        if backend is not None:
+            ctx.set("attention_config", "backend", backend, log=True, reason=message,
+                    explanation=f"The layers' head sizes differ ({sizes}). FlashAttention 4 is not available on "
+                                f"the {self.gpu.name} (compute capability {self.gpu.capability_text}), so every "
+                                f"layer uses TRITON_ATTN.")
+        elif version is not None:
+            ctx.set("attention_config", "flash_attn_version", version, log=True, reason=message,
+                    explanation=f"The layers' head sizes differ ({sizes}); FlashAttention 4 takes both on the "
+                                f"{self.gpu.name}, so every layer runs it, rather than FA3 for some and FA4 for "
+                                f"the others.")
+        else:
+            ctx.info(message)
+
+
+class SsmDtype034Stage(SsmDtypeStage):
+    """C5: as 0.19.0, with NemotronH's fallback float32."""
+
+    nemotron_h_default = ct.NEMOTRON_H_SSM_DTYPE
+
+
+class MambaCacheMode034Stage(MambaCacheModeStage):
+    """C7: with prefix caching on, mode 'align' (an INFO line), chunked prefill required and an
+    unset Mamba block size the block size; off, mode 'none' and max_model_len."""
+
+
+    def run(self, cfg, ctx) -> None:
+        cc, mc = cfg.cache_config, cfg.model_config
+        if cc.enable_prefix_caching:
+            if cc.mamba_cache_mode == "none":
+                ctx.set("cache_config", "mamba_cache_mode", "align", log=True,
+                        reason=f"Mamba cache mode is set to 'align' for {mc.architecture} by default when prefix "
+                               f"caching is enabled",
+                        explanation="Prefix caching is on, so Mamba states are kept at block boundaries: 'align' "
+                                    f"(vLLM {ct.RELEASE} has no 'all' mode, and ignores --mamba-cache-mode).")
+            if not cfg.scheduler_config.enable_chunked_prefill:
+                raise ConfigRejectedError("Chunked prefill is required for Mamba prefix caching.",
+                                          field="scheduler_config.enable_chunked_prefill",
+                                          vllm_type="AssertionError")
+            if cc.mamba_block_size is None:
+                ctx.set("cache_config", "mamba_block_size", cc.block_size,
+                        reason=f"with prefix caching the Mamba block size follows the block size ({cc.block_size})",
+                        explanation=f"Prefix caching is on and no Mamba block size was given, so it starts at the "
+                                    f"block size, {cc.block_size:,} tokens (the start-up step may align both).")
+        else:
+            if cc.mamba_cache_mode != "none":
+                ctx.set("cache_config", "mamba_cache_mode", "none", level="WARNING", log=True,
+                        reason="Mamba cache mode is set to 'none' when prefix caching is disabled")
+            if cc.mamba_block_size is None:
+                ctx.set("cache_config", "mamba_block_size", mc.max_model_len,
+                        reason=f"without prefix caching one Mamba block spans max_model_len ({mc.max_model_len})",
+                        explanation=f"Prefix caching is off and no Mamba block size was given, so one Mamba block "
+                                    f"spans the whole context: max_model_len = {mc.max_model_len:,} tokens.")
+
+
+class VllmChecks034Stage(VllmChecksStage):
+    """C9: a float KV-cache dtype that differs from the model dtype is refused first; then
+    0.19.0's checks."""
+
+
+    def run(self, cfg, ctx) -> None:
+        mismatch = ct.float_kv_mismatch(cfg)
+        if mismatch is not None:
+            raise ConfigRejectedError(mismatch, field="cache_config.cache_dtype", vllm_type="ValueError")
+        super().run(cfg, ctx)

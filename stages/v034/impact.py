@@ -1,0 +1,53 @@
+"""``impact`` for vLLM 0.34.0: the KV-cache figures with 0.34.0's planning (RULES.md K1-K7).
+
+The same stage, options and fact as 0.19.0's (:mod:`enginecfg.stages.impact`); the figures
+come from :mod:`enginecfg.pipeline.models.v034.kv_planning` at the start-up decisions the
+``startup`` fact holds: groups of one type merged, ``kv_tokens`` = int(concurrency x
+max_model_len), concurrency counting every group's blocks, vLLM 0.34.0's not-enough-memory
+text.  Without ``--gpu-memory-utilization`` the estimate takes vLLM 0.34.0's default, 1.0
+(the extensible KV cache); ``kv_cache_memory`` is ``--kv-cache-memory-bytes``, which turns
+the extensible KV cache off (and so picks the other hint of the text).
+"""
+
+from __future__ import annotations
+
+from enginecfg.pipeline.errors import EngineCfgError
+from enginecfg.pipeline.models.capacity import ImpactUnavailable
+from enginecfg.pipeline.models.gpus import DEFAULT_GPU
+from enginecfg.pipeline.models.startup import Startup
+from enginecfg.pipeline.models.v034 import config_time as ct
+from enginecfg.pipeline.models.v034 import kv_planning
+from enginecfg.stages.impact import ImpactStage
+
+
+class Impact034Stage(ImpactStage):
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gpu = DEFAULT_GPU
+        self.utilization_given = False
+
+    def configure(self, pipeline) -> None:
+        super().configure(pipeline)
+        raw = pipeline.options_for(self.name)
+        self.utilization_given = raw is not None and (not isinstance(raw, dict) or "gpu_memory_utilization" in raw)
+        self.gpu = pipeline.gpu
+
+    def run(self, cfg, ctx) -> None:
+        startup = ctx.fact("startup")
+        if not isinstance(startup, Startup):
+            ctx.record("impact", ImpactUnavailable("the start-up step was not decided (engine-start did not run)"))
+            return
+        opts = self.options
+        try:
+            figures = kv_planning.impact(
+                cfg, startup=kv_planning.startup_key(startup), gpu=kv_planning.gpu_key(opts.card),
+                gpu_memory_gib=opts.card.memory_gib,
+                gpu_memory_utilization=opts.gpu_memory_utilization if self.utilization_given else 1.0,
+                kv_cache_memory=opts.kv_cache_memory, contexts=opts.contexts,
+                extensible=opts.kv_cache_memory is None)
+        except EngineCfgError as exc:
+            figures = ImpactUnavailable(str(exc), exc.field)
+        except (ArithmeticError, TypeError, ValueError, KeyError, IndexError) as exc:
+            figures = ImpactUnavailable(f"the KV-cache figures could not be computed: {type(exc).__name__}: {exc}")
+        ctx.record("impact", figures)
