@@ -77,7 +77,8 @@ def run_stage(stage: Stage | type[Stage], config: Any, *, gpu_validation: str = 
 
     stage = stage() if isinstance(stage, type) else stage
     release = rulepacks.get(vllm_version).release
-    cfg = config if isinstance(config, EngineConfig) else rulepacks.get(release).load(config, engine_args)
+    cfg = config if isinstance(config, EngineConfig) else rulepacks.get(release).load(
+        config, engine_args, defer_argument_errors=True)  # as from_pretrained: errors at vLLM's step
     builtins = builtin_stages(release)
     same = [st for st in builtins if st.name == stage.name]
     if same:  # a built-in (or a stand-in for one) takes its place in the release's order
