@@ -115,7 +115,7 @@ class ImpactStage(Stage):
         self.options = ImpactOptions()
 
     def configure(self, pipeline) -> None:
-        self.options = parse_options(pipeline.options_for(self.name), getattr(pipeline, "gpu", None))
+        self.options = parse_options(pipeline.options_for(self.name), pipeline.gpu)
 
     def run(self, cfg, ctx) -> None:
         ctx.record("impact", self._figures(cfg, self.options, ctx.fact("startup")))

@@ -41,6 +41,7 @@ OBJECTS = {
     ("pipeline/loadmemo.py", "text"): "the view's identity (anchor), not a config field",
     ("pipeline/ordering.py", "st"): "a stage object's name",
     ("pipeline/run.py", "stage"): "a stage object's vLLM step",
+    ("pipeline/run.py", "named"): "the caller's impact option (a dict or an ImpactOptions), for its GPU",
     ("pipeline/stage.py", "self._section(section)"): "enginecfg's own attrs section, by field name",
     ("pipeline/stage.py", "self._cfg"): "enginecfg's own engine config, by section name",
     ("pipeline/config.py", "hf"): "the view's identity (anchor), not a config field",

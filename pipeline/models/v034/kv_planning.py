@@ -335,7 +335,7 @@ def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capa
         budget = MemoryBudget(int(gpu_memory_gib * 2**30), gpu_memory_utilization, int(kv_cache_memory),
                               "--kv-cache-memory", None, gpu=card.name, kv_cache_memory_bytes=int(kv_cache_memory))
     else:
-        budget = capacity.memory_budget(cfg, gpu_memory_gib=gpu_memory_gib,
+        budget = capacity.memory_budget(cfg, gpu_memory_gib=None,  # the card carries its memory
                                         gpu_memory_utilization=gpu_memory_utilization,
                                         specs=kv_specs.layer_specs(cfg, block_size=start.block_size),
                                         gpu=card)
