@@ -419,6 +419,9 @@ def flatten(doc: Any, prefix: str = "") -> dict[str, Any]:
 #: the start-up GPU (``gpu.capability``), the engine start's decisions (``startup.block_size``)
 #: and the KV-cache figures (``impact.kv_tokens``)
 _DIFFED_PARTS = ("gpu", "startup", "impact")
+#: left out of a diff: the start-up decisions' prose (``show`` and ``explain`` give it; the
+#: values it explains are compared), the GPU's notes on where its figures come from
+_NOT_DIFFED = {("startup", "decisions"), ("gpu", "basis"), ("gpu", "aliases")}
 
 
 def _comparable(r: Any) -> dict[str, Any]:
@@ -430,7 +433,8 @@ def _comparable(r: Any) -> dict[str, Any]:
         # absent in runs recorded before the part existed: its fields are then only in the other
         value = r.result.get(part) if isinstance(r.result, dict) else None
         if isinstance(value, dict):
-            flat.update(_flatten_rows(value, part + "."))
+            flat.update(_flatten_rows({k: v for k, v in value.items()
+                                       if (part, k) not in _NOT_DIFFED}, part + "."))
     return flat
 
 
