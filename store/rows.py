@@ -153,7 +153,12 @@ RELEASE_COLUMNS_SINCE = 4
 EARLIER_RELEASE = "0.19.0"
 
 
-def release_columns(document: Any, gpu: str | None) -> dict[str, Any]:
+#: :func:`release_columns` given this GPU keeps it as it is (a run hashed with a layout
+#: before :data:`RELEASE_COLUMNS_SINCE` holds only the figures' card)
+_NO_FILL = object()
+
+
+def release_columns(document: Any, gpu: Any) -> dict[str, Any]:
     """The vLLM release a run document speaks for, and the GPU the run assumes, as their
     columns hold them.  ``vllm_version``: the document's, else :data:`EARLIER_RELEASE`.
     ``gpu``: *gpu* (the card of the KV-cache figures, :func:`memory_columns`), else the
@@ -163,6 +168,8 @@ def release_columns(document: Any, gpu: str | None) -> dict[str, Any]:
     release = doc.get("vllm_version")
     if not isinstance(release, str) or not release:
         release = EARLIER_RELEASE
+    if gpu is _NO_FILL:
+        return {"vllm_version": release}
     if gpu is None:
         card = doc.get("gpu")
         name = card.get("name") if isinstance(card, dict) else None
@@ -217,7 +224,8 @@ def build_rows(buf: RunBuffer, who: Identity, *, status: str, finished_at: float
         "n_messages": len(messages), "n_checks": len(checks),
         **impact_columns(document),
         **memory,
-        **release_columns(document, memory["gpu"]),
+        **release_columns(document, memory["gpu"] if current_layout() >= RELEASE_COLUMNS_SINCE
+                          else _NO_FILL),
         "os_user": who.os_user, "actor": who.actor,
         "hash_layout": current_layout(),
     }
