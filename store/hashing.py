@@ -79,6 +79,9 @@ LAYOUT_STEPS: list[Mapping[str, tuple[str, ...]]] = [
     #    0009_impact_memory), projections of the hashed result kept in columns
     {"runs": ("gpu", "gpu_memory_bytes", "gpu_memory_utilization", "kv_cache_memory",
               "kv_cache_memory_bytes", "num_gpu_blocks_override", "starts")},
+    # 4: the vLLM release whose rules decided the run (revision 0010_release); from this
+    #    layout on ``gpu`` also names the start-up GPU of a run without KV-cache figures
+    {"runs": ("vllm_version",)},
 ]
 
 #: The column each child table is ordered by within a run.

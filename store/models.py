@@ -185,6 +185,11 @@ class Run(Base):
     kv_cache_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
     num_gpu_blocks_override: Mapped[int | None] = mapped_column(BigInteger)
     starts: Mapped[bool | None] = mapped_column(Boolean)
+    #: the vLLM release whose rules decided the run (the run document's ``vllm_version``;
+    #: revision 0010_release, which gives every earlier run ``0.19.0``, the only release
+    #: enginecfg had then).  Hashed from layout 4 on.
+    vllm_version: Mapped[str] = mapped_column(String(64), nullable=False,
+                                              server_default=text("'0.19.0'"))
     #: the hash layout (field lists, :mod:`enginecfg.store.hashing`) the row was hashed with
     hash_layout: Mapped[int] = mapped_column(Integer, nullable=False, server_default=text("1"))
     prev_hash: Mapped[str] = mapped_column(String(64), nullable=False)
@@ -200,6 +205,7 @@ class Run(Base):
         Index("ix_runs_os_user", "os_user"),
         Index("ix_runs_gpu", "gpu"),
         Index("ix_runs_starts", "starts"),
+        Index("ix_runs_vllm_version", "vllm_version"),
     )
 
 

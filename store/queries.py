@@ -80,7 +80,7 @@ def _summary(r: Any) -> dict[str, Any]:
         "finished_at": _iso(r.finished_at), "status": r.status, "model": r.model,
         "architecture": r.architecture, "changes": r.n_changes, "messages": r.n_messages,
         "checks": r.n_checks, "kv_tokens": r.kv_tokens, "max_concurrency": r.max_concurrency,
-        "gpu": r.gpu, "starts": r.starts,
+        "vllm_version": r.vllm_version, "gpu": r.gpu, "starts": r.starts,
         "host": r.host, "pid": r.pid, "os_user": r.os_user, "actor": r.actor,
         "enginecfg_version": r.enginecfg_version, "engine_args": r.engine_args,
         "error": err.get("message") if err else None,
@@ -89,7 +89,7 @@ def _summary(r: Any) -> dict[str, Any]:
 
 _SUMMARY_COLS = (Run.id, Run.chain_pos, Run.started_at, Run.finished_at, Run.status, Run.model,
                  Run.architecture, Run.n_changes, Run.n_messages, Run.n_checks,
-                 Run.kv_tokens, Run.max_concurrency, Run.gpu, Run.starts, Run.host,
+                 Run.kv_tokens, Run.max_concurrency, Run.vllm_version, Run.gpu, Run.starts, Run.host,
                  Run.pid, Run.os_user, Run.actor, Run.enginecfg_version, Run.engine_args, Run.error)
 
 
@@ -124,11 +124,17 @@ def _model_filter(q: Select, model: str | None, dialect: str) -> Select:
 def list_runs(store, *, model: str | None = None, architecture: str | None = None,
               status: str | None = None, since: float | _dt.datetime | None = None,
               until: float | _dt.datetime | None = None, limit: int | None = 50,
-              actor: str | None = None) -> list[dict[str, Any]]:
+              actor: str | None = None, vllm_version: str | None = None) -> list[dict[str, Any]]:
     """Stored runs, newest first (by start time), filtered; ``limit`` None means all.
-    ``actor`` matches the actor named explicitly or the operating-system user."""
+    ``actor`` matches the actor named explicitly or the operating-system user;
+    ``vllm_version`` the release whose rules decided the run (``0.34.0``)."""
     dialect = store.engine.dialect.name
     q = _model_filter(select(*_SUMMARY_COLS), model, dialect)
+    if vllm_version is not None:
+        if not isinstance(vllm_version, str) or not vllm_version.strip():
+            raise InvalidInputError.for_value("vllm_version", vllm_version, "a vLLM release, "
+                                              "e.g. 0.19.0 or 0.34.0", flag="--vllm-version")
+        q = q.where(_is(Run.vllm_version, dialect, vllm_version.strip()))
     if actor is not None:
         q = q.where(or_(_is(Run.actor, dialect, actor), _is(Run.os_user, dialect, actor)))
     if architecture is not None:
@@ -264,7 +270,7 @@ def field_history(store, field: str, *, model: str | None = None, limit: int | N
     out: list[dict[str, Any]] = []
     dialect = store.engine.dialect.name
     cols = (Run.id, Run.started_at, Run.chain_pos, Run.model, Run.architecture, Run.status,
-            Run.result, Run.engine_args)
+            Run.result, Run.engine_args, Run.vllm_version)
     # pages of runs, newest first: one snapshot, or runs recorded meanwhile would shift the
     # pages and repeat runs across them
     with one_snapshot(store.engine.connect()) as conn:
@@ -299,7 +305,7 @@ def field_history(store, field: str, *, model: str | None = None, limit: int | N
                     value = changes[-1]["new"]
                 out.append({"run_id": r.id, "started_at": _iso(r.started_at), "model": r.model,
                             "architecture": r.architecture, "status": r.status,
-                            "engine_args": r.engine_args,
+                            "vllm_version": r.vllm_version, "engine_args": r.engine_args,
                             "value": value, "changed": bool(changes), "changes": changes})
                 if limit is not None and len(out) >= limit:
                     break
@@ -409,14 +415,26 @@ def flatten(doc: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+#: the run document's parts a diff compares beside the config, each opened to its figures:
+#: the start-up GPU (``gpu.capability``), the engine start's decisions (``startup.block_size``)
+#: and the KV-cache figures (``impact.kv_tokens``)
+_DIFFED_PARTS = ("gpu", "startup", "impact")
+#: left out of a diff: the start-up decisions' prose (``show`` and ``explain`` give it; the
+#: values it explains are compared), the GPU's notes on where its figures come from
+_NOT_DIFFED = {("startup", "decisions"), ("gpu", "basis"), ("gpu", "aliases")}
+
+
 def _comparable(r: Any) -> dict[str, Any]:
-    flat = {"model": r.model, "status": r.status}
+    flat = {"model": r.model, "status": r.status, "vllm_version": r.vllm_version}
     if r.engine_args:
         flat.update(flatten(r.engine_args, "engine_args."))
     flat.update(flatten(_config_of(r.result) or {}))
-    impact = r.result.get("impact") if isinstance(r.result, dict) else None
-    if isinstance(impact, dict):
-        flat.update(_flatten_rows(impact, "impact."))
+    for part in _DIFFED_PARTS:
+        # absent in runs recorded before the part existed: its fields are then only in the other
+        value = r.result.get(part) if isinstance(r.result, dict) else None
+        if isinstance(value, dict):
+            flat.update(_flatten_rows({k: v for k, v in value.items()
+                                       if (part, k) not in _NOT_DIFFED}, part + "."))
     return flat
 
 
@@ -438,15 +456,19 @@ def _flatten_rows(doc: Any, prefix: str) -> dict[str, Any]:
 def diff_runs(store, a: str, b: str) -> dict[str, Any]:
     """Fields whose final values differ between two runs.
 
-    Compares the model, the status, the engine arguments (``engine_args.<name>``), the
-    result's config flattened to dotted paths (``cache_config.block_size``) and its KV-cache
-    impact (``impact.kv_tokens``, ``impact.concurrency.8192``).  A field only
-    one run has shows ``only_in``: ``"a"`` or ``"b"`` (and null on the other side).
+    Compares the model, the status, the vLLM release (``vllm_version``), the engine
+    arguments (``engine_args.<name>``), the result's config flattened to dotted paths
+    (``cache_config.block_size``), the start-up GPU (``gpu.capability``), the engine start's
+    decisions (``startup.block_size``) and the KV-cache impact (``impact.kv_tokens``,
+    ``impact.concurrency.8192``).  A field only one run has shows ``only_in``: ``"a"`` or
+    ``"b"`` (and null on the other side): runs of two releases hold different fields.
+    ``vllm_version_a`` / ``vllm_version_b`` name each run's release, ``releases_differ``
+    whether they differ.
     """
     with store.engine.connect() as conn:
         ids = [resolve_run_id(conn, x) for x in (a, b)]
         rows = {r.id: r for r in conn.execute(
-            select(Run.id, Run.model, Run.status, Run.engine_args, Run.result)
+            select(Run.id, Run.model, Run.status, Run.engine_args, Run.result, Run.vllm_version)
             .where(Run.id.in_(ids)))}
     fa, fb = _comparable(rows[ids[0]]), _comparable(rows[ids[1]])
     diffs = []
@@ -457,7 +479,10 @@ def diff_runs(store, a: str, b: str) -> dict[str, Any]:
             diffs.append({"field": key, "a": None if va is _MISSING else va,
                           "b": None if vb is _MISSING else vb,
                           "only_in": "a" if vb is _MISSING else "b" if va is _MISSING else None})
-    return {"run_id_a": ids[0], "run_id_b": ids[1], "a": ids[0], "b": ids[1], "differences": diffs}
+    ra, rb = rows[ids[0]].vllm_version, rows[ids[1]].vllm_version
+    return {"run_id_a": ids[0], "run_id_b": ids[1], "a": ids[0], "b": ids[1],
+            "vllm_version_a": ra, "vllm_version_b": rb, "releases_differ": ra != rb,
+            "differences": diffs}
 
 
 def _rows_of(store, table: str) -> Iterable[dict[str, Any]]:

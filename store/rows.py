@@ -19,7 +19,7 @@ from enginecfg.store.hashing import child_hashes, current_layout
 from enginecfg.store.models import TEXT_COLUMNS, encode_json, normalise_json, storable_text
 
 __all__ = ["RunBuffer", "Identity", "TEXTS", "CHILD_ORDER", "build_rows", "impact_columns", "memory_columns",
-           "MEMORY_COLUMNS_SINCE",
+           "MEMORY_COLUMNS_SINCE", "RELEASE_COLUMNS_SINCE", "EARLIER_RELEASE", "release_columns",
            "with_json", "storable_texts"]
 
 #: the child tables in the order a run's rows are written
@@ -145,6 +145,38 @@ def memory_columns(document: Any) -> dict[str, Any]:
             "starts": starts if isinstance(starts, bool) else None}
 
 
+#: the hash layout from which runs hold :func:`release_columns` (revision 0010_release)
+RELEASE_COLUMNS_SINCE = 4
+
+#: the release of a run whose document names none: every run recorded before releases were
+#: named was decided by vLLM 0.19.0's rules (revision 0010_release gives old rows this value)
+EARLIER_RELEASE = "0.19.0"
+
+
+#: :func:`release_columns` given this GPU keeps it as it is (a run hashed with a layout
+#: before :data:`RELEASE_COLUMNS_SINCE` holds only the figures' card)
+_NO_FILL = object()
+
+
+def release_columns(document: Any, gpu: Any) -> dict[str, Any]:
+    """The vLLM release a run document speaks for, and the GPU the run assumes, as their
+    columns hold them.  ``vllm_version``: the document's, else :data:`EARLIER_RELEASE`.
+    ``gpu``: *gpu* (the card of the KV-cache figures, :func:`memory_columns`), else the
+    document's start-up GPU (``gpu.name``), else None: one GPU per run serves both, so a run
+    without figures (refused, or the figures left out) still names its card."""
+    doc = document if isinstance(document, dict) else {}
+    release = doc.get("vllm_version")
+    if not isinstance(release, str) or not release:
+        release = EARLIER_RELEASE
+    if gpu is _NO_FILL:
+        return {"vllm_version": release}
+    if gpu is None:
+        card = doc.get("gpu")
+        name = card.get("name") if isinstance(card, dict) else None
+        gpu = name if isinstance(name, str) and len(name) <= 64 else None
+    return {"vllm_version": release, "gpu": gpu}
+
+
 def build_rows(buf: RunBuffer, who: Identity, *, status: str, finished_at: float,
                document: dict | None, fingerprint: str | None, error: dict | None,
                failed_stage: str | None) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
@@ -181,6 +213,7 @@ def build_rows(buf: RunBuffer, who: Identity, *, status: str, finished_at: float
          "detail": v.detail}
         for i, v in enumerate(buf.checks, start=1)
     ]
+    memory = memory_columns(document)
     run_row = {
         "id": run_id, "started_at": float(s.started_at), "finished_at": float(finished_at),
         "status": status, "enginecfg_version": who.version, "host": who.host,
@@ -190,7 +223,9 @@ def build_rows(buf: RunBuffer, who: Identity, *, status: str, finished_at: float
         "failed_stage": failed_stage, "n_stages": len(stages), "n_changes": len(changes),
         "n_messages": len(messages), "n_checks": len(checks),
         **impact_columns(document),
-        **memory_columns(document),
+        **memory,
+        **release_columns(document, memory["gpu"] if current_layout() >= RELEASE_COLUMNS_SINCE
+                          else _NO_FILL),
         "os_user": who.os_user, "actor": who.actor,
         "hash_layout": current_layout(),
     }

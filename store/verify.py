@@ -31,7 +31,13 @@ import attrs
 from sqlalchemy import exists, select
 
 from enginecfg.store.engine import one_snapshot
-from enginecfg.store.rows import MEMORY_COLUMNS_SINCE, impact_columns, memory_columns
+from enginecfg.store.rows import (
+    MEMORY_COLUMNS_SINCE,
+    RELEASE_COLUMNS_SINCE,
+    impact_columns,
+    memory_columns,
+    release_columns,
+)
 from enginecfg.store.hashing import (
     CHILD_ORDER,
     UnknownLayoutError,
@@ -148,10 +154,16 @@ def _check_run(run: dict[str, Any], kids: dict[str, list[dict[str, Any]]],
     projected = impact_columns(run["result"])
     if lay.number >= MEMORY_COLUMNS_SINCE:  # runs recorded before them hold NULL there
         projected.update(memory_columns(run["result"]))
-    if any(not _held_as(run.get(k), v) for k, v in projected.items()) and not child_trouble:
+    if lay.number >= RELEASE_COLUMNS_SINCE:  # earlier runs read 0.19.0 there, unhashed
+        projected.update(release_columns(run["result"], projected["gpu"]))
+    off = [k for k, v in projected.items() if not _held_as(run.get(k), v)]
+    if off and not child_trouble:
         child_trouble = True
-        problems.append(Problem("edited_run", f"run {rid} (position {pos}): its impact columns "
-                                "do not match the impact of its stored result", "runs", rid, pos))
+        what = ("its release column (vllm_version) does not match the release of its stored "
+                "result" if off == ["vllm_version"] else "its impact columns do not match the "
+                "impact of its stored result")
+        problems.append(Problem("edited_run", f"run {rid} (position {pos}): {what}", "runs",
+                                rid, pos))
     hashes = {t: [r["row_hash"] for r in kids.get(t, [])] for t in lay.child_fields}
     if run_hash(run, hashes) != run["row_hash"] and not child_trouble:
         problems.append(Problem("edited_run", f"run {rid} (position {pos}) does not match its "

@@ -147,18 +147,19 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     until = parse_time(args.until, flag="--until") if args.until else None
     rows = _store(args).list_runs(model=args.model, architecture=args.architecture,
                                   status=args.status, since=since, until=until, limit=args.limit,
-                                  actor=args.actor)
+                                  actor=args.actor, vllm_version=args.vllm_version)
     if args.json:
         _dump(rows)
         return 0
     from enginecfg.ui.facts import who_ran
 
-    _print_table(args, ["run_id", "started_at", "status", "model", "architecture", "actor",
-                        "changes", "engine flags"],
-                 [[r["run_id"][:12], _time(r["started_at"]), r["status"], r["model"],
-                   r["architecture"], who_ran(r), r["changes"], _flags(r["engine_args"])]
+    _print_table(args, ["run_id", "started_at", "status", "vllm", "model", "architecture",
+                        "actor", "changes", "engine flags"],
+                 [[r["run_id"][:12], _time(r["started_at"]), r["status"], r["vllm_version"],
+                   r["model"], r["architecture"], who_ran(r), r["changes"],
+                   _flags(r["engine_args"])]
                   for r in rows],
-                 names=(0, 1, 2, 4), title=f"{len(rows)} run(s), newest first")
+                 names=(0, 1, 2, 3, 5), title=f"{len(rows)} run(s), newest first")
     return 0
 
 
@@ -177,7 +178,13 @@ def _cmd_show(args: argparse.Namespace) -> int:
                     c["level"], c["reason"], c.get("explanation")] for c in run["changes"]])
         return 0
     from enginecfg.cli.tables import paragraph, render
-    from enginecfg.ui.facts import capacity_rows, source_rows, validation_rows, who_ran
+    from enginecfg.ui.facts import (
+        capacity_rows,
+        release_rows,
+        source_rows,
+        validation_rows,
+        who_ran,
+    )
 
     keys = ["run_id", "position", "status", "model", "architecture", "started_at",
             "finished_at"]
@@ -189,6 +196,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
                   + [["engine flags", _flags(run["engine_args"])]]
                   + ([["error", _v(run["error"])]] if run["error"] else []),
                   names=(0,), title=f"run {run['run_id']}")]
+    out.append(render(["key", "value"], release_rows(run), names=(0,), title="release and GPU"))
     out.append(render(["key", "value"], source_rows(run), names=(0,), title="source"))
     out.append(render(["key", "value"], validation_rows(run), names=(0,),
                       title="GPU validation"))
@@ -230,14 +238,14 @@ def _cmd_history(args: argparse.Namespace) -> int:
     if args.json:
         _dump(rows)
         return 0
-    _print_table(args, ["run_id", "started_at", "model", "status", "value", "changed by",
-                        "engine flags"],
+    _print_table(args, ["run_id", "started_at", "model", "status", "vllm", "value",
+                        "changed by", "engine flags"],
                  [[r["run_id"][:12], _time(r["started_at"]), r["model"], r["status"],
-                   _cell(args, args.field, r["value"]),
+                   r["vllm_version"], _cell(args, args.field, r["value"]),
                    "; ".join(f"{c['stage']}: {_v(c['old'])} -> {_v(c['new'])}"
                              for c in r["changes"]) or "(unchanged)",
                    _flags(r["engine_args"])] for r in rows],
-                 names=(0, 1, 3), title=f"{args.field}: {len(rows)} run(s), newest first")
+                 names=(0, 1, 3, 4), title=f"{args.field}: {len(rows)} run(s), newest first")
     return 0
 
 
@@ -287,8 +295,18 @@ def _cmd_diff(args: argparse.Namespace) -> int:
                    "(absent)" if d["only_in"] == "a" else _cell(args, d["field"], d["b"])]
                   for d in res["differences"]],
                  names=(0,), title=f"{len(res['differences'])} difference(s): "
-                                   f"a = run {res['run_id_a']}, b = run {res['run_id_b']}")
+                                   f"a = run {res['run_id_a']}, b = run {res['run_id_b']}"
+                                   + diff_releases(res))
     return 0
+
+
+def diff_releases(res: dict[str, Any]) -> str:
+    """The diff header's note on the two runs' releases: which each speaks for when they
+    differ (their fields then differ by the releases' rules, not only by the inputs)."""
+    if not res.get("releases_differ"):
+        return ""
+    return (f"; the releases differ: a = vLLM {res['vllm_version_a']}, "
+            f"b = vLLM {res['vllm_version_b']}")
 
 
 @_guard
@@ -500,6 +518,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--until", metavar="TIME", help="ISO date/time (UTC) or an age")
     p.add_argument("--actor", metavar="NAME",
                    help="runs by this actor (--actor / ENGINECFG_ACTOR) or operating-system user")
+    p.add_argument("--vllm-version", metavar="V", default=None,
+                   help="runs decided by this vLLM release's rules (0.19.0, 0.34.0)")
     p.add_argument("--limit", type=int, default=50, metavar="N")
     _add_json(p, csv=True)
     _add_db(p)

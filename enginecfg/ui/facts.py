@@ -12,7 +12,7 @@ from typing import Any
 
 from enginecfg.pipeline.errors import InvalidInputError
 
-__all__ = ["who_ran", "source_rows", "validation_rows", "capacity_rows", "parse_time"]
+__all__ = ["who_ran", "release_rows", "source_rows", "validation_rows", "capacity_rows", "parse_time"]
 
 _REL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -41,6 +41,29 @@ def who_ran(run: dict[str, Any]) -> str:
     if actor and user:
         return f"{actor} (os user {user})"
     return actor or user or ""
+
+
+def release_rows(run: dict[str, Any]) -> list[list[Any]]:
+    """The vLLM release whose rules decided a run, and the GPU the engine starts on: the
+    card as the run document names it (device, memory, compute capability), else the
+    store's ``gpu`` column, else not recorded (a run recorded before GPUs were)."""
+    rows: list[list[Any]] = [["vLLM release", run.get("vllm_version")]]
+    result = run.get("result") if isinstance(run.get("result"), dict) else {}
+    card = result.get("gpu")
+    if isinstance(card, dict) and card.get("name"):
+        rows.append(["GPU", card.get("name")])
+        if card.get("device_name"):
+            rows.append(["device", card.get("device_name")])
+        if isinstance(card.get("memory_bytes"), (int, float)):
+            rows.append(["memory", f"{card['memory_bytes']:,} bytes "
+                                   f"({card['memory_bytes'] / 1024 ** 3:,.2f} GiB)"])
+        if card.get("capability"):
+            rows.append(["compute capability", card.get("capability")])
+    elif run.get("gpu"):
+        rows.append(["GPU", run.get("gpu")])
+    else:
+        rows.append(["GPU", "(not recorded: a run recorded before the GPU was)"])
+    return rows
 
 
 def source_rows(run: dict[str, Any]) -> list[list[Any]]:

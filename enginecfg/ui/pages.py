@@ -2,8 +2,9 @@
 
 Pages (all GET; any other method is answered 405):
 
-``/``                 the runs, newest first, filtered by model, status, actor and time
-``/run/<id>``         one run: who, source, GPU validation, capacity, stages and their
+``/``                 the runs, newest first, filtered by model, status, vLLM release, actor
+                      and time
+``/run/<id>``         one run: who, its vLLM release and GPU, source, GPU validation, capacity, stages and their
                       origin, every change with its reason and explanation, the messages
 ``/history?field=F``  one field's value across runs, as a chart and a table
 ``/diff?a=A&b=B``     the fields whose final values differ between two runs
@@ -157,7 +158,7 @@ class AuditPages:
             raise InvalidInputError.for_value("limit", q.get("limit"), "an integer from 1 to 10000")
         rows = self.store.list_runs(model=q.get("model") or None, status=status,
                                     actor=q.get("actor") or None, since=since, until=until,
-                                    limit=limit)
+                                    limit=limit, vllm_version=q.get("vllm_version") or None)
         for r in rows:
             r["who"] = who_ran(r)
         return "runs.html", {"title": "runs", "rows": rows, "q": q, "statuses": _STATUSES,
@@ -166,12 +167,19 @@ class AuditPages:
     def run(self, run_id: str, q: dict[str, str]) -> tuple[str, dict[str, Any]]:
         from urllib.parse import unquote
 
-        from enginecfg.ui.facts import capacity_rows, source_rows, validation_rows, who_ran
+        from enginecfg.ui.facts import (
+            capacity_rows,
+            release_rows,
+            source_rows,
+            validation_rows,
+            who_ran,
+        )
 
         run = self.store.get_run(unquote(run_id))
         summary = [["run", run["run_id"]], ["position", run["position"]],
                    ["status", run["status"]], ["model", run["model"]],
                    ["architecture", run["architecture"]],
+                   ["vLLM release", run["vllm_version"]],
                    ["started", _short_time(run["started_at"])],
                    ["actor", who_ran(run) or "(not recorded)"],
                    ["host / pid", f"{run['host']} / {run['pid']}"],
@@ -181,7 +189,8 @@ class AuditPages:
             err = run["error"]
             summary.append(["error", err.get("message") if isinstance(err, dict) else str(err)])
         return "run.html", {"title": f"run {run['run_id'][:12]}", "run": run,
-                            "summary": summary, "source": source_rows(run),
+                            "summary": summary, "release": release_rows(run),
+                            "source": source_rows(run),
                             "validation": validation_rows(run), "capacity": capacity_rows(run)}
 
     def history(self, q: dict[str, str]) -> tuple[str, dict[str, Any]]:

@@ -162,6 +162,7 @@ def test_a_run_page_shows_its_changes_with_their_explanations(browser, served):
     assert "unknown" not in stages and "built-in" in stages
     assert "ci-nightly" in browser.find_element(By.ID, "summary").text
     assert "folder" in browser.find_element(By.ID, "source").text
+    assert "vLLM release 0.19.0" in browser.find_element(By.ID, "release").text
     assert "KV tokens" in browser.find_element(By.ID, "capacity").text
     assert "status" in browser.find_element(By.ID, "validation").text
 

@@ -219,5 +219,5 @@ def test_runs_recorded_before_the_memory_columns_still_verify(store, monkeypatch
         old = _run()
     assert store.get_run(old.run_id)["hash_layout"] == 2 and store.get_run(old.run_id)["gpu"] is None
     new = _run()
-    assert store.get_run(new.run_id)["hash_layout"] == 3
+    assert store.get_run(new.run_id)["hash_layout"] == hashing.current_layout() >= 3
     assert store.verify().ok
