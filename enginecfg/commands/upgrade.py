@@ -305,6 +305,14 @@ class Upgrade:
         return next((f for f in self.fields if f.field == name), None)
 
     @property
+    def capacity_rules(self) -> tuple[Rule, ...]:
+        """The rules that change what the KV figures mean between the two releases (the
+        logged KV size, how concurrency counts the groups); empty where none is known."""
+        old, new = _ordered(self.from_side, self.to_side)
+        table = UPGRADE_RULES.get((old.release, new.release), {})
+        return tuple(table[k] for k in ("kv_tokens.meaning", "concurrency.groups") if k in table)
+
+    @property
     def exit_code(self) -> int:
         """0 when both releases resolve the setting; else the highest exit status of the
         refusals (1 rejected, 2 bad input), as ``run`` maps them."""
@@ -315,7 +323,8 @@ class Upgrade:
                 "gpu": self.gpu, "from": self.from_side.to_dict(), "to": self.to_side.to_dict(),
                 "fields": [f.to_dict() for f in self.fields],
                 "changed": [f.field for f in self.changed],
-                "capacity": self.capacity.to_dict()}
+                "capacity": self.capacity.to_dict(),
+                "capacity_rules": [r.to_dict() for r in self.capacity_rules]}
 
 
 # --------------------------------------------------------------------------- reading a side
