@@ -127,7 +127,11 @@ CORE_FIELDS = ("cache_config.block_size", "cache_config.enable_prefix_caching", 
                "cache_config.mamba_block_size", "cache_config.mamba_ssm_cache_dtype",
                "attention_config.backend", "scheduler_config.enable_chunked_prefill")
 #: the start-up decisions every upgrade shows (``startup.*``)
-START_FIELDS = ("startup.block_size", "startup.mamba_block_size", "startup.mamba_page_size_padded")
+#: ``block_size`` is vLLM's after ``update_block_size_for_backend`` (0.19.0 declares hybrids at
+#: 16 there and grows their blocks in the KV planning); ``engine_block_size`` the smallest group
+#: block size the engine writes back and runs with
+START_FIELDS = ("startup.engine_block_size", "startup.block_size", "startup.mamba_block_size",
+                "startup.mamba_page_size_padded")
 
 
 def _read_only(value: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -353,16 +357,10 @@ def _built(side: Side) -> bool:
     return st is not None and (st.failure is None or st.failure.step != "build")
 
 
-def _engine_block_size(st: Startup) -> int:
-    return st.engine_block_size if st.engine_block_size is not None else st.block_size
-
-
 def _start_value(side: Side, field: str) -> Any:
     st = side.startup
     if st is None or not _built(side):
         return None
-    if field == "startup.block_size":
-        return _engine_block_size(st)
     return getattr(st, field.split(".", 1)[1])
 
 
@@ -392,7 +390,7 @@ def _decision_detail(side: Side, field: str) -> str | None:
     st = side.startup
     if st is None:
         return None
-    name = "block_size" if field == "startup.block_size" else field.split(".", 1)[1]
+    name = "block_size" if field == "startup.engine_block_size" else field.split(".", 1)[1]
     found = [d for d in st.decisions if d.field == name and d.rule is not None]
     return found[-1].explanation if found else None
 
@@ -432,12 +430,12 @@ def _situation(field: str, old: Side, new: Side) -> str | None:
         if hybrid:
             return "block_size.no_config_alignment"
         return "block_size.default" if _at(cn, field) == 64 and _at(co, field) == 16 else None
-    if field == "startup.block_size":
+    if field in ("startup.block_size", "startup.engine_block_size"):
         if not _built(new):
             return "block_size.not_built"
         if hybrid:
             return "block_size.start_alignment"
-        return "block_size.default" if _start_value(new, field) == 64 else None
+        return "block_size.default" if _start_value(new, "startup.block_size") == 64 else None
     if field == "cache_config.enable_prefix_caching":
         return "enable_prefix_caching.hybrid" if hybrid and _at(cn, field) else None
     if field == "cache_config.mamba_cache_mode":
@@ -494,13 +492,21 @@ def _compare(a: Side, b: Side) -> tuple[FieldChange, ...]:
         if a.ok != b.ok or type(a.error) is not type(b.error) or str(a.error) != str(b.error):
             add("error", None if a.error is None else " ".join(str(a.error).split()),
                 None if b.error is None else " ".join(str(b.error).split()))
-        return tuple(out)
+        if not a.ok and not b.ok:
+            return tuple(out)
     ca, cb = _config(a), _config(b)
     names = list(CORE_FIELDS)
     for side in (a, b):
-        for c in side.result.changes:
+        for c in side.result.changes if side.result is not None else ():
             if c.field not in names:
                 names.append(c.field)
+    if not a.ok or not b.ok:  # one side refused: the other's decisions, with nothing to compare
+        for name in [*names, *START_FIELDS]:
+            value = _start_value(a if a.ok else b, name) if name.startswith("startup.") else \
+                _at(ca if a.ok else cb, name)
+            out.append(FieldChange(name, _stage_of(a, name), _stage_of(b, name),
+                                   value if a.ok else None, value if b.ok else None, False))
+        return tuple(out)
     for name in names:
         if _at(ca, name) is None and _at(cb, name) is None and name not in CORE_FIELDS:
             continue
