@@ -151,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     register(sub)
     register_explain(sub)
+    from enginecfg.cli.upgrade import register as register_upgrade
+
+    register_upgrade(sub)
     for sp in _subparsers(parser):
         sp.formatter_class = _Help
         _add_globals(sp, here=False)

@@ -22,12 +22,15 @@ from enginecfg.commands.explain import Explanation, explain
 from enginecfg.commands.findings import ArgumentCause, ChangeCause, Finding, findings
 from enginecfg.commands.plan import OBJECTIVES, Plan, PlanRow, plan
 from enginecfg.commands.run import RunOutcome, run
+from enginecfg.commands.upgrade import Upgrade, upgrade
 from enginecfg.pipeline.models.capacity import Impact, ImpactOptions, ImpactUnavailable
 
 __all__ = [
     "run",
     "explain",
     "plan",
+    "upgrade",
+    "Upgrade",
     "findings",
     "Explanation",
     "Plan",
