@@ -169,11 +169,19 @@ def _check_grid(grid: Any) -> dict[str, tuple[Any, ...]]:
 
 def _resolved(result: RunResult, options: ImpactOptions, setting: Mapping[str, Any]) -> dict[str, Any]:
     """What vLLM resolved for each axis of *setting*: the config field an engine argument
-    sets (the Mamba mode it uses, the block size it ends up with), the memory option used."""
+    sets (the Mamba mode it uses, the block size its attention layers run with, at engine start
+    for a release that decides it there), the memory option used."""
     doc = result.to_dict()["config"]
     out: dict[str, Any] = {}
+    imp = result.facts.get("impact")
+    startup = result.facts.get("startup")
+    at_start = getattr(startup, "release", None) == result.vllm_version and result.vllm_version != "0.19.0"
     for name in setting:
-        if name in ENGINE_ARGS:
+        if name == "block_size" and isinstance(imp, Impact) and imp.attention_block_size is not None:
+            out[name] = imp.attention_block_size  # the block the attention layers run with
+        elif name == "mamba_block_size" and at_start:
+            out[name] = startup.mamba_block_size  # decided when the engine starts
+        elif name in ENGINE_ARGS:
             section, field = ENGINE_ARGS[name].config_field.split(".")
             out[name] = (doc.get(section) or {}).get(field)
         elif name == "gpu":
