@@ -140,6 +140,23 @@ class GpuCheck:
         return self.check.kernel
 
 
+@attrs.frozen
+class PageLayout:
+    """The KV-cache page layout the kernels meet, where it is not the config's: the block size
+    the attention layers declare their KV cache with (``block_size``, the KV manager's block),
+    the block the attention kernels address (``kernel_block_size``: a divisor of it, when the
+    backends cannot take the whole block and vLLM views each page as several kernel blocks;
+    None: the block itself) and the padded Mamba page (None: no padding)."""
+
+    block_size: int
+    kernel_block_size: int | None = None
+    mamba_page_size_padded: int | None = None
+
+    @property
+    def kernel_block(self) -> int:
+        return self.kernel_block_size or self.block_size
+
+
 def mla_facts(cfg) -> dict[str, int] | None:
     """kv_lora_rank, qk_rope_head_dim and query heads per rank of an MLA model, or None."""
     return derive.mla_dims(cfg.model_config, cfg.parallel_config.tensor_parallel_size)
@@ -206,7 +223,10 @@ class GpuValidationStage(Stage):
             import torch
 
             doc["device"] = torch.cuda.get_device_name(0)
-        plan = build_plan(cfg, interpret=device == "cpu")
+        plan = self.plan_for(cfg, ctx, interpret=device == "cpu")
+        if isinstance(plan, str):
+            doc["reason"] = plan
+            return
         if not plan:
             doc["reason"] = "no kernel check applies to this config"
             return
@@ -229,6 +249,11 @@ class GpuValidationStage(Stage):
                 ctx.warn(f"{entry['check']}: the {entry['dtype']} SSM state drifts to a relative error of "
                          f"{entry['state_error']:.3g} after {entry['shapes']['steps']} decode steps "
                          f"(threshold {STATE_ERROR_WARN:g}); float32 keeps it at the float64 reference's level")
+
+    def plan_for(self, cfg, ctx, *, interpret: bool) -> "list[GpuCheck] | str":
+        """The checks of this run (a string: why none can be planned).  0.19.0 lays the pages
+        out at config time: the config's block size and padded Mamba page."""
+        return build_plan(cfg, interpret=interpret)
 
     def _run_check(self, check: GpuCheck, device: str, device_name: str, ctx) -> dict[str, Any]:
         from enginecfg.kernels.checks import run_check
@@ -262,25 +287,31 @@ class GpuValidationStage(Stage):
         return entry
 
 
-def build_plan(cfg, *, interpret: bool) -> list[GpuCheck]:
-    """The kernel checks a config implies, with their arguments (scaled down to interpret)."""
+def build_plan(cfg, *, interpret: bool, layout: PageLayout | None = None) -> list[GpuCheck]:
+    """The kernel checks a config implies, with their arguments (scaled down to interpret).
+    *layout*: the page layout when the config's fields do not hold it (a release that lays
+    pages out when the engine starts); the attention kernels then run on its kernel block,
+    over sequences that cross one KV manager block."""
     mc, cc = cfg.model_config, cfg.cache_config
     tp = cfg.parallel_config.tensor_parallel_size
     plan: list[GpuCheck] = []
-    block = cc.block_size
+    block = cc.block_size if layout is None else layout.kernel_block
+    span = block if layout is None else layout.block_size  # the tokens of one KV manager block
+    split = {} if layout is None or layout.kernel_block == layout.block_size else {
+        "manager_block_size": layout.block_size}
     kv_dtype, kv_note = _kv_dtype(cfg)
     heads = mc.num_attention_heads
     fp8 = kv_dtype.startswith("fp8")
     mla = mla_facts(cfg) if not mc.is_attention_free else None
     if mla:
         h = min(mla["num_heads"], 3) if interpret else mla["num_heads"]
-        seq_lens = [block + 3, 5] if interpret else [2 * block + 7, block + 1, 33, 1]
+        seq_lens = [span + 3, 5] if interpret else [2 * span + 7, span + 1, 33, 1]
         args = {"kv_lora_rank": mla["kv_lora_rank"], "qk_rope_head_dim": mla["qk_rope_head_dim"],
                 "num_heads": h, "block_size": block, "kv_dtype": kv_dtype, "seq_lens": seq_lens,
                 "q_dtype": mc.dtype}
         plan.append(GpuCheck(f"mla-decode-attention-{mla['kv_lora_rank']}+{mla['qk_rope_head_dim']}",
                              KernelCheck.MLA_ATTENTION, kv_dtype,
-                             shapes={k: v for k, v in args.items() if k != "q_dtype"}, args=args,
+                             shapes={**{k: v for k, v in args.items() if k != "q_dtype"}, **split}, args=args,
                              detail=kv_note))
     elif not mc.is_attention_free and mc.head_size and not mc.use_mla and heads:
         kv_heads = mc.num_kv_heads
@@ -288,12 +319,12 @@ def build_plan(cfg, *, interpret: bool) -> list[GpuCheck]:
         group = max(1, q_heads // kv_heads)
         if interpret:
             kv_heads, q_heads = 1, min(group, 2)
-            seq_lens = [block + 3, 5]
+            seq_lens = [span + 3, 5]
         else:
-            seq_lens = [2 * block + 7, block + 1, 33, 1]
+            seq_lens = [2 * span + 7, span + 1, 33, 1]
         for hs in attention_head_sizes(cfg):
             shapes = {"head_size": hs, "num_kv_heads": kv_heads, "num_q_heads": q_heads, "block_size": block,
-                      "seq_lens": seq_lens}
+                      **split, "seq_lens": seq_lens}
             args = {"head_size": hs, "num_kv_heads": kv_heads, "num_q_heads": q_heads,
                     "block_size": block, "kv_dtype": kv_dtype, "seq_lens": seq_lens}
             if fp8:
@@ -306,18 +337,18 @@ def build_plan(cfg, *, interpret: bool) -> list[GpuCheck]:
             kv_dtype = mc.dtype
             kv_note = f"prefill checked in the model dtype {mc.dtype}; the fp8 cache is checked by decode"
         q_lens = [4, 3] if interpret else [64, 17]
-        p_lens = [block + 4, 9] if interpret else [block + 64, 40]
+        p_lens = [span + 4, 9] if interpret else [span + 64, 40]
         plan.append(GpuCheck(
             f"paged-prefill-chunk-h{hs}", KernelCheck.PAGED_PREFILL, kv_dtype,
-            shapes={"head_size": hs, "block_size": block, "seq_lens": p_lens, "query_lens": q_lens},
+            shapes={"head_size": hs, "block_size": block, **split, "seq_lens": p_lens, "query_lens": q_lens},
             args={"head_size": hs, "num_kv_heads": kv_heads, "num_q_heads": q_heads, "block_size": block,
                   "kv_dtype": kv_dtype, "seq_lens": p_lens, "query_lens": q_lens},
             detail=kv_note))
-    plan += _mamba_plan(cfg, interpret)
+    plan += _mamba_plan(cfg, interpret, layout)
     return plan
 
 
-def _mamba_plan(cfg, interpret: bool) -> list[GpuCheck]:
+def _mamba_plan(cfg, interpret: bool, layout: PageLayout | None = None) -> list[GpuCheck]:
     mc, cc = cfg.model_config, cfg.cache_config
     info = mc.arch_info
     if info is None or info.state_kind is None:
@@ -370,8 +401,10 @@ def _mamba_plan(cfg, interpret: bool) -> list[GpuCheck]:
                              shapes={"steps": steps},
                              args={"kernel": "gated_delta", "state_dtype": dtypes[1], "steps": steps}))
     if mc.is_hybrid and facts["mamba_page_size"]:
-        page = cc.mamba_page_size_padded or cc.block_size * facts["attn_page_size_1_token"]
-        attn_block = cc.block_size * facts["attn_page_size_1_token"]
+        block = cc.block_size if layout is None else layout.block_size
+        padded = cc.mamba_page_size_padded if layout is None else layout.mamba_page_size_padded
+        page = padded or block * facts["attn_page_size_1_token"]
+        attn_block = block * facts["attn_page_size_1_token"]
         from enginecfg.pipeline.models.dtypes import dtype_size
 
         state_bytes = [math.prod(s) * dtype_size(d) for s, d in zip(shapes, dtypes)]

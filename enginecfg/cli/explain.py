@@ -35,7 +35,7 @@ def _mib(n: int) -> str:
 
 
 #: short column names of the grid axes (two lines when the table must be narrow)
-_SHORT = {"tensor_parallel_size": "tp", "kv_cache_dtype": "kv dtype", "block_size": "block size",
+_SHORT = {"vllm_version": "vllm", "tensor_parallel_size": "tp", "kv_cache_dtype": "kv dtype", "block_size": "block size",
           "mamba_cache_mode": "mamba mode", "max_model_len": "max len", "gpu": "gpu",
           "gpu_memory_utilization": "util", "enable_prefix_caching": "prefix cache"}
 #: the marks of the objectives when the table is narrow (a legend follows)
@@ -112,6 +112,27 @@ def _concurrency_table(imp) -> str | None:
                   title="Concurrent requests, were --max-model-len lowered to the context:")
 
 
+def _startup_lines(result) -> list[str]:
+    """What a release that decides the block size at engine start (0.34.0) decides there: the
+    block size the attention layers run with, the Mamba block and padded page, and why."""
+    st = result.facts.get("startup")
+    if result.vllm_version in (None, "0.19.0") or getattr(st, "release", None) != result.vllm_version:
+        return []
+    backends = ", ".join(st.attention_backends) or "no attention layer"
+    line = f"Engine start: attention on {backends}; block size {st.block_size:,} tokens"
+    if st.mamba_block_size is not None and result.config.model_config.is_hybrid:
+        line += f", Mamba block {st.mamba_block_size:,}"
+    if st.mamba_page_size_padded is not None:
+        line += f", Mamba page padded to {st.mamba_page_size_padded:,} bytes"
+    out = [line + " (decided before loading; vLLM itself knows it only after loading the weights)."]
+    from enginecfg.cli.tables import paragraph
+
+    out = [paragraph(out[0])]
+    out += [paragraph(f"{d.field}: {d.old} -> {d.new}: {d.reason}", indent="  ", hanging="    ")
+            for d in st.decisions]
+    return out
+
+
 def print_explanation(e, *, recorded: str | None = None) -> None:
     """The report of an :class:`~enginecfg.commands.Explanation`; *recorded* says where its
     run was recorded (None: it was not, and no run id is shown)."""
@@ -121,6 +142,10 @@ def print_explanation(e, *, recorded: str | None = None) -> None:
 
     imp = e.impact
     out = [f"{e.model}  (run {e.run_id[:12]})" if recorded else f"{e.model}  (not recorded)"]
+    gpu = e.result.gpu or {}
+    out.append(f"as vLLM {e.vllm_version} decides it, on the {gpu.get('name')} (compute capability "
+               f"{gpu.get('capability')})")
+    out += _startup_lines(e.result)
     if not isinstance(imp, Impact):
         error = getattr(imp, "error", None) or "the impact stage recorded no figures"
         out.append(paragraph(f"KV-cache figures unavailable: {error}"))
@@ -131,7 +156,7 @@ def print_explanation(e, *, recorded: str | None = None) -> None:
         out.append(imp.note or "No KV cache.")
     else:
         out += _kv_lines(imp)
-    out += [paragraph(line, hanging="  ") for line in start_lines(imp)]
+    out += [paragraph(line, hanging="  ") for line in start_lines(imp, release=e.vllm_version)]
     if imp.groups:
         table = _concurrency_table(imp)
         if table:
@@ -176,12 +201,17 @@ def print_plan(p) -> None:
     for objective, i in p.best.items():
         if i is not None:
             marks.setdefault(i, []).append(objective)
+    used = sorted({r.memory.gpu_memory_utilization for r in p.rows if r.ok and r.memory is not None}) or [
+        p.memory.gpu_memory_utilization]
+    util = f"utilization {used[0]:g}" if len(used) == 1 else "each release's default utilization"
     if "gpu" in p.grid:
-        where = f"utilization {p.memory.gpu_memory_utilization:g}"
+        where = util
     else:
         card = p.memory.card
-        where = f"{card.name}, {card.memory_gib:.2f} GiB, utilization {p.memory.gpu_memory_utilization:g}"
-    title = f"{p.model}: KV cache over the grid ({where}):"
+        where = f"{card.name}, {card.memory_gib:.2f} GiB, {util}"
+    releases = ", ".join(p.vllm_versions)
+    title = (f"{p.model}: KV cache over the grid ({where}; vLLM {releases}):" if len(p.vllm_versions) == 1 else
+             f"{p.model}: KV cache over the grid ({where}; each row as its vLLM release decides):")
 
     def table(short: bool) -> str:
         rows = []
@@ -221,7 +251,7 @@ def print_plan(p) -> None:
             notes.append(f"* {_SHORT.get(n, n)}: vLLM resolves "
                          + "; ".join(f"{a} to {b}" for a, b in changed))
     if any(r.ok and not r.starts for r in p.rows):
-        notes.append("Rows marked as not starting: vLLM 0.19.0 would stop at start-up (--json: "
+        notes.append(f"Rows marked as not starting: vLLM {releases} would stop at start-up (--json: "
                      "start_error; explain says why); they are never marked best.")
     from enginecfg.cli.tables import paragraph
 
@@ -265,6 +295,17 @@ def _check_plot(path: str | None) -> None:
         raise InvalidInputError.for_value("plot", path, "a file name ending in .png or .svg", flag="--plot")
 
 
+def _add_release(p: argparse.ArgumentParser, *, axis: bool) -> None:
+    from enginecfg.pipeline import rulepacks
+
+    default = rulepacks.default_release()
+    known = ", ".join([default] + [r for r in rulepacks.releases() if r != default])
+    p.add_argument("--vllm-version", dest="vllm_version", default=None,
+                   metavar="VERSION[,VERSION]" if axis else "VERSION",
+                   help=f"the vLLM release whose rules decide: {known} (default: ENGINECFG_VLLM_VERSION, else "
+                        f"{default})" + ("; several: an axis, each row as its release decides" if axis else ""))
+
+
 def register(sub) -> None:
     ex = sub.add_parser("explain", help="what a setting costs in KV cache, whether it starts, and why",
                         description="What a setting costs in KV cache on a GPU, whether vLLM would start with "
@@ -276,8 +317,9 @@ def register(sub) -> None:
     ex.add_argument("--model", dest="model_option", metavar="PATH", help=argparse.SUPPRESS)
     add_engine_flags(ex)
     add_memory_flags(ex)
+    _add_release(ex, axis=False)
     ex.add_argument("--require-start", action="store_true",
-                    help="exit 1 when vLLM 0.19.0 would not start with this setting (for CI)")
+                    help="exit 1 when vLLM would not start with this setting (for CI)")
     _add_plot(ex, "the concurrency against context length and the KV-cache pages one request takes")
     ex.add_argument("--json", action="store_true", help="print the figures and findings as JSON")
     ex.add_argument("--no-audit", action="store_true", help="do not record the run in the audit store")
@@ -296,10 +338,12 @@ def register(sub) -> None:
                                  "Face repo id (org/name)")
     pl.add_argument("--revision", default=None, metavar="REV",
                     help="a branch, tag or commit of the Hugging Face repo (with a repo id only)")
+    _add_release(pl, axis=True)
     pl.add_argument("--tp", default=None, help="tensor-parallel sizes, e.g. 1,2,4,8")
     pl.add_argument("--kv-cache-dtype", dest="kv_dtypes", default=None, help="e.g. auto,fp8")
     pl.add_argument("--block-size", dest="block_sizes", default=None, help="e.g. 16,32")
-    pl.add_argument("--mamba-cache-mode", dest="mamba_modes", default=None, help="e.g. none,align,all")
+    pl.add_argument("--mamba-cache-mode", dest="mamba_modes", default=None,
+                    help="e.g. none,align,all (0.19.0; 0.34.0 ignores the flag)")
     pl.add_argument("--max-model-len", dest="max_model_lens", default=None,
                     help="context lengths, e.g. 8192,32768 (vLLM's suffixes: 32k, 32K)")
     pl.add_argument("--gpu", dest="gpus", default=None, metavar="PRESETS",
@@ -341,7 +385,8 @@ def _cmd_explain(ns: argparse.Namespace) -> int:
     if code:
         return code
     try:
-        e = explain(ns.path, memory=memory_options(ns), revision=ns.revision, **engine_args(ns))
+        e = explain(ns.path, memory=memory_options(ns), revision=ns.revision, vllm_version=ns.vllm_version,
+                    **engine_args(ns))
     finally:
         if store is not None:
             store.detach()
@@ -361,7 +406,7 @@ def _cmd_explain(ns: argparse.Namespace) -> int:
         plot_explanation(e, ns.plot)
         sys.stderr.write(f"enginecfg: plot written to {ns.plot}\n")
     if ns.require_start and e.starts is False:
-        sys.stderr.write(f"enginecfg: does not start (--require-start): vLLM 0.19.0 would stop at start-up "
+        sys.stderr.write(f"enginecfg: does not start (--require-start): vLLM {e.vllm_version} would stop at start-up "
                          f"with {e.impact.start_error}\n")
         return 1
     return 0
@@ -392,7 +437,13 @@ def _cmd_plan(ns: argparse.Namespace) -> int:
                                 "num_gpu_blocks_override": ns.num_gpu_blocks_override}.items() if v is not None}
     if ns.gpu_memory_utilization is not None and "gpu_memory_utilization" not in grid:
         memory["gpu_memory_utilization"] = _split(ns.gpu_memory_utilization, "--gpu-memory-utilization", float)[0]
-    p = plan(ns.path, grid, memory=memory, context=ns.context, revision=ns.revision, **base)
+    releases = _split(ns.vllm_version, "--vllm-version")
+    release = None
+    if len(releases) > 1:
+        grid = {"vllm_version": releases, **grid}
+    else:
+        release = releases[0]
+    p = plan(ns.path, grid, memory=memory, context=ns.context, revision=ns.revision, vllm_version=release, **base)
     if ns.json:
         sys.stdout.write(json.dumps(p.to_dict(), indent=2, default=str) + "\n")
     else:

@@ -141,7 +141,7 @@ def impact_lines(result) -> list[str]:
         return [f"KV-cache figures unavailable: {imp.error}"]
     if not isinstance(imp, Impact):
         return []
-    out = start_lines(imp)
+    out = start_lines(imp, result.vllm_version or "0.19.0")
     if not imp.groups:
         return out + ["No layer keeps a KV cache."]
     if not imp.starts:
@@ -154,12 +154,12 @@ def impact_lines(result) -> list[str]:
             f"for the details)."]
 
 
-def start_lines(imp) -> list[str]:
-    """Whether vLLM 0.19.0 would start with these figures: nothing when it would, else its
+def start_lines(imp, release: str = "0.19.0") -> list[str]:
+    """Whether vLLM *release* would start with these figures: nothing when it would, else its
     error, as it prints it, and the largest max_model_len that fits."""
     if imp.starts:
         return []
-    out = [f"Does not start: vLLM 0.19.0 would stop at start-up with {imp.start_error}"]
+    out = [f"Does not start: vLLM {release} would stop at start-up with {imp.start_error}"]
     if imp.groups and imp.fits is not None:
         out.append(f"Largest max_model_len that fits: {imp.max_model_len_fits:,}"
                    + (" (none: not one token fits)." if imp.max_model_len_fits == 0 else "."))

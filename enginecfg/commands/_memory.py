@@ -11,7 +11,8 @@ from enginecfg.pipeline.models.capacity import ImpactOptions
 from enginecfg.pipeline.run import Pipeline
 from enginecfg.stages.impact import parse_options
 
-__all__ = ["memory_options", "figures_pipeline", "curve_contexts", "curve", "MEMORY_ARGUMENTS", "split_memory"]
+__all__ = ["memory_options", "figures_pipeline", "curve_contexts", "curve", "MEMORY_ARGUMENTS", "split_memory",
+           "utilization_given", "release_of", "used_memory"]
 
 #: vLLM's memory flags (and the GPU) as keyword arguments of the commands, beside the engine
 #: arguments: ``explain(model, gpu_memory_utilization=0.5)`` -> the impact option it sets
@@ -45,9 +46,49 @@ def memory_options(memory: MemoryLike, **override: Any) -> ImpactOptions:
     return parse_options(given)
 
 
-def figures_pipeline(memory: ImpactOptions) -> Pipeline:
-    """The pipeline behind ``explain`` and ``plan``: every stage but the kernels' proof."""
-    return Pipeline(gpu_validation="off", impact=memory)
+def utilization_given(memory: MemoryLike, flags: Mapping[str, Any]) -> bool:
+    """Did the caller state vLLM's share of the GPU memory?  (An :class:`ImpactOptions` states
+    every field; a mapping or the keyword flags only those they hold.)  A release whose default
+    utilization is not 0.19.0's (0.34.0: 1.0 with the extensible KV cache) applies its own
+    default when it was not."""
+    if isinstance(memory, ImpactOptions):
+        return True
+    if isinstance(memory, Mapping) and memory.get("gpu_memory_utilization") is not None:
+        return True
+    return flags.get("gpu_memory_utilization") is not None
+
+
+def release_of(vllm_version: str | None) -> str:
+    """The release a command speaks for: *vllm_version*, else ``$ENGINECFG_VLLM_VERSION``, else
+    the default release (an unknown one is refused, naming those there are)."""
+    from enginecfg.pipeline import rulepacks
+    from enginecfg.pipeline.run import RELEASE_ENV
+    import os
+
+    if vllm_version is None:
+        vllm_version = os.environ.get(RELEASE_ENV, "").strip() or None
+    return rulepacks.get(vllm_version).release
+
+
+def figures_pipeline(memory: ImpactOptions, vllm_version: str | None = None, *,
+                     utilization: bool = True) -> Pipeline:
+    """The pipeline behind ``explain`` and ``plan``: every stage of *vllm_version*'s rules but
+    the kernels' proof.  *utilization*: whether the caller gave ``gpu_memory_utilization``
+    (when not, the impact stage takes its release's default)."""
+    impact: Any = memory
+    if not utilization:
+        impact = {k: v for k, v in attrs.asdict(memory, recurse=False).items() if k != "gpu_memory_utilization"}
+    return Pipeline(gpu_validation="off", impact=impact, vllm_version=vllm_version)
+
+
+def used_memory(options: ImpactOptions, result) -> ImpactOptions:
+    """*options* with the utilization the figures took (a release's own default where the
+    caller gave none)."""
+    imp = result.facts.get("impact")
+    used = getattr(getattr(imp, "memory", None), "gpu_memory_utilization", None)
+    if used is None or used == options.gpu_memory_utilization:
+        return options
+    return attrs.evolve(options, gpu_memory_utilization=used)
 
 
 def curve_contexts(max_model_len: int, *, start: int = 128) -> tuple[int, ...]:
@@ -71,5 +112,28 @@ def curve(result, options: ImpactOptions, contexts=None) -> tuple[tuple[int, flo
     if not isinstance(imp, Impact) or not imp.groups:
         return ()
     points = curve_contexts(imp.max_model_len) if contexts is None else tuple(contexts)
+    startup = result.facts.get("startup")
+    if result.vllm_version in _PLANNING and getattr(startup, "release", None) == result.vllm_version:
+        return _planned_curve(result, imp, startup, options, points)
     return concurrency_curve(result.config, options, points,
                              auto_fit_max_model_len=result.config.engine_args.get("max_model_len") == -1)
+
+
+#: the releases whose KV planning is not 0.19.0's, and the module that plans theirs
+_PLANNING = {"0.34.0": "enginecfg.pipeline.models.v034.kv_planning"}
+
+
+def _planned_curve(result, imp, startup, options: ImpactOptions, points) -> tuple[tuple[int, float, int], ...]:
+    """The curve with a later release's KV planning at its start-up decisions: the blocks the
+    figures found, over the blocks a request of each context takes."""
+    import importlib
+
+    planning = importlib.import_module(_PLANNING[result.vllm_version])
+    _, _, per_request = planning.plan(result.config, startup, options.card)
+    out = []
+    for n in points:
+        if n > imp.max_model_len:
+            break
+        need = per_request(n)
+        out.append((n, imp.num_blocks / need if need else 0.0, need))
+    return tuple(out)

@@ -3,7 +3,9 @@
 vLLM prints "GPU KV cache size: N tokens" and "Maximum concurrency for L tokens per request"
 only after it has loaded the weights.  :func:`explain` resolves the model as ``run`` does
 (same sources, same stages; GPU validation off) and returns the run's ``impact`` figures with
-the findings behind them as one :class:`Explanation`.
+the findings behind them as one :class:`Explanation`.  It speaks for one vLLM release
+(``vllm_version=``, else ``$ENGINECFG_VLLM_VERSION``, else 0.19.0): that release's stages,
+start-up step and KV planning make the figures, and only the findings that hold for it are given.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from typing import Any, Mapping
 
 import attrs
 
-from enginecfg.commands._memory import MemoryLike, curve, figures_pipeline, memory_options, split_memory
+from enginecfg.commands._memory import (MemoryLike, curve, figures_pipeline, memory_options, release_of, split_memory,
+                                       used_memory, utilization_given)
 from enginecfg.commands.findings import Finding, findings
 from enginecfg.pipeline.models.capacity import Impact, ImpactOptions, ImpactUnavailable
 from enginecfg.pipeline.document import Change, RunResult
@@ -29,13 +32,15 @@ def _read_only(value: Mapping[str, Any]) -> Mapping[str, Any]:
 class Explanation:
     """One setting explained: the model as given, the caller's engine arguments, the memory
     the figures assume, the run (its config, changes and facts), its ``impact`` and the
-    findings.  ``to_dict()`` is ``enginecfg explain --json``."""
+    findings, and the vLLM release all of it speaks for.  ``to_dict()`` is ``enginecfg explain
+    --json``."""
 
     model: str
     engine_args: Mapping[str, Any] = attrs.field(converter=_read_only)
     memory: ImpactOptions
     result: RunResult
     findings: tuple[Finding, ...] = attrs.field(converter=tuple)
+    vllm_version: str = "0.19.0"
 
     @property
     def run_id(self) -> str:
@@ -51,7 +56,7 @@ class Explanation:
 
     @property
     def starts(self) -> bool | None:
-        """Whether vLLM 0.19.0 would start with this setting (None: no figures)."""
+        """Whether the release's vLLM would start with this setting (None: no figures)."""
         imp = self.impact
         return imp.starts if isinstance(imp, Impact) else None
 
@@ -62,7 +67,8 @@ class Explanation:
 
     def to_dict(self) -> dict[str, Any]:
         imp = self.impact
-        return {"model": self.model, "engine_args": dict(self.engine_args), "run_id": self.run_id,
+        return {"model": self.model, "vllm_version": self.vllm_version, "gpu": self.result.gpu,
+                "engine_args": dict(self.engine_args), "run_id": self.run_id,
                 "impact": imp.to_dict() if imp is not None else None,
                 "findings": [f.to_dict() for f in self.findings],
                 "changes": [{"stage": c.stage, "field": c.field, "old": c.old, "new": c.new}
@@ -70,7 +76,7 @@ class Explanation:
 
 
 def explain(model: Any, *, memory: MemoryLike = None, revision: str | None = None,
-            **engine_args: Any) -> Explanation:
+            vllm_version: str | None = None, **engine_args: Any) -> Explanation:
     """Resolve *model* (a folder, a ``config.json`` or a Hugging Face repo id, at *revision*)
     with vLLM's engine arguments, as ``Pipeline().resolve`` takes them, and explain what the
     result costs on the GPU *memory* describes (an
@@ -78,11 +84,16 @@ def explain(model: Any, *, memory: MemoryLike = None, revision: str | None = Non
     default an H200 at utilization 0.9).  vLLM's memory flags may also be given beside the
     engine arguments, by vLLM's names (``gpu_memory_utilization=0.5``,
     ``kv_cache_memory_bytes=...``, ``num_gpu_blocks_override=...``, and ``gpu="H100"``).
+    *vllm_version*: the release whose rules decide (default ``$ENGINECFG_VLLM_VERSION``, else
+    0.19.0); without a utilization the figures take that release's default (0.34.0: 1.0).
 
     Raises :class:`~enginecfg.InvalidInputError` for bad input and
     :class:`~enginecfg.ConfigRejectedError` where vLLM itself refuses the setting.
     """
+    release = release_of(vllm_version)
     flags, args = split_memory(engine_args)
     options = memory_options(memory, **flags)
-    result = figures_pipeline(options).resolve(model, revision=revision, **args)
-    return Explanation(str(model), args, options, result, findings(result))
+    given = utilization_given(memory, flags)
+    result = figures_pipeline(options, release, utilization=given).resolve(model, revision=revision, **args)
+    return Explanation(str(model), args, used_memory(options, result), result, findings(result), release)
+

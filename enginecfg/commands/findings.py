@@ -4,6 +4,13 @@ Each finding names its figures and its cause: the stage's change (stage, field, 
 value, vLLM's reason) or, when no stage changed the field, the engine argument the caller gave.
 The thresholds are enginecfg's judgement, not vLLM's: a hybrid attention block above
 :data:`LARGE_BLOCK` tokens, Mamba page padding above :data:`PADDING_PCT` percent of the state.
+
+Each finding says which vLLM releases it holds for (:data:`RELEASES`; ``()``: every release),
+and a run is given only the findings of the release it speaks for: the Gemma 4 decode-speed
+report was measured on 0.19.0's forced Triton backend, which 0.34.0 replaces by FlashAttention 4
+where the GPU has it; 0.34.0 aligns hybrid blocks when the engine starts, to the attention
+backend's kernel block, and its start-up decisions (the ``startup`` fact) are the cause a
+finding names there.
 """
 
 from __future__ import annotations
@@ -16,8 +23,8 @@ import attrs
 from enginecfg.pipeline.models.capacity import Impact, ImpactUnavailable
 from enginecfg.pipeline.document import RunResult
 
-__all__ = ["LARGE_BLOCK", "PADDING_PCT", "SLOW_TRITON_ISSUE", "SLOW_TRITON_URL", "START_FINDINGS", "ChangeCause",
-           "ArgumentCause", "Finding", "findings"]
+__all__ = ["LARGE_BLOCK", "PADDING_PCT", "SLOW_TRITON_ISSUE", "SLOW_TRITON_URL", "START_FINDINGS", "RELEASES",
+           "ChangeCause", "ArgumentCause", "Finding", "findings"]
 
 _GIB = 2**30
 #: a hybrid block larger than this pins a large fixed footprint per request
@@ -29,6 +36,15 @@ SLOW_TRITON_ISSUE = 38887
 SLOW_TRITON_URL = "https://github.com/vllm-project/vllm/issues/38887"
 #: the findings that say vLLM 0.19.0 would not start (``--require-start`` fails on them)
 START_FINDINGS = ("free-memory-at-start", "backend-head-size", "no-kv-memory", "does-not-fit")
+#: the releases each finding holds for; a finding not named here holds for every release
+RELEASES: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "forced-triton-attn": ("0.19.0",),        # the decode-speed report was measured on 0.19.0
+    "blocks-override": ("0.19.0",),           # its log line is 0.19.0's
+    "triton-attn-without-fa4": ("0.34.0",),   # 0.34.0's Gemma 4 rule: TRITON_ATTN only without FA4
+    "mamba-cache-mode-ignored": ("0.34.0",),  # the flag lost its effect ('all' went in 0.32)
+})
+#: the stage that makes each start-up decision, by the rule the decision names
+_STARTUP_STAGES = {"S1": "startup-block-size", "K6": "engine-start"}
 
 
 def _read_only(value: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -71,9 +87,15 @@ class Finding:
     figures: Mapping[str, Any] = attrs.field(converter=_read_only)
     caused_by: ChangeCause | ArgumentCause | None = None
 
+    @property
+    def releases(self) -> tuple[str, ...]:
+        """The vLLM releases this finding holds for (``()``: every release)."""
+        return RELEASES.get(self.id, ())
+
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "message": self.message, "figures": dict(self.figures),
-                "caused_by": self.caused_by.to_dict() if self.caused_by is not None else None}
+                "caused_by": self.caused_by.to_dict() if self.caused_by is not None else None,
+                "releases": list(self.releases)}
 
 
 def _change(result: RunResult, field: str) -> ChangeCause | None:
@@ -84,9 +106,29 @@ def _change(result: RunResult, field: str) -> ChangeCause | None:
     return ChangeCause(c.stage, c.field, c.old, c.new, c.reason)
 
 
+def _startup_change(result: RunResult, field: str) -> ChangeCause | None:
+    """The last start-up decision on ``cache_config.<name>`` of a release that decides it when
+    the engine starts (the ``startup`` fact of the run's own release), as a change."""
+    startup = result.facts.get("startup")
+    if getattr(startup, "release", None) != _release(result) or _release(result) == "0.19.0":
+        return None
+    name = field.split(".", 1)[1]
+    found = [d for d in getattr(startup, "decisions", ()) if d.field == name]
+    if not found:
+        return None
+    d = found[-1]
+    stage = _STARTUP_STAGES.get(d.rule or "", "hybrid-alignment")
+    return ChangeCause(stage, field, d.old, d.new, d.reason)
+
+
+def _release(result: RunResult) -> str:
+    return result.vllm_version or "0.19.0"
+
+
 def _cause(result: RunResult, field: str, arg: str, flag: str) -> ChangeCause | ArgumentCause | None:
-    """The change that set ``field``, else the engine argument that did."""
-    change = _change(result, field)
+    """The change that set ``field`` (a start-up decision, where the release makes one), else
+    the engine argument that did."""
+    change = _startup_change(result, field) or _change(result, field)
     if change is not None:
         return change
     given = result.config.engine_args.get(arg)
@@ -118,8 +160,13 @@ def _start_finding(result: RunResult) -> list[Finding]:
 
 
 def findings(result: RunResult) -> tuple[Finding, ...]:
-    """The findings of one resolved run, each with its figures and the change (or argument)
-    behind it."""
+    """The findings of one resolved run that hold for the release it speaks for, each with its
+    figures and the change (or argument) behind it."""
+    release = _release(result)
+    return tuple(f for f in _all_findings(result) if not f.releases or release in f.releases)
+
+
+def _all_findings(result: RunResult) -> tuple[Finding, ...]:
     impact = result.facts.get("impact")
     if isinstance(impact, ImpactUnavailable):
         return (*_start_finding(result), Finding("no-impact", f"KV-cache figures unavailable: {impact.error}", {}))
@@ -142,6 +189,16 @@ def findings(result: RunResult) -> tuple[Finding, ...]:
             f"before serving. --attention-backend chooses another backend only if it serves every "
             f"head size of the model (FLASH_ATTN and FLASHINFER stop at 256).",
             {"backend": "TRITON_ATTN", "attention_layers": attn_layers, "source": SLOW_TRITON_URL}, backend))
+        gpu = (result.gpu or {}).get("name", "GPU")
+        capability = (result.gpu or {}).get("capability")
+        out.append(Finding(
+            "triton-attn-without-fa4",
+            f"vLLM {_release(result)} runs every one of the {attn_layers} attention layers on TRITON_ATTN "
+            f"({backend.reason}): the layers' head sizes differ, and FlashAttention 4, which takes both, is "
+            f"not available on the {gpu}" + (f" (compute capability {capability})" if capability else "")
+            + ". On Hopper and Blackwell GPUs it runs FlashAttention 4 instead; the Triton kernels are "
+              "the slower path here: benchmark before serving.",
+            {"backend": "TRITON_ATTN", "attention_layers": attn_layers, "gpu": gpu}, backend))
 
     block = impact.attention_block_size if impact is not None else None
     if mc.is_hybrid and block is not None and block > LARGE_BLOCK:
@@ -151,7 +208,13 @@ def findings(result: RunResult) -> tuple[Finding, ...]:
         figures = {"block_size": block, "min_request_bytes": impact.min_request_bytes,
                    "min_pages_per_request": pages, "groups": len(groups), "layer_slots": slots,
                    "page_size_bytes": page, "prefix_cache_granularity": impact.prefix_cache_granularity}
-        text = (f"The hybrid alignment made attention blocks of {block:,} tokens (> {LARGE_BLOCK:,}). "
+        if _release(result) == "0.19.0":
+            made = f"The hybrid alignment made attention blocks of {block:,} tokens (> {LARGE_BLOCK:,})"
+        else:
+            made = (f"vLLM {_release(result)} aligns the attention blocks when the engine starts, after the "
+                    f"weights are loaded, to {block:,} tokens (> {LARGE_BLOCK:,}): a multiple of the attention "
+                    f"backend's kernel block whose page holds one Mamba state")
+        text = (f"{made}. "
                 f"Every request, however short, pins at least {pages:,} pages of "
                 f"{_mib(page)} ({len(groups)} KV-cache groups x {slots} "
                 f"layer slots): {_mib(impact.min_request_bytes)}")
@@ -161,7 +224,8 @@ def findings(result: RunResult) -> tuple[Finding, ...]:
         out.append(Finding("large-hybrid-block", text + ".", figures,
                            _cause(result, "cache_config.block_size", "block_size", "--block-size")))
 
-    ssm_dtypes = (result.facts.get("pages") or {}).get("mamba_state_dtypes") or []
+    ssm_dtypes = list((result.facts.get("pages") or {}).get("mamba_state_dtypes") 
+                     or (_state_dtypes(cfg) if _release(result) != "0.19.0" else ()))
     kind = getattr(mc.arch_info, "state_kind", None)
     if len(ssm_dtypes) >= 2 and kind in ("mamba2", "mamba1", "gated_delta_net") \
             and ssm_dtypes[-1] in ("float16", "bfloat16"):
@@ -174,6 +238,15 @@ def findings(result: RunResult) -> tuple[Finding, ...]:
             _cause(result, "cache_config.mamba_ssm_cache_dtype", "mamba_ssm_cache_dtype",
                    "--mamba-ssm-cache-dtype")))
 
+    given_mode = cfg.engine_args.get("mamba_cache_mode")
+    if given_mode is not None and _release(result) != "0.19.0":
+        out.append(Finding(
+            "mamba-cache-mode-ignored",
+            f"--mamba-cache-mode {given_mode} has no effect in vLLM {_release(result)} (it warns that the flag "
+            f"is deprecated): the Mamba cache mode follows prefix caching, 'align' with it and 'none' without; "
+            f"'all' no longer exists (removed in 0.32). This run uses '{cc.mamba_cache_mode}'.",
+            {"given": given_mode, "mamba_cache_mode": cc.mamba_cache_mode},
+            ArgumentCause("--mamba-cache-mode", given_mode)))
     if impact is None:
         return tuple(out)
     padding = impact.padding
@@ -184,7 +257,8 @@ def findings(result: RunResult) -> tuple[Finding, ...]:
             f"Each Mamba state page is padded by {_mib(pad.bytes)} "
             f"({pad.percent:.2f}% of the {_mib(pad.state_bytes)} state) to the "
             f"attention page size: that share of the state memory holds nothing.",
-            pad.to_dict(), _change(result, "cache_config.mamba_page_size_padded")))
+            pad.to_dict(), _startup_change(result, "cache_config.mamba_page_size_padded")
+            or _change(result, "cache_config.mamba_page_size_padded")))
     layer_pct = (padding.layer_percent if padding is not None else None) or 0.0
     if layer_pct > PADDING_PCT:
         out.append(Finding(
@@ -211,7 +285,7 @@ def findings(result: RunResult) -> tuple[Finding, ...]:
 
 
 def _start_findings(result: RunResult, impact: Impact) -> list[Finding]:
-    """Why vLLM 0.19.0 would stop at start-up, when it would: one finding, named after the
+    """Why the release's vLLM would stop at start-up, when it would: one finding, named after the
     check that stops it, quoting the error as vLLM prints it."""
     if impact.starts:
         return []
@@ -220,7 +294,7 @@ def _start_findings(result: RunResult, impact: Impact) -> list[Finding]:
     error = impact.start_error or ""
     figures: dict[str, Any] = {"start_error": error, "max_model_len": impact.max_model_len,
                                "max_model_len_fits": impact.max_model_len_fits}
-    quote = f"vLLM 0.19.0 would stop at start-up with {error}"
+    quote = f"vLLM {_release(result)} would stop at start-up with {error}"
     if error.startswith("ValueError: Free memory on device"):
         figures.update(requested_memory=mem.requested_memory, gpu=mem.gpu,
                        gpu_memory_utilization=mem.gpu_memory_utilization)
@@ -267,6 +341,18 @@ def _start_findings(result: RunResult, impact: Impact) -> list[Finding]:
         f"{mem.kv_cache_memory / _GIB:,.2f} GiB of KV cache; the largest that fits is {fits:,} "
         f"(--max-model-len {fits}): {quote}", figures,
         _cause(result, "model_config.max_model_len", "max_model_len", "--max-model-len"))]
+
+
+def _state_dtypes(cfg) -> tuple[str, ...]:
+    """The Mamba state's dtypes where no ``pages`` fact states them (a release that lays pages
+    out at engine start)."""
+    from enginecfg.pipeline.models import mamba_state
+
+    mc, cc = cfg.model_config, cfg.cache_config
+    info = mc.arch_info
+    if info is None or info.state_kind is None:
+        return ()
+    return tuple(mamba_state.state_dtypes(info, mc.dtype, cc.mamba_cache_dtype, cc.mamba_ssm_cache_dtype))
 
 
 def _unserved(backend: str, head_size: int) -> bool:

@@ -14,6 +14,11 @@ presets of :mod:`enginecfg.pipeline.models.gpus`), ``gpu_memory_gib``,
 ``gpu_memory_utilization``, ``kv_cache_memory`` and ``num_gpu_blocks_override``.  Each row says
 what vLLM resolved for every axis (``resolved``: the Mamba cache mode it uses, the block size
 it ends up with), which may differ from the setting asked.
+
+A plan speaks for one vLLM release (``vllm_version=``, else ``$ENGINECFG_VLLM_VERSION``, else
+0.19.0), or for several: ``vllm_version`` is also an axis of the grid
+(``{"vllm_version": ["0.19.0", "0.34.0"]}``), each row resolved, started and planned by its
+release's rules, and saying which release it speaks for.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ from typing import Any, Mapping, Sequence
 
 import attrs
 
-from enginecfg.commands._memory import MemoryLike, curve, figures_pipeline, memory_options, split_memory
+from enginecfg.commands._memory import (MemoryLike, curve, figures_pipeline, memory_options, release_of, split_memory,
+                                       used_memory, utilization_given)
 from enginecfg.commands.findings import Finding, findings
 from enginecfg.pipeline.engine_args import ENGINE_ARGS
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError
@@ -34,7 +40,7 @@ from enginecfg.pipeline.hf import open_source
 from enginecfg.pipeline.models.gpus import find_gpu
 from enginecfg.pipeline.suggest import did_you_mean
 
-__all__ = ["OBJECTIVES", "DEFAULT_CONTEXT", "MEMORY_AXES", "PlanRow", "Plan", "plan"]
+__all__ = ["OBJECTIVES", "DEFAULT_CONTEXT", "MEMORY_AXES", "RELEASE_AXIS", "PlanRow", "Plan", "plan"]
 
 #: what ``best`` marks: the most requests at the context, the largest context, the finest reuse
 OBJECTIVES = ("concurrency", "context", "granularity")
@@ -42,6 +48,8 @@ OBJECTIVES = ("concurrency", "context", "granularity")
 DEFAULT_CONTEXT = 8192
 #: the grid axes that are not engine arguments but the memory the figures assume
 MEMORY_AXES = ("gpu", "gpu_memory_gib", "gpu_memory_utilization", "kv_cache_memory", "num_gpu_blocks_override")
+#: the grid axis of the vLLM releases (``vllm_version``): each row runs its release's rules
+RELEASE_AXIS = "vllm_version"
 
 
 def _read_only(value: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -63,10 +71,11 @@ class PlanRow:
     concurrency: float | None = None
     resolved: Mapping[str, Any] = attrs.field(factory=dict, converter=_read_only)
     memory: ImpactOptions | None = None
+    vllm_version: str = "0.19.0"
 
     @property
     def starts(self) -> bool | None:
-        """Whether vLLM 0.19.0 would start with this setting (None: an error row)."""
+        """Whether the row's vLLM release would start with this setting (None: an error row)."""
         imp = self.impact
         return imp.starts if imp is not None else None
 
@@ -95,7 +104,7 @@ class PlanRow:
         return self.block_size
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"setting": dict(self.setting)}
+        out: dict[str, Any] = {"setting": dict(self.setting), "vllm_version": self.vllm_version}
         if self.error is not None:
             out["error"] = self.error
             return out
@@ -113,8 +122,9 @@ class PlanRow:
 @attrs.frozen
 class Plan:
     """A grid of settings and their rows, in the grid's order (the last axis fastest), with
-    the index of the best row per objective (None where no row qualifies).  ``to_dict()`` is
-    ``enginecfg plan --json``."""
+    the index of the best row per objective (None where no row qualifies).  ``vllm_versions``:
+    the releases the rows speak for (one, unless ``vllm_version`` is an axis).  ``to_dict()``
+    is ``enginecfg plan --json``."""
 
     model: str
     engine_args: Mapping[str, Any] = attrs.field(converter=_read_only)
@@ -123,6 +133,7 @@ class Plan:
     memory: ImpactOptions
     rows: tuple[PlanRow, ...] = attrs.field(converter=tuple)
     best: Mapping[str, int | None] = attrs.field(converter=_read_only)
+    vllm_versions: tuple[str, ...] = attrs.field(default=("0.19.0",), converter=tuple)
 
     def best_row(self, objective: str) -> PlanRow | None:
         """The best row for *objective* (one of :data:`OBJECTIVES`), None if none qualifies."""
@@ -132,7 +143,8 @@ class Plan:
         return None if i is None else self.rows[i]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "engine_args": dict(self.engine_args),
+        return {"model": self.model, "vllm_versions": list(self.vllm_versions),
+                "engine_args": dict(self.engine_args),
                 "grid": {name: list(values) for name, values in self.grid.items()},
                 "context": self.context, "memory": self.memory.to_dict(),
                 "rows": [r.to_dict() for r in self.rows], "best": dict(self.best)}
@@ -142,7 +154,7 @@ def _check_grid(grid: Any) -> dict[str, tuple[Any, ...]]:
     if not isinstance(grid, Mapping):
         raise InvalidInputError.for_value("grid", grid, "a mapping of engine argument names to lists of values")
     out: dict[str, tuple[Any, ...]] = {}
-    known = list(ENGINE_ARGS) + list(MEMORY_AXES)
+    known = list(ENGINE_ARGS) + list(MEMORY_AXES) + [RELEASE_AXIS]
     for name, values in grid.items():
         if name not in known:
             raise InvalidInputError(f"invalid grid: {name!r} is neither an engine argument nor a memory axis"
@@ -157,15 +169,25 @@ def _check_grid(grid: Any) -> dict[str, tuple[Any, ...]]:
 
 def _resolved(result: RunResult, options: ImpactOptions, setting: Mapping[str, Any]) -> dict[str, Any]:
     """What vLLM resolved for each axis of *setting*: the config field an engine argument
-    sets (the Mamba mode it uses, the block size it ends up with), the memory option used."""
+    sets (the Mamba mode it uses, the block size its attention layers run with, at engine start
+    for a release that decides it there), the memory option used."""
     doc = result.to_dict()["config"]
     out: dict[str, Any] = {}
+    imp = result.facts.get("impact")
+    startup = result.facts.get("startup")
+    at_start = getattr(startup, "release", None) == result.vllm_version and result.vllm_version != "0.19.0"
     for name in setting:
-        if name in ENGINE_ARGS:
+        if name == "block_size" and isinstance(imp, Impact) and imp.attention_block_size is not None:
+            out[name] = imp.attention_block_size  # the block the attention layers run with
+        elif name == "mamba_block_size" and at_start:
+            out[name] = startup.mamba_block_size  # decided when the engine starts
+        elif name in ENGINE_ARGS:
             section, field = ENGINE_ARGS[name].config_field.split(".")
             out[name] = (doc.get(section) or {}).get(field)
         elif name == "gpu":
             out[name] = options.card.name if options.gpu_memory_gib is None else options.gpu
+        elif name == RELEASE_AXIS:
+            out[name] = result.vllm_version
         else:
             out[name] = getattr(options, name)
     return out
@@ -174,20 +196,22 @@ def _resolved(result: RunResult, options: ImpactOptions, setting: Mapping[str, A
 def _row(pipeline, options: ImpactOptions, source, base: dict[str, Any], setting: dict[str, Any],
          context: int) -> PlanRow:
     engine = {n: v for n, v in setting.items() if n in ENGINE_ARGS}
+    release = pipeline.vllm_version
     try:
         result = pipeline.resolve(source, **base, **engine)
     except EngineCfgError as exc:
-        return PlanRow(setting, error=" ".join(str(exc).split()), memory=options)
+        return PlanRow(setting, error=" ".join(str(exc).split()), memory=options, vllm_version=release)
     imp = result.facts.get("impact")
     if not isinstance(imp, Impact):
         error = getattr(imp, "error", None) or "the impact stage recorded no figures"
-        return PlanRow(setting, error=error, memory=options)
+        return PlanRow(setting, error=error, memory=options, vllm_version=release)
     block = imp.attention_block_size
     if block is None:
         block = result.config.cache_config.block_size
+    options = used_memory(options, result)
     return PlanRow(setting, result=result, findings=findings(result), block_size=block,
                    concurrency=imp.concurrency_at(context), resolved=_resolved(result, options, setting),
-                   memory=options)
+                   memory=options, vllm_version=release)
 
 
 def _best(rows: Sequence[PlanRow]) -> dict[str, int | None]:
@@ -204,12 +228,14 @@ def _best(rows: Sequence[PlanRow]) -> dict[str, int | None]:
 
 
 def plan(model: Any, grid: Mapping[str, Sequence[Any]], *, memory: MemoryLike = None,
-         context: int = DEFAULT_CONTEXT, revision: str | None = None, **engine_args: Any) -> Plan:
+         context: int = DEFAULT_CONTEXT, revision: str | None = None, vllm_version: str | None = None,
+         **engine_args: Any) -> Plan:
     """Every setting of *grid* (engine argument name -> values) on top of *engine_args*,
     resolved as ``run`` resolves *model* (a folder, a ``config.json`` or a Hugging Face repo
     id at *revision*), the source opened and read once; the figures assume the GPU *memory*
     describes (see :func:`~enginecfg.commands.explain`), concurrency is also given at
-    *context* tokens.
+    *context* tokens.  *vllm_version*: the release of every row (default
+    ``$ENGINECFG_VLLM_VERSION``, else 0.19.0), unless the grid has a ``vllm_version`` axis.
 
     Raises :class:`~enginecfg.InvalidInputError` for a bad grid, context or memory option, or
     a model whose ``config.json`` cannot be read; a setting vLLM refuses is a row with its error.
@@ -219,8 +245,15 @@ def plan(model: Any, grid: Mapping[str, Sequence[Any]], *, memory: MemoryLike = 
         axes["gpu"] = tuple(v if v is None else find_gpu(v).name for v in axes["gpu"])
     if isinstance(context, bool) or not isinstance(context, int) or context < 1:
         raise InvalidInputError.for_value("context", context, "a positive token count", flag="--context")
+    if RELEASE_AXIS in axes:
+        if vllm_version is not None:
+            raise InvalidInputError(f"invalid plan: vllm_version {vllm_version!r} given beside a vllm_version axis "
+                                    f"{list(axes[RELEASE_AXIS])!r}; give the releases once", field=RELEASE_AXIS)
+        axes[RELEASE_AXIS] = tuple(dict.fromkeys(release_of(v) for v in axes[RELEASE_AXIS]))
+    release = release_of(vllm_version)
     flags, base = split_memory(engine_args)
     options = memory_options(memory, **flags, contexts=(*DEFAULT_CONTEXTS, context))
+    given = utilization_given(memory, flags) or "gpu_memory_utilization" in axes
     # every memory setting of the grid is checked before any model is read
     per_memory: dict[tuple, tuple[ImpactOptions, Any]] = {}
     memory_axes = [n for n in axes if n in MEMORY_AXES]
@@ -233,13 +266,16 @@ def plan(model: Any, grid: Mapping[str, Sequence[Any]], *, memory: MemoryLike = 
     source.config_bytes()  # absent, unreadable or not JSON: the model, not a setting, is at fault
     source.read_json("config.json")
     names = list(axes)
+    pipelines: dict[tuple, Any] = {}
     rows = []
     for values in itertools.product(*(axes[n] for n in names)):
         setting = {n: v for n, v in zip(names, values) if v is not None}
         key = tuple((n, v) for n, v in setting.items() if n in MEMORY_AXES)
-        row_options, pipeline = per_memory[key]
+        row_release = setting.get(RELEASE_AXIS, release)
+        row_options, _ = per_memory[key]
+        pipeline = pipelines.get((key, row_release))
         if pipeline is None:
-            pipeline = figures_pipeline(row_options)
-            per_memory[key] = (row_options, pipeline)
+            pipeline = pipelines[(key, row_release)] = figures_pipeline(row_options, row_release, utilization=given)
         rows.append(_row(pipeline, row_options, source, base, setting, context))
-    return Plan(str(model), base, axes, context, options, rows, _best(rows))
+    releases = axes.get(RELEASE_AXIS, (release,))
+    return Plan(str(model), base, axes, context, options, rows, _best(rows), releases)

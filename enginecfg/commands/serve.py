@@ -21,6 +21,18 @@ it again all the same).  The same holds for every field a stage decides when the
 run.  Mamba settings appear only for models with Mamba layers, ``--mamba-block-size`` only
 when given (vLLM refuses it without prefix caching), and switches left at their default
 (``--no-calculate-kv-scales``) not at all.
+
+The command is the run's release's (``result.vllm_version``), and never holds a flag that
+release's ``vllm serve`` does not take.  For vLLM 0.34.0:
+
+- the block size the engine start decides (:class:`~enginecfg.pipeline.models.startup.Startup`)
+  is pinned where a start-up decision changed it (a hybrid's alignment to the backend's kernel
+  block, a backend's preferred size): given as ``--block-size``, it is what the engine start
+  would choose again; the config-time default (64) is not pinned;
+- ``--mamba-cache-mode`` is never printed: 0.34.0 only warns that it is deprecated and derives
+  the mode from prefix caching ('all' is gone since 0.32);
+- the flags 0.34.0's parser no longer has (:data:`NOT_TAKEN`) are left out, the caller's
+  pasted ones included (:func:`not_taken` lists those dropped).
 """
 
 from __future__ import annotations
@@ -31,7 +43,7 @@ from typing import Any, Mapping, Sequence
 from enginecfg.pipeline.document import RunResult
 from enginecfg.pipeline.engine_args import ENGINE_ARGS, to_flags
 
-__all__ = ["serve_flags", "serve_command", "MEMORY_FLAGS"]
+__all__ = ["serve_flags", "serve_command", "not_taken", "MEMORY_FLAGS", "NOT_TAKEN"]
 
 #: the impact options that are ``vllm serve`` flags, by option name
 MEMORY_FLAGS = {"gpu_memory_utilization": "--gpu-memory-utilization",
@@ -43,6 +55,14 @@ _DERIVED = ("dtype", "max_model_len")
 _MAMBA = ("mamba_cache_mode", "mamba_block_size", "mamba_ssm_cache_dtype", "mamba_cache_dtype")
 #: switches whose False is vLLM's default: never pinned off
 _OFF_BY_DEFAULT = ("calculate_kv_scales", "disable_sliding_window")
+#: per release after 0.19.0, the ``vllm serve`` options of 0.19.0 its parser does not take
+#: (0.34.0: read from its ``engine/arg_utils.py`` and the entry points' argument definitions)
+NOT_TAKEN: Mapping[str, frozenset[str]] = {
+    "0.34.0": frozenset({"--calculate-kv-scales", "--no-calculate-kv-scales", "--max-long-partial-prefills",
+                         "--max-num-partial-prefills", "--override-attention-dtype"}),
+}
+#: per release, engine arguments it takes but which have no effect there, never pinned
+_NO_EFFECT: Mapping[str, tuple[str, ...]] = {"0.34.0": ("mamba_cache_mode",)}
 
 
 def _resolved(config: Mapping[str, Any], field: str) -> Any:
@@ -57,12 +77,17 @@ def serve_flags(result: RunResult, *, memory: Mapping[str, Any] | None = None,
     gave) and *extra*, the caller's other ``vllm serve`` tokens, in that order."""
     doc_config = result.to_dict().get("config") or {}
     cfg = result.config
+    release = result.vllm_version or "0.19.0"
     given = dict(cfg.engine_args)
     changed = {c.field for c in result.changes}
+    start_block = _start_block(result)
     info = cfg.model_config.arch_info
     has_mamba = bool(info is not None and info.has_mamba_state)
     args: dict[str, Any] = {}
     for name, arg in ENGINE_ARGS.items():
+        if name == "block_size" and start_block is not None:
+            args[name] = start_block
+            continue
         value = _resolved(doc_config, arg.config_field)
         if arg.config_field in changed:
             pick = value
@@ -78,8 +103,10 @@ def serve_flags(result: RunResult, *, memory: Mapping[str, Any] | None = None,
             continue
         if name == "mamba_block_size" and name not in given:
             continue
+        if name in _NO_EFFECT.get(release, ()):
+            continue
         args[name] = pick
-    flags = to_flags(args)
+    flags = [f for f in to_flags(args) if f not in NOT_TAKEN.get(release, ())]
     if cfg.model_config.runner_type == "pooling":
         flags += ["--runner", "pooling"]
         pooler = {k: v for k, v in (doc_config.get("pooler_config") or {}).items() if v is not None}
@@ -91,7 +118,38 @@ def serve_flags(result: RunResult, *, memory: Mapping[str, Any] | None = None,
             value = (memory or {}).get("kv_cache_memory_bytes")
         if value is not None:
             flags += [flag, str(value)]
-    return flags + list(extra)
+    return flags + _keep(extra, NOT_TAKEN.get(release, frozenset()))
+
+
+def _start_block(result: RunResult) -> int | None:
+    """The block size a start-up decision of the run's release set (None: none did, or the
+    release decides the block size at config time)."""
+    startup = result.facts.get("startup")
+    release = result.vllm_version
+    if release in (None, "0.19.0") or getattr(startup, "release", None) != release:
+        return None
+    if not any(d.field == "block_size" and d.old != d.new for d in startup.decisions):
+        return None
+    return startup.block_size
+
+
+def _keep(tokens: Sequence[str], drop: frozenset[str]) -> list[str]:
+    """*tokens* without the options in *drop* and the values that follow them."""
+    out: list[str] = []
+    skipping = False
+    for tok in tokens:
+        if tok.startswith("-"):
+            skipping = tok.split("=", 1)[0] in drop
+        if not skipping:
+            out.append(tok)
+    return out
+
+
+def not_taken(result: RunResult, extra: Sequence[str] = ()) -> list[str]:
+    """The options of *extra* (a pasted command's other ``vllm serve`` tokens) that the run's
+    release does not take, which :func:`serve_flags` leaves out."""
+    drop = NOT_TAKEN.get(result.vllm_version or "0.19.0", frozenset())
+    return [t.split("=", 1)[0] for t in extra if t.startswith("-") and t.split("=", 1)[0] in drop]
 
 
 def serve_command(result: RunResult, *, memory: Mapping[str, Any] | None = None,
