@@ -65,7 +65,7 @@ class GpuValidation034Stage(GpuValidationStage):
     def plan_for(self, cfg, ctx, *, interpret: bool) -> "list[GpuCheck] | str":
         startup = ctx.fact("startup")
         if not isinstance(startup, Startup):
-            why = getattr(startup, "error", None) or "engine-start did not run"
+            why = startup.error if isinstance(startup, StartupUnavailable) else "engine-start did not run"
             return f"no page layout to check: vLLM {ct.RELEASE}'s start-up step was not worked out ({why})"
         if startup.failure is not None:
             return (f"no page layout to check: vLLM {ct.RELEASE} would not start "
