@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from enginecfg.pipeline.models.startup import LayerBackend, Startup
+from enginecfg.pipeline.models.startup import LayerBackend, Startup, StartupUnavailable
 from enginecfg.pipeline.models.v034 import config_time as ct
 from enginecfg.stages.gpu_validation import GpuCheck, GpuValidationStage, PageLayout, build_plan
 
