@@ -236,3 +236,20 @@ def test_034_gpu_validation_skips_when_the_engine_would_not_start():
                       gpu_validation="interpret").resolve(str(CONFIGS / "jamba-1.5-mini"))
     assert result.validation["status"] == "skipped" and "would not start" in result.validation["reason"]
     assert isinstance(result.facts["startup"], Startup)
+
+
+def test_034_gpu_validation_skips_with_the_reason_the_start_up_step_was_not_worked_out():
+    from enginecfg.pipeline.models.startup import StartupUnavailable
+
+    class Unknown(Stage):
+        name = "unknown-start"
+        after = ("engine-start",)
+        before = ("gpu-validation",)
+        facts = ("startup",)
+
+        def run(self, cfg, ctx):
+            ctx.record("startup", StartupUnavailable("a layer pattern not known here"))
+    result = Pipeline(stages=builtin_stages(V034) + [Unknown()], vllm_version=V034,
+                      gpu_validation="interpret").resolve(str(CONFIGS / "jamba-1.5-mini"))
+    assert result.validation["status"] == "skipped"
+    assert "not worked out (a layer pattern not known here)" in result.validation["reason"]
