@@ -19,6 +19,8 @@ Each fact about a model family lives here once, as data or a small pure function
 - :mod:`.pages` -- the page facts of a resolved config (what hybrid alignment sizes and GPU
   validation lays out);
 - :mod:`.weights_dtype` -- the checkpoint dtype vLLM reads from safetensors headers;
+- :mod:`.pooling` -- the config hooks of the bidirectional pooling models (LlamaNemotronVL,
+  LlamaBidirectional): which hooks they are, the checkpoint's pooling names;
 - :mod:`.model_files` -- what vLLM reads from the files beside ``config.json`` (tokenizer and
   sentence-transformers settings);
 - :mod:`.kv_specs` -- the KV-cache spec every layer declares (full attention, sliding
@@ -56,6 +58,7 @@ from enginecfg.pipeline.models import (
     mamba_state,
     model_files,
     pages,
+    pooling,
     quant,
     startup,
     v034,
@@ -64,5 +67,5 @@ from enginecfg.pipeline.models import (
 )
 
 __all__ = ["architectures", "backends", "capacity", "derive", "dtypes", "engine_defaults", "engine_start", "gpus",
-           "kv_cache", "kv_specs", "mamba_state", "model_files", "pages", "quant", "startup", "v034",
+           "kv_cache", "kv_specs", "mamba_state", "model_files", "pages", "pooling", "quant", "startup", "v034",
            "weights", "weights_dtype"]

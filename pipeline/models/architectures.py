@@ -100,6 +100,7 @@ HOOK_LEVELS: Mapping[str, str] = MappingProxyType({
     "qwen3_5": "vllm",
     "mamba": "vllm",
     "llama_nemotron_vl": "model",
+    "llama_bidirectional": "model",
     "jamba_seq_cls": "model",
     "nemotron_nano_vl": "model",
 })
@@ -214,6 +215,14 @@ _ROWS: tuple[ArchInfo, ...] = (
     _attention("LlamaNemotronVLForSequenceClassification",
                "nemotron_vl.LlamaNemotronVLForSequenceClassification", pooling=True,
                hook="llama_nemotron_vl"),
+    # Registered among the embedding and sequence-classification models; their hook makes
+    # attention bidirectional, so the layers are encoder-only and keep no KV cache (kv_specs
+    # reads hf_config.is_causal): a plain decoder's layer pattern otherwise.
+    _attention("LlamaBidirectionalModel", "llama.LlamaBidirectionalModel", pooling=True,
+               hook="llama_bidirectional"),
+    _attention("LlamaBidirectionalForSequenceClassification",
+               "llama.LlamaBidirectionalForSequenceClassification", pooling=True,
+               hook="llama_bidirectional"),
     # Draft / MTP classes are neither hybrid nor attention-free.
     _attention("Qwen3NextMTP", "qwen3_next_mtp.Qwen3NextMTP"),
     _attention("Qwen3_5MTP", "qwen3_5_mtp.Qwen3_5MTP"),
