@@ -49,12 +49,17 @@ class PoolingStage(Stage):
         hf = cfg.model_config.hf_config
         ctx.set("hf_config", "is_causal", False,
                 reason="LlamaBidirectional pooling model: bidirectional attention (is_causal off)")
+        pooling = self._bidirectional_pooling(hf)
+        typed.check("hf_config.pooling", pooling, typed.ANY, allowed=_lookable, expect=_EXPECT)
+        self._set_pooling(ctx, pooling, "LlamaBidirectional")
+
+    def _bidirectional_pooling(self, hf):
+        """The LlamaBidirectional checkpoint's pooling name: the top-level field, which must be
+        there (vLLM 0.19.0 reads it without a default, and crashes)."""
         if not typed.has(hf, "pooling"):
             raise typed.fail("hf_config.pooling", typed.ABSENT, _EXPECT,
                              "a LlamaBidirectional checkpoint names its pooling in config.json")
-        pooling = typed.attr(hf, "pooling", typed.ANY)
-        typed.check("hf_config.pooling", pooling, typed.ANY, allowed=_lookable, expect=_EXPECT)
-        self._set_pooling(ctx, pooling, "LlamaBidirectional")
+        return typed.attr(hf, "pooling", typed.ANY)
 
     def _llama_nemotron_vl(self, cfg, ctx) -> None:
         hf = cfg.model_config.hf_config

@@ -104,8 +104,14 @@ def test_state_kinds_and_sources_from_the_spec():
 def test_pooling_rows():
     pooling = {n for n, i in ARCHITECTURES.items() if i.is_pooling}
     assert {"LlamaNemotronVLModel", "LlamaNemotronVLForSequenceClassification", "ColQwen3_5",
-            "ColBERTLfm2Model", "JambaForSequenceClassification"} <= pooling
+            "ColBERTLfm2Model", "JambaForSequenceClassification", "LlamaBidirectionalModel",
+            "LlamaBidirectionalForSequenceClassification"} <= pooling
     assert "JambaForCausalLM" not in pooling
+    # registered by name: not the suffix table's generic pooling class, and a plain decoder's layers
+    bidir = ARCHITECTURES["LlamaBidirectionalModel"]
+    assert (bidir.module_class, bidir.family, bidir.kv_layout) == ("llama.LlamaBidirectionalModel", "attention", None)
+    assert ARCHITECTURES["LlamaBidirectionalForSequenceClassification"].module_class == \
+        "llama.LlamaBidirectionalForSequenceClassification"
     assert "Qwen3_5ForConditionalGeneration" not in pooling
 
 
@@ -115,6 +121,8 @@ def test_config_hooks_follow_models_config_map():
         "Gemma4ForCausalLM": "gemma4", "Gemma4ForConditionalGeneration": "gemma4",
         "LlamaNemotronVLModel": "llama_nemotron_vl",
         "LlamaNemotronVLForSequenceClassification": "llama_nemotron_vl",
+        "LlamaBidirectionalModel": "llama_bidirectional",
+        "LlamaBidirectionalForSequenceClassification": "llama_bidirectional",
         "MambaForCausalLM": "mamba", "FalconMambaForCausalLM": "mamba",
         "Mamba2ForCausalLM": "mamba",
         "NemotronHForCausalLM": "nemotron_h", "NemotronHPuzzleForCausalLM": "nemotron_h",
@@ -125,6 +133,7 @@ def test_config_hooks_follow_models_config_map():
     }
     assert set(hooks.values()) == set(HOOK_LEVELS)
     assert HOOK_LEVELS["llama_nemotron_vl"] == "model"
+    assert HOOK_LEVELS["llama_bidirectional"] == "model"
     assert HOOK_LEVELS["nemotron_h"] == "vllm"
 
 

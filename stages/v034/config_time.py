@@ -27,11 +27,12 @@ from enginecfg.pipeline.stage import Stage
 
 
 class Pooling034Stage(PoolingStage):
-    """C2: as 0.19.0, but a checkpoint with no pooling name at all (and no ``llm_config``)
-    fails vLLM's ``assert isinstance(pooling, str)``."""
+    """C2: as 0.19.0, but a LlamaNemotronVL checkpoint with no pooling name at all (and no
+    ``llm_config``) fails vLLM's ``assert isinstance(pooling, str)``; a LlamaBidirectional one
+    whose pooling name is absent or null is refused with vLLM 0.34.0's message
+    (``tests/issue29_oracle/bidir_config_time_034.json``)."""
 
-
-    def run(self, cfg, ctx) -> None:
+    def _llama_nemotron_vl(self, cfg, ctx) -> None:
         hf = cfg.model_config.hf_config
         llm = typed.attr(hf, "llm_config", typed.ANY)
         if typed.attr(hf, "pooling", typed.ANY) is None and not isinstance(llm, HFConfigView):
@@ -39,7 +40,13 @@ class Pooling034Stage(PoolingStage):
                 "1 validation error for ModelConfig: Assertion failed: the LlamaNemotronVL checkpoint names no "
                 "pooling (hf_config.pooling, hf_config.llm_config.pooling), which vLLM 0.34.0 asserts is a string",
                 field="hf_config.pooling", vllm_type="AssertionError")
-        super().run(cfg, ctx)
+        super()._llama_nemotron_vl(cfg, ctx)
+
+    def _bidirectional_pooling(self, hf):
+        pooling = typed.attr(hf, "pooling", typed.ANY)  # absent reads as None, as vLLM 0.34.0 reads it
+        if pooling is None:
+            raise ConfigRejectedError(ct.BIDIRECTIONAL_NO_POOLING, field="hf_config.pooling", vllm_type="ValueError")
+        return pooling
 
 
 class EngineDefaults034Stage(EngineDefaultsStage):

@@ -30,7 +30,7 @@ from enginecfg.pipeline.models.v034.backends import DEFAULT_BLOCK_SIZE, fa_suppo
 __all__ = ["RELEASE", "DEFAULT_BLOCK_SIZE", "REMOVED_ARCHITECTURES", "NEMOTRON_H_SSM_DTYPE", "transformers_backend",
            "is_hybrid", "is_mm_prefix_lm", "attn_type", "prefix_caching_supported", "chunked_prefill_supported",
            "batch_defaults", "max_num_batched_tokens", "max_num_seqs", "async_scheduling",
-           "gemma4_head_dims", "gemma4_rule", "float_kv_mismatch", "FP8_KV_MESSAGE", "REMOVED_ARGUMENTS",
+           "gemma4_head_dims", "gemma4_rule", "float_kv_mismatch", "FP8_KV_MESSAGE", "REMOVED_ARGUMENTS", "BIDIRECTIONAL_NO_POOLING",
            "check_engine_args", "adapt"]
 
 RELEASE = "0.34.0"
@@ -47,6 +47,13 @@ NEMOTRON_H_SSM_DTYPE = "float32"
 #: what 0.34.0's cache config logs for a quantized KV cache (``%s``: the cache dtype)
 FP8_KV_MESSAGE = ("Using {} data type to store kv cache. It reduces the GPU memory footprint and boosts the "
                   "performance. Meanwhile, it may cause accuracy drop without a proper scaling factor")
+
+#: C2: 0.34.0's refusal of a LlamaBidirectional checkpoint whose pooling name is absent or null
+#: (0.19.0: ``pool_type None not supported``, or a crash reading the absent field)
+BIDIRECTIONAL_NO_POOLING = (
+    "This bidirectional model requires a 'pooling' field in its HF config (one of 'avg', 'cls', 'last'), but none "
+    "was found. Unlike the VL variants, no default is assumed here because silently picking a pooling for an "
+    "embedding model can produce wrong embeddings.")
 
 _EXPERT_FIELDS = ("num_experts", "moe_num_experts", "n_routed_experts", "num_local_experts")
 
