@@ -26,9 +26,14 @@ class SchedulerStage(Stage):
     name = "scheduler"
     vllm_step = "configs"
 
+    def budget(self, cfg) -> tuple[int, int, bool]:
+        """The scheduler's token budget, request limit and chunked prefill, as the release
+        sets them (the caller's, else its defaults)."""
+        return max_num_batched_tokens(cfg), max_num_seqs(cfg), chunked_prefill(cfg)
+
     def run(self, cfg, ctx) -> None:
         sc, max_len = cfg.scheduler_config, cfg.model_config.max_model_len
-        tokens, seqs = max_num_batched_tokens(cfg), max_num_seqs(cfg)
+        tokens, seqs, chunked = self.budget(cfg)
         if tokens < 1 or seqs < 1:
             # given values are at least 1 (the engine arguments are checked): these are the
             # defaults vLLM derives from a max_model_len of 0 or below
@@ -39,7 +44,7 @@ class SchedulerStage(Stage):
                 f"invalid max_model_len (--max-model-len): got {max_len}; allowed: a positive integer, or -1 "
                 f"for the model's maximum (vLLM derives {' and '.join(derived)} from it, which its "
                 f"scheduler config refuses: each must be at least 1)", field="max_model_len")
-        if tokens < max_len and not chunked_prefill(cfg):
+        if tokens < max_len and not chunked:
             raise ConfigRejectedError(
                 f"max_num_batched_tokens ({tokens}) is smaller than max_model_len ({max_len}). This "
                 f"effectively limits the maximum sequence length to max_num_batched_tokens and makes vLLM "

@@ -247,7 +247,7 @@ def test_the_release_comes_from_the_environment(monkeypatch, warm_snapshots):
 
 def test_the_034_stage_order():
     assert Pipeline(stages=builtin_stages("0.34.0"), vllm_version="0.34.0", gpu_validation="off").stage_names == [
-        "pooling", "engine-defaults", "gemma4-backend", "ssm-dtype", "mamba-cache-mode", "vllm-checks",
+        "pooling", "engine-defaults", "scheduler", "gemma4-backend", "ssm-dtype", "mamba-cache-mode", "vllm-checks",
         "attention-backend", "startup-block-size", "hybrid-alignment", "engine-start", "impact", "gpu-validation"]
 
 
@@ -261,3 +261,16 @@ def test_gpu_validation_of_034_is_off_when_asked(warm_snapshots):
     # the checks on 0.34.0's start-up layout: tests/test_explain_034.py
     result = Pipeline(vllm_version="0.34.0", gpu_validation="off").resolve(str(CONFIGS / "qwen3.5-27b"))
     assert result.validation["status"] == "skipped" and "off" in result.validation["reason"]
+
+
+def test_the_034_scheduler_refuses_a_budget_the_caller_gives_below_max_model_len():
+    from enginecfg import ConfigRejectedError
+
+    path = str(CONFIGS / "deepseek-v2-lite-like")
+    with pytest.raises(ConfigRejectedError, match=r"max_num_batched_tokens \(1024\) is smaller than "
+                                                  r"max_model_len \(2048\)") as info:
+        Pipeline(vllm_version="0.34.0", gpu_validation="off").resolve(
+            path, max_num_batched_tokens=1024, enable_chunked_prefill=False)
+    assert info.value.stage == "scheduler"
+    # the default budget holds max_model_len without chunked prefill: nothing to refuse
+    Pipeline(vllm_version="0.34.0", gpu_validation="off").resolve(path, enable_chunked_prefill=False)

@@ -9,8 +9,8 @@ from config time to the start-up step.
 """
 
 from enginecfg.stages.v034.config_time import (EngineDefaults034Stage, Gemma4Backend034Stage,
-                                               MambaCacheMode034Stage, Pooling034Stage, SsmDtype034Stage,
-                                               VllmChecks034Stage)
+                                               MambaCacheMode034Stage, Pooling034Stage, Scheduler034Stage,
+                                               SsmDtype034Stage, VllmChecks034Stage)
 from enginecfg.stages.v034.gpu_validation import GpuValidation034Stage
 from enginecfg.stages.v034.impact import Impact034Stage
 from enginecfg.stages.v034.startup import (AttentionBackend034Stage, EngineStart034Stage, HybridAlignment034Stage,
@@ -19,6 +19,7 @@ from enginecfg.stages.v034.startup import (AttentionBackend034Stage, EngineStart
 STAGES = (
     Pooling034Stage,
     EngineDefaults034Stage,
+    Scheduler034Stage,
     Gemma4Backend034Stage,
     SsmDtype034Stage,
     MambaCacheMode034Stage,

@@ -2,7 +2,8 @@
 
 Each keeps the name of the 0.19.0 stage that makes the same decision (plugins order against
 names): ``pooling`` (C2: a checkpoint that names no pooling fails vLLM's assertion),
-``engine-defaults`` (C3: generative hybrids default to prefix caching), ``gemma4-backend``
+``engine-defaults`` (C3: generative hybrids default to prefix caching), ``scheduler`` (C3.5:
+0.19.0's checks against 0.34.0's budget defaults, which depend on the GPU), ``gemma4-backend``
 (C4: FlashAttention 4 where the GPU has it, per-layer FA3/FA4 for an FP8 KV cache on Hopper,
 TRITON_ATTN only without FA4), ``ssm-dtype`` (C5: NemotronH falls back to float32),
 ``mamba-cache-mode`` (C7: 'align' exactly when prefix caching is on) and ``vllm-checks`` (C9:
@@ -20,6 +21,7 @@ from enginecfg.stages._common import config_hook
 from enginecfg.stages.engine_defaults import EngineDefaultsStage, _what
 from enginecfg.stages.mamba_cache_mode import MambaCacheModeStage
 from enginecfg.stages.pooling import PoolingStage
+from enginecfg.stages.scheduler import SchedulerStage
 from enginecfg.stages.ssm_dtype import SsmDtypeStage
 from enginecfg.stages.vllm_checks import VllmChecksStage
 from enginecfg.pipeline.stage import Stage
@@ -160,3 +162,19 @@ class VllmChecks034Stage(VllmChecksStage):
         if mismatch is not None:
             raise ConfigRejectedError(mismatch, field="cache_config.cache_dtype", vllm_type="ValueError")
         super().run(cfg, ctx)
+
+
+class Scheduler034Stage(SchedulerStage):
+    """C3.5: the scheduler config's checks as 0.19.0 makes them (the same words), on vLLM
+    0.34.0's budget: the caller's, else the GPU's default (at least max_model_len without
+    chunked prefill), so only a budget the caller gives can fall short."""
+
+    def __init__(self) -> None:
+        self.gpu = DEFAULT_GPU
+
+    def configure(self, pipeline) -> None:
+        self.gpu = pipeline.gpu
+
+    def budget(self, cfg) -> tuple[int, int, bool]:
+        return (ct.max_num_batched_tokens(cfg, self.gpu), ct.max_num_seqs(cfg, self.gpu),
+                ct.chunked_prefill(cfg))

@@ -58,14 +58,8 @@ def test_llama_bidirectional_is_vllms(case, warm_snapshots):
         assert doc["impact"]["groups"] == []
 
 
-#: 0.34.0's scheduler length check: the 0.34 pack does not run 0.19.0's ``scheduler`` stage
-NO_SCHEDULER_CHECK = "the 0.34 pack has no scheduler length check (max_num_batched_tokens < max_model_len)"
-
-
 def _param034(r):
-    marks = [pytest.mark.xfail(reason=NO_SCHEDULER_CHECK, strict=True)] \
-        if r["error"] and "max_num_batched_tokens" in (r["error"].get("root_message") or "") else []
-    return pytest.param(r, id=r["name"], marks=marks)
+    return pytest.param(r, id=r["name"])
 
 
 @pytest.mark.parametrize("r", [_param034(r) for r in BIDIR_034])

@@ -29,7 +29,7 @@ from enginecfg.pipeline.models.v034.backends import DEFAULT_BLOCK_SIZE, fa_suppo
 
 __all__ = ["RELEASE", "DEFAULT_BLOCK_SIZE", "REMOVED_ARCHITECTURES", "NEMOTRON_H_SSM_DTYPE", "transformers_backend",
            "is_hybrid", "is_mm_prefix_lm", "attn_type", "prefix_caching_supported", "chunked_prefill_supported",
-           "batch_defaults", "max_num_batched_tokens", "max_num_seqs", "async_scheduling",
+           "batch_defaults", "chunked_prefill", "max_num_batched_tokens", "max_num_seqs", "async_scheduling",
            "gemma4_head_dims", "gemma4_rule", "float_kv_mismatch", "FP8_KV_MESSAGE", "REMOVED_ARGUMENTS", "BIDIRECTIONAL_NO_POOLING",
            "check_engine_args", "adapt"]
 
@@ -124,9 +124,12 @@ def batch_defaults(gpu: Any) -> tuple[int, int]:
     return 2048, 256
 
 
-def _chunked(cfg: Any) -> bool:
+def chunked_prefill(cfg: Any) -> bool:
+    """Whether chunked prefill is on: the caller's choice, else whether the model supports it."""
     on = cfg.scheduler_config.enable_chunked_prefill
     return chunked_prefill_supported(cfg) if on is None else bool(on)
+
+
 
 
 def _mm_floor(cfg: Any) -> tuple[int, str] | None:
@@ -154,7 +157,7 @@ def max_num_batched_tokens(cfg: Any, gpu: Any) -> int:
         return given
     value, seqs = batch_defaults(gpu)
     mml = cfg.model_config.max_model_len
-    if not _chunked(cfg):
+    if not chunked_prefill(cfg):
         value = max(mml, value)
     floor = _mm_floor(cfg)
     if floor is not None and floor[0] > value:
@@ -163,7 +166,10 @@ def max_num_batched_tokens(cfg: Any, gpu: Any) -> int:
 
 
 def max_num_seqs(cfg: Any, gpu: Any) -> int:
-    """C3.5: the default ``max_num_seqs``, at most the token budget."""
+    """C3.5: the caller's ``max_num_seqs``, else the default, at most the token budget."""
+    given = cfg.scheduler_config.max_num_seqs
+    if given is not None:
+        return given
     return min(batch_defaults(gpu)[1], max_num_batched_tokens(cfg, gpu))
 
 
