@@ -9,6 +9,8 @@
    store attached (a fresh SQLite file).
 3. Process start-up: ``enginecfg run PATH --no-audit --json`` beside
    ``python -c "import transformers"``.
+4. The releases: per fixture config, warm, a run under vLLM 0.34.0's rules beside one under
+   0.19.0's (the default), same process, same loads.
 Medians and ratios are printed; bench/NOTES.md keeps them with date and machine.
 """
 
@@ -96,6 +98,24 @@ def bench_cases(repeat: int) -> tuple[float, float]:
     return without, with_store
 
 
+def bench_releases(repeat: int) -> list[tuple[str, float, float]]:
+    from enginecfg import EngineCfgError, Pipeline
+
+    folders = sorted(d for d in (FIXTURES / "configs").iterdir() if (d / "config.json").exists())
+    pipelines = {v: Pipeline(gpu_validation="off", vllm_version=v) for v in ("0.19.0", "0.34.0")}
+
+    def one(version, folder):
+        try:
+            pipelines[version].resolve(folder)
+        except EngineCfgError:
+            pass
+
+    for f in folders:  # warm, both
+        one("0.19.0", f), one("0.34.0", f)
+    return [(f.name, _median_time(lambda f=f: one("0.19.0", f), repeat),
+             _median_time(lambda f=f: one("0.34.0", f), repeat)) for f in folders]
+
+
 def bench_startup(runs: int) -> tuple[float, float]:
     path = str(FIXTURES / "configs" / "qwen3.5-27b")
     cwd = tempfile.gettempdir()
@@ -132,6 +152,13 @@ def main() -> int:
     ours, floor = bench_startup(a.startup_runs)
     print(f"process start-up: enginecfg run {ours * 1e3:.0f} ms, python -c 'import transformers' "
           f"{floor * 1e3:.0f} ms (ratio {ours / floor:.2f})")
+    rel = bench_releases(a.repeat)
+    old_ms = statistics.median(r[1] for r in rel)
+    new_ms = statistics.median(r[2] for r in rel)
+    ratios = sorted(r[2] / r[1] for r in rel)
+    print(f"releases, warm resolve, median over the configs: 0.19.0 {old_ms * 1e3:.3f} ms, 0.34.0 "
+          f"{new_ms * 1e3:.3f} ms (0.34.0 / 0.19.0 per config: {ratios[0]:.2f}x to {ratios[-1]:.2f}x, "
+          f"median {statistics.median(ratios):.2f}x)")
     return 0
 
 
