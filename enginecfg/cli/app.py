@@ -186,12 +186,14 @@ def read_vllm_serve_line(tokens: Sequence[str], own: set[str], groups: list[list
     (0.34.0's ``--disable-prefix-caching``) is enginecfg's flag of the same engine argument
     (``--no-enable-prefix-caching``).
 
-    ``own`` holds the option strings the command takes.  Spellings are read as ``vllm serve``
+    ``own`` holds the option strings the command takes.  An option another release's ``vllm
+    serve`` has is set aside too (the run's equivalent command then names it as dropped); a
+    pasted line was read by the release's own parser before, which refuses it.  Spellings are read as ``vllm serve``
     reads them (``--max_model_len`` is ``--max-model-len``; ``--x=value``).  A leading
     ``vllm serve`` (or ``serve``) is dropped.  Options of ``vllm serve`` that enginecfg does
     not take are removed with their values; anything else unknown is returned for an error.
     """
-    from enginecfg.cli.engine_flags import serve_table
+    from enginecfg.cli.engine_flags import serve_table, serve_tables
     from enginecfg.pipeline.engine_args import ENGINE_ARGS
 
     table = serve_table(release)
@@ -227,6 +229,9 @@ def read_vllm_serve_line(tokens: Sequence[str], own: set[str], groups: list[list
                 keep.append(flag)
                 continue
         nargs = VLLM_SERVE_OPTIONS.get(name)
+        if nargs is None:  # another release's option: set aside too (a pasted line was refused first)
+            nargs = next((t.VLLM_SERVE_OPTIONS[name] for t in serve_tables() if name in t.VLLM_SERVE_OPTIONS),
+                         None)
         if nargs is None and (name.startswith("-O") and not name.startswith("--")
                               or not name.startswith("--") and VLLM_SERVE_OPTIONS.get(name[:2]) == 1):
             aside.append(tok)  # a short option with its value attached: -O3, -tp2
