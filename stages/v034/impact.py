@@ -6,7 +6,9 @@ come from :mod:`enginecfg.pipeline.models.v034.kv_planning` at the start-up deci
 max_model_len), concurrency counting every group's blocks, vLLM 0.34.0's not-enough-memory
 text.  Without ``--gpu-memory-utilization`` the estimate takes vLLM 0.34.0's default, 1.0
 (the extensible KV cache); ``kv_cache_memory`` is ``--kv-cache-memory-bytes``, which turns
-the extensible KV cache off (and so picks the other hint of the text).
+the extensible KV cache off (and so picks the other hint of the text);
+``num_gpu_blocks_override`` is ``--num-gpu-blocks-override``: 0.34.0 plans with the override's
+blocks from the start, its start-up check included (0.19.0 checks the memory first).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ class Impact034Stage(ImpactStage):
                 gpu_memory_gib=opts.card.memory_gib,
                 gpu_memory_utilization=opts.gpu_memory_utilization if self.utilization_given else 1.0,
                 kv_cache_memory=opts.kv_cache_memory, contexts=opts.contexts,
-                extensible=opts.kv_cache_memory is None)
+                extensible=opts.kv_cache_memory is None, num_gpu_blocks_override=opts.num_gpu_blocks_override)
         except EngineCfgError as exc:
             figures = ImpactUnavailable(str(exc), exc.field)
         except (ArithmeticError, TypeError, ValueError, KeyError, IndexError) as exc:
