@@ -38,7 +38,11 @@ def test_human_report_shows_decisions_rules_and_capacity(warm_snapshots):
     assert p.returncode == 0, p.stderr
     out = p.stdout
     assert "vLLM 0.19.0 -> 0.34.0 on H100" in out
-    assert re.search(r"^startup\.engine_block_size\s+784\s+\S+\s+\*$", out, re.M)
+    assert re.search(r"^startup\.engine_block_size \*\s+784\s+832$", out, re.M)
+    # every column has its header: the changed mark ends the decision's name
+    header = re.search(r"^Decisions \(\* changed\):\n(.*)\n(-[- ]*)$", out, re.M)
+    assert header[1].split() == ["decision", "0.19.0", "0.34.0"]
+    assert len(header[2].split()) == 3
     assert "0.28 [C3.2]: prefix caching is on by default" in out
     assert "GPU KV cache size (tokens)" in out and "concurrency at 8,192 tokens" in out
 
@@ -56,7 +60,7 @@ def test_a_release_that_refuses_exits_with_its_code_and_shows_the_other(warm_sna
     p = _cli(QWEN, "--calculate-kv-scales")
     assert p.returncode == 2
     assert "vLLM 0.34.0 refuses this setting" in p.stdout and "vLLM 0.19.0 resolves it" in p.stdout
-    assert re.search(r"^cache_config\.block_size\s+784\s+-", p.stdout, re.M)
+    assert re.search(r"^cache_config\.block_size( \*)?\s+784\s+-", p.stdout, re.M)
     assert "enginecfg: vLLM 0.34.0: invalid" in p.stderr
 
 

@@ -1,12 +1,25 @@
-"""The option table of ``vllm serve`` (vLLM 0.19.0), for enginecfg's command line and tests.
+"""The option table of ``vllm serve`` per vLLM release, for enginecfg's command line and tests.
 
-Two steps::
+Two steps per release::
 
-    # 1. with the oracle's Python (a venv holding vLLM 0.19.0, and the oracle's platform
+    # 1. with the oracle's Python (a venv holding that vLLM, and the oracle's platform
     #    environment as run_oracle.py sets it up; vLLM logs to stdout, hence a file name)
     $ORACLE_PY tools/dump_vllm_serve_flags.py dump tests/data/vllm_serve_flags.json
     # 2. with any Python: the table enginecfg reads at run time
     python tools/dump_vllm_serve_flags.py module tests/data/vllm_serve_flags.json enginecfg/cli/vllm_serve_flags.py
+
+vLLM 0.19.0 (the files above) was dumped with the 0.19 oracle's venv.  vLLM 0.34.0 was dumped
+with the 0.34 oracle's venv, the oracle's emulated H200 set up first by ``dump-oracle``, which
+imports ``setup_environment`` from ``shared/oracle34/run_oracle34.py`` (read-only) and then
+dumps as ``dump`` does::
+
+    $REF/venv34/bin/python tools/dump_vllm_serve_flags.py dump-oracle ../shared/oracle34 \
+        tests/data/vllm_serve_flags_034.json
+    python tools/dump_vllm_serve_flags.py module tests/data/vllm_serve_flags_034.json \
+        enginecfg/cli/vllm_serve_flags_034.py
+
+0.34.0 moved ``make_arg_parser`` from ``vllm.entrypoints.openai.cli_args`` to
+``vllm.entrypoints.common.cli_args``; ``dump`` takes it from where the release has it.
 
 The dump holds, for every option: its option strings, destination, whether it takes a
 value, whether it is a ``--x/--no-x`` pair, its choices and its type's name (not vLLM's
@@ -22,7 +35,10 @@ def dump(path: str) -> None:
     import argparse
 
     import vllm
-    from vllm.entrypoints.openai.cli_args import make_arg_parser
+    try:
+        from vllm.entrypoints.openai.cli_args import make_arg_parser
+    except ImportError:  # 0.34.0 and later
+        from vllm.entrypoints.common.cli_args import make_arg_parser
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
@@ -30,8 +46,16 @@ def dump(path: str) -> None:
     for action in parser._actions:
         if not action.option_strings or isinstance(action, argparse._HelpAction):
             continue
+        # every string the parser takes for the action: 0.34.0's --enable-x/--disable-x pairs
+        # keep their --no-enable-x/--no-disable-x spellings registered but hidden from help
+        accepted = [o for o, a in parser._option_string_actions.items() if a is action]
+        negative = getattr(action, "negative_option_strings", None)
+        if negative is None and isinstance(action, argparse.BooleanOptionalAction):
+            negative = [o for o in accepted if o.startswith("--no-")]
         out.append({
             "options": list(action.option_strings),
+            "accepted": accepted,
+            "negative": sorted(negative or []),
             "dest": action.dest,
             "takes_value": action.nargs != 0,
             "nargs": action.nargs if isinstance(action.nargs, (str, int, type(None))) else str(action.nargs),
@@ -42,6 +66,22 @@ def dump(path: str) -> None:
     with open(path, "w", encoding="utf-8") as fh:
         json.dump({"vllm": vllm.__version__, "options": out}, fh, indent=1)
         fh.write("\n")
+
+
+def dump_oracle(oracle_dir: str, path: str) -> None:
+    """``dump`` inside the environment of the oracle in *oracle_dir* (``run_oracle34.py``'s
+    ``setup_environment``: the emulated H200 platform plugin, offline caches)."""
+    import os
+    import tempfile
+    import types
+
+    sys.path.insert(0, os.path.abspath(oracle_dir))
+    import run_oracle34
+
+    run_oracle34.setup_environment(types.SimpleNamespace(
+        cache_dir=tempfile.mkdtemp(prefix="serve-flags-"), gpu_name="NVIDIA H200", capability="9.0",
+        gpu_mem_mib=143771, num_gpus=8))
+    dump(path)
 
 
 def module(src: str, dst: str) -> None:
@@ -64,7 +104,7 @@ def module(src: str, dst: str) -> None:
         if not a["takes_value"]:
             return 0
         return a["nargs"] if a["nargs"] in ("?", "*", "+") else 1
-    for opt in sorted({o: nargs(a) for a in data["options"] for o in a["options"]}.items()):
+    for opt in sorted({o: nargs(a) for a in data["options"] for o in a.get("accepted", a["options"])}.items()):
         lines.append(f"    {opt[0]!r}: {opt[1]!r},")
     lines.append("}")
     lines += [
@@ -77,8 +117,22 @@ def module(src: str, dst: str) -> None:
         for o in a["options"]:
             lines.append(f"    {o!r}: ({'/'.join(a['options'])!r}, {tuple(a['choices'])!r}, {a['type']!r}),")
     lines.append("}")
+    lines += [
+        "",
+        "#: the switch options (``--x/--no-x``, ``--enable-x/--disable-x``): option string -> (the",
+        "#: destination vLLM's parser sets, the value the option sets it to)",
+        "VLLM_SERVE_SWITCHES: dict[str, tuple[str, bool]] = {",
+    ]
+    switches = {}
+    for a in data["options"]:
+        if a["boolean_optional"]:
+            for o in a.get("accepted", a["options"]):
+                switches[o] = (a["dest"], o not in a.get("negative", [x for x in a["options"] if x.startswith("--no-")]))
+    for o, v in sorted(switches.items()):
+        lines.append(f"    {o!r}: {v!r},")
+    lines.append("}")
     open(dst, "w", encoding="utf-8").write("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
-    {"dump": dump, "module": module}[sys.argv[1]](*sys.argv[2:])
+    {"dump": dump, "dump-oracle": dump_oracle, "module": module}[sys.argv[1]](*sys.argv[2:])

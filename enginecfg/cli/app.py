@@ -36,7 +36,7 @@ _CHANGES_THE_ANSWER = frozenset({
     "--config-format", "--runner", "--convert", "--pooler-config", "--trust-remote-code",
     "--model-impl", "--speculative-config",
 })
-_COMMANDS_WITH_ENGINE_FLAGS = ("run", "stages", "explain")
+_COMMANDS_WITH_ENGINE_FLAGS = ("run", "stages", "explain", "upgrade")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -68,9 +68,9 @@ class _Help(argparse.HelpFormatter):
 
 def _version_line() -> str:
     from enginecfg import __version__
-    from enginecfg.cli.vllm_serve_flags import VLLM_VERSION
 
-    return f"enginecfg {__version__} (vLLM {VLLM_VERSION} semantics)"
+    releases = _releases()
+    return f"enginecfg {__version__} (vLLM {' and '.join(releases)} semantics; default {releases[0]})"
 
 
 def _add_globals(p: argparse.ArgumentParser, *, here: bool) -> None:
@@ -94,8 +94,8 @@ def _subparsers(parser: argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="enginecfg", formatter_class=_Help,
-                     description="Resolve, explain and validate LLM engine configs exactly as vLLM 0.19.0 "
-                                 "does, and audit every run.",
+                     description="Resolve, explain and validate LLM engine configs exactly as vLLM "
+                                 + " or ".join(_releases()) + " does (--vllm-version), and audit every run.",
                      epilog="`enginecfg COMMAND --help` shows a command's flags. Exit codes: 0 resolved, "
                             "1 rejected by a verification step, 2 bad input.")
     _add_globals(parser, here=True)
@@ -104,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="resolve a model config and show what changed and why",
                          formatter_class=_Help,
-                         description="Resolve a model config as vLLM 0.19.0 would and show what changed, by "
+                         description="Resolve a model config as vLLM would (the release --vllm-version names, "
+                                     "default " + _releases()[0] + ") and show what changed, by "
                                      "which stage and why. A pasted `vllm serve MODEL ...` line works too: "
                                      "options enginecfg does not use are set aside with a note on stderr.")
     run.add_argument("paths", nargs="*", metavar="PATH",
@@ -116,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_memory_flags(run)
     _add_pipeline_flags(run)
     run.add_argument("--require-start", action="store_true",
-                     help="exit 1 when vLLM 0.19.0 would not start with the resolved config on the GPU and "
+                     help="exit 1 when vLLM (the release the run speaks for) would not start with the resolved config on the GPU and "
                           "memory given (its start-up checks: KV-cache memory, one request of max_model_len, "
                           "auto-fit, the free memory the utilization requests); for CI")
     run.add_argument("--json", action="store_true", help="print the run document as JSON")
@@ -176,19 +177,27 @@ def _add_pipeline_flags(p: argparse.ArgumentParser) -> None:
 
 # -- a pasted `vllm serve` line ------------------------------------------------------------------
 
-def read_vllm_serve_line(tokens: Sequence[str], own: set[str],
-                         groups: list[list[str]] | None = None) -> tuple[list[str], list[str], list[str]]:
+def read_vllm_serve_line(tokens: Sequence[str], own: set[str], groups: list[list[str]] | None = None, *,
+                         release: str | None = None) -> tuple[list[str], list[str], list[str]]:
     """Split a command's tokens into (enginecfg's tokens, set-aside vLLM options, unknown options).
     *groups*, when given, receives each set-aside option as its tokens (the equivalent ``vllm
-    serve`` command keeps them).
+    serve`` command keeps them).  *release* names the vLLM release whose ``vllm serve`` options
+    are read (default: the default release's): a switch spelt as that release spells it
+    (0.34.0's ``--disable-prefix-caching``) is enginecfg's flag of the same engine argument
+    (``--no-enable-prefix-caching``).
 
-    ``own`` holds the option strings the command takes.  Spellings are read as ``vllm serve``
+    ``own`` holds the option strings the command takes.  An option another release's ``vllm
+    serve`` has is set aside too (the run's equivalent command then names it as dropped); a
+    pasted line was read by the release's own parser before, which refuses it.  Spellings are read as ``vllm serve``
     reads them (``--max_model_len`` is ``--max-model-len``; ``--x=value``).  A leading
     ``vllm serve`` (or ``serve``) is dropped.  Options of ``vllm serve`` that enginecfg does
     not take are removed with their values; anything else unknown is returned for an error.
     """
-    from enginecfg.cli.vllm_serve_flags import VLLM_SERVE_OPTIONS
+    from enginecfg.cli.engine_flags import serve_table, serve_tables
+    from enginecfg.pipeline.engine_args import ENGINE_ARGS
 
+    table = serve_table(release)
+    VLLM_SERVE_OPTIONS = table.VLLM_SERVE_OPTIONS
     tokens = list(tokens)
     while tokens and tokens[0] in ("vllm", "serve"):
         tokens.pop(0)
@@ -212,7 +221,17 @@ def read_vllm_serve_line(tokens: Sequence[str], own: set[str],
         if name in own:
             keep.append(spelled)
             continue
+        switch = table.VLLM_SERVE_SWITCHES.get(name)
+        if switch is not None and not eq and switch[0] in ENGINE_ARGS:
+            flag = ENGINE_ARGS[switch[0]].flags[0]
+            flag = flag if switch[1] else "--no-" + flag[2:]
+            if flag in own:
+                keep.append(flag)
+                continue
         nargs = VLLM_SERVE_OPTIONS.get(name)
+        if nargs is None:  # another release's option: set aside too (a pasted line was refused first)
+            nargs = next((t.VLLM_SERVE_OPTIONS[name] for t in serve_tables() if name in t.VLLM_SERVE_OPTIONS),
+                         None)
         if nargs is None and (name.startswith("-O") and not name.startswith("--")
                               or not name.startswith("--") and VLLM_SERVE_OPTIONS.get(name[:2]) == 1):
             aside.append(tok)  # a short option with its value attached: -O3, -tp2
@@ -270,26 +289,33 @@ def _prepare(parser: argparse.ArgumentParser, argv: list[str], aside_tokens: lis
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     cmd_parser = sub.choices[argv[cmd_at]]
     own = _own_options(cmd_parser)
-    if argv[cmd_at + 1:cmd_at + 2] in (["vllm"], ["serve"]):
-        # a pasted line: vLLM's own parser answers first (engine_flags.vllm_serve_choice_error)
-        from enginecfg.cli.engine_flags import vllm_serve_choice_error
+    releases = _releases_asked(argv[cmd_at], argv[cmd_at + 1:])
+    pasted = argv[cmd_at + 1:cmd_at + 2] in (["vllm"], ["serve"])
+    if pasted:
+        # a pasted line: the parser of the release the command runs answers first
+        # (engine_flags.vllm_serve_refusal); upgrade's line must parse under both releases
+        from enginecfg.cli.engine_flags import vllm_serve_refusal
 
-        refused = vllm_serve_choice_error(argv[cmd_at + 1:])
-        if refused is not None:
-            sys.stderr.write(f"enginecfg: vllm serve: error: {refused}\n")
-            raise SystemExit(2)
+        for release in releases:
+            refused = vllm_serve_refusal(argv[cmd_at + 1:], release)
+            if refused is not None:
+                who = f"vLLM {release}: " if argv[cmd_at] == "upgrade" else ""
+                sys.stderr.write(f"enginecfg: {who}vllm serve: error: {refused}\n")
+                raise SystemExit(2)
     groups: list[list[str]] = []
-    keep, aside, unknown = read_vllm_serve_line(argv[cmd_at + 1:], own, groups)
+    keep, aside, unknown = read_vllm_serve_line(argv[cmd_at + 1:], own, groups, release=releases[-1])
     if aside_tokens is not None:
         aside_tokens.extend(t for g in groups for t in g)
     if unknown:
-        from enginecfg.cli.vllm_serve_flags import VLLM_SERVE_OPTIONS
+        from enginecfg.cli.engine_flags import serve_table
         from enginecfg.pipeline.suggest import did_you_mean
 
         bad = unknown[0]
-        hint = did_you_mean(bad, [o for o in own | set(VLLM_SERVE_OPTIONS) if o.startswith("--")])
+        table = serve_table(releases[-1])
+        hint = did_you_mean(bad, [o for o in own | set(table.VLLM_SERVE_OPTIONS) if o.startswith("--")])
         sys.stderr.write(f"enginecfg: error: unknown option {bad}{hint}: neither an enginecfg {argv[cmd_at]} "
-                         f"option nor a vllm serve 0.19.0 option (see enginecfg {argv[cmd_at]} --help)\n")
+                         f"option nor a vllm serve {table.VLLM_VERSION} option (see enginecfg {argv[cmd_at]} "
+                         "--help)\n")
         raise SystemExit(2)
     if aside:
         affects = [a.split()[0].split("=")[0] for a in aside
@@ -301,6 +327,33 @@ def _prepare(parser: argparse.ArgumentParser, argv: list[str], aside_tokens: lis
                              + " can change what vLLM resolves; enginecfg resolved without "
                              + ("it" if len(set(affects)) == 1 else "them") + "\n")
     return argv[:cmd_at + 1] + keep
+
+
+def _option_value(tokens: Sequence[str], *names: str) -> str | None:
+    """The last value given to one of the options *names* (``--x V``, ``--x=V``, ``--x_y V``)."""
+    found = None
+    for i, tok in enumerate(tokens):
+        name, eq, value = tok.partition("=")
+        if not name.startswith("--") or "--" + name[2:].replace("_", "-") not in names:
+            continue
+        if eq:
+            found = value
+        elif i + 1 < len(tokens):
+            found = tokens[i + 1]
+    return found
+
+
+def _releases_asked(command: str, tokens: Sequence[str]) -> list[str | None]:
+    """The releases whose ``vllm serve`` reads a command's pasted line: ``upgrade``'s two
+    (``--from``, ``--to``), else the one ``--vllm-version`` or ``$ENGINECFG_VLLM_VERSION`` names
+    (None: the default release)."""
+    if command == "upgrade":
+        return [_option_value(tokens, "--from") or "0.19.0", _option_value(tokens, "--to") or "0.34.0"]
+    import os
+
+    from enginecfg.pipeline.run import RELEASE_ENV
+
+    return [_option_value(tokens, "--vllm-version") or os.environ.get(RELEASE_ENV, "").strip() or None]
 
 
 # -- commands ------------------------------------------------------------------------------------
@@ -393,7 +446,8 @@ def _report_run(ns: argparse.Namespace, outcome, store, many: bool) -> int:
 
         imp = outcome.result.facts.get("impact")
         if isinstance(imp, Impact) and not imp.starts:
-            sys.stderr.write(f"enginecfg: does not start (--require-start): {outcome.model}: vLLM 0.19.0 "
+            sys.stderr.write(f"enginecfg: does not start (--require-start): {outcome.model}: vLLM "
+                             f"{outcome.result.vllm_version or _releases()[0]} "
                              f"would stop at start-up with {imp.start_error}\n")
             code = max(code, 1)
     if outcome.error is not None:

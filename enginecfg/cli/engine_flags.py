@@ -5,8 +5,9 @@ Values are read as ``vllm serve`` reads them (``--max-model-len 32k`` is 32000, 
 32768); a flag left out is absent from :func:`engine_args` (vLLM decides).  A value outside
 a flag's choices is not refused by the parser: the run refuses it at the step where vLLM's
 config checks it (and records the run), as a Python caller's would be.  A pasted ``vllm serve``
-line is read by vLLM's own parser first, which refuses such a value before anything is read:
-:func:`vllm_serve_choice_error` gives its answer.
+line is read by vLLM's own parser first, the parser of the release the command runs
+(:func:`serve_table`), which refuses such a value, or an option it does not have, before
+anything is read: :func:`vllm_serve_refusal` gives its answer.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from typing import Any
 
 from enginecfg.pipeline.engine_args import BOOL, ENGINE_ARGS, EngineArg, parse_flag_text
 
-__all__ = ["add_engine_flags", "engine_args", "vllm_serve_choice_error", "add_memory_flags", "memory_options",
-           "print_gpus"]
+__all__ = ["add_engine_flags", "engine_args", "vllm_serve_choice_error", "vllm_serve_unrecognized",
+           "vllm_serve_refusal", "serve_table", "serve_tables", "add_memory_flags", "memory_options", "print_gpus"]
 
 
 def _flag_type(arg: EngineArg):
@@ -61,33 +62,58 @@ def engine_args(ns: argparse.Namespace) -> dict[str, Any]:
     return {k: getattr(ns, k) for k in ENGINE_ARGS if getattr(ns, k, None) is not None}
 
 
+#: options whose values vLLM's parser lower-cases, dashes turned to underscores, before it looks
+#: them up (0.19.0: --moe-backend; 0.34.0 also --linear-backend, --sparse-indexer-topk-backend)
+_FOLDED = frozenset({"--moe-backend", "--linear-backend", "--sparse-indexer-topk-backend"})
+
+
 def _as_parsed(option: str, type_name: str | None, text: str) -> Any:
     """*text* turned into what vLLM's parser compares with the option's choices."""
     if type_name == "int":
         return int(text)
-    if option == "--moe-backend":  # vLLM's parser folds case and dashes for this one
+    if option in _FOLDED:  # vLLM's parser folds case and dashes for these
         return text.lower().replace("-", "_")
     return text
 
 
-def vllm_serve_choice_error(tokens: list[str]) -> str | None:
-    """The first value of a pasted ``vllm serve`` line outside its option's choices, as vLLM
-    0.19.0's parser words the refusal (``argument --dtype: invalid choice: 'int8' (choose from
-    ...)``), or None.  vLLM's parser refuses it before it reads anything; options are spelt as
-    vLLM reads them (``--kv_cache_dtype``, ``--dtype=x``)."""
-    from enginecfg.cli.vllm_serve_flags import VLLM_SERVE_CHOICES, VLLM_SERVE_OPTIONS
+def serve_table(release: str | None = None):
+    """The option table of *release*'s ``vllm serve`` (a generated module: ``VLLM_VERSION``,
+    ``VLLM_SERVE_OPTIONS``, ``VLLM_SERVE_CHOICES``, ``VLLM_SERVE_SWITCHES``); None, or a release
+    without a table, gives the default release's (the run then refuses an unknown release)."""
+    from enginecfg.cli import vllm_serve_flags, vllm_serve_flags_034
+    from enginecfg.pipeline import rulepacks
 
+    tables = {t.VLLM_VERSION: t for t in (vllm_serve_flags, vllm_serve_flags_034)}
+    return tables.get(release) or tables.get(rulepacks.default_release(), vllm_serve_flags)
+
+
+def serve_tables():
+    """Every release's table, oldest first."""
+    from enginecfg.cli import vllm_serve_flags, vllm_serve_flags_034
+
+    return (vllm_serve_flags, vllm_serve_flags_034)
+
+
+def _options(tokens: list[str], table) -> list[tuple[str, list[str], bool]]:
+    """The options of a pasted line as vLLM's parser splits them: (name as the parser spells it,
+    the values it takes, whether the name is an option of *table*).  An option *table* lacks takes
+    the values another release's parser gives it (what follows it is then left over too)."""
+    out: list[tuple[str, list[str], bool]] = []
     i = 0
     while i < len(tokens):
         tok = tokens[i]
         i += 1
         if tok == "--":
-            return None
+            break
         if not tok.startswith("--"):
             continue
         name, eq, value = tok.partition("=")
         name = "--" + name[2:].replace("_", "-")
-        nargs = VLLM_SERVE_OPTIONS.get(name)
+        known = name in table.VLLM_SERVE_OPTIONS
+        nargs = table.VLLM_SERVE_OPTIONS.get(name)
+        if nargs is None:
+            nargs = next((t.VLLM_SERVE_OPTIONS[name] for t in serve_tables() if name in t.VLLM_SERVE_OPTIONS),
+                         None)
         values = [value] if eq else []
         if not eq and nargs == 1 and i < len(tokens):
             values, i = [tokens[i]], i + 1
@@ -95,7 +121,20 @@ def vllm_serve_choice_error(tokens: list[str]) -> str | None:
             while i < len(tokens) and not tokens[i].startswith("-"):
                 values.append(tokens[i])
                 i += 1
-        spec = VLLM_SERVE_CHOICES.get(name)
+        out.append((name + ("=" + value if eq else ""), values, known))
+    return out
+
+
+def vllm_serve_choice_error(tokens: list[str], release: str | None = None) -> str | None:
+    """The first value of a pasted ``vllm serve`` line outside its option's choices, as the
+    parser of vLLM *release* (default: the default release) words the refusal (``argument
+    --dtype: invalid choice: 'int8' (choose from ...)``), or None.  vLLM's parser refuses it
+    before it reads anything; options are spelt as vLLM reads them (``--kv_cache_dtype``,
+    ``--dtype=x``)."""
+    table = serve_table(release)
+    for name, values, known in _options(tokens, table):
+        name = name.partition("=")[0]
+        spec = table.VLLM_SERVE_CHOICES.get(name) if known else None
         if spec is None:
             continue
         shown, choices, type_name = spec
@@ -109,6 +148,24 @@ def vllm_serve_choice_error(tokens: list[str]) -> str | None:
                 return (f"argument {shown}: invalid choice: {got!r} (choose from "
                         f"{', '.join(map(repr, allowed))})")
     return None
+
+
+def vllm_serve_unrecognized(tokens: list[str], release: str | None = None) -> str | None:
+    """The options of a pasted ``vllm serve`` line that another vLLM release's parser has but
+    *release*'s has not (0.34.0 dropped ``--calculate-kv-scales``), with their values, as that
+    parser refuses them once it has read the rest (``unrecognized arguments: ...``), or None.
+    enginecfg's own options (``--json``, ``--gpu``) are no release's and never named."""
+    table = serve_table(release)
+    left = [" ".join([name, *values]) for name, values, known in _options(tokens, table)
+            if not known and any(name.partition("=")[0] in t.VLLM_SERVE_OPTIONS for t in serve_tables())]
+    return f"unrecognized arguments: {' '.join(left)}" if left else None
+
+
+def vllm_serve_refusal(tokens: list[str], release: str | None = None) -> str | None:
+    """What vLLM *release*'s parser answers to a pasted line it refuses, in its words (a value
+    outside the choices first: the parser stops there; then the options it does not have), or
+    None."""
+    return vllm_serve_choice_error(tokens, release) or vllm_serve_unrecognized(tokens, release)
 
 
 # -- the memory the figures assume ----------------------------------------------------------------

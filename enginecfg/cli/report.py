@@ -2,7 +2,8 @@
 
 Each change is shown with vLLM's reason and, where the stage gave one, its explanation:
 the rule and the numbers it used (the same text the audit store keeps, so ``why`` gives it
-back).  Then GPU validation (passed, skipped and why), the equivalent ``vllm serve`` flags,
+back).  Then GPU validation (passed, skipped and why), the equivalent ``vllm serve`` flags
+(and the given ones it leaves out because the run's release does not take them),
 the resolved config and where the run was recorded.  Values are spelt as JSON, as in every
 other command.  Names (stages, fields) are never broken; prose wraps to the terminal.
 """
@@ -100,10 +101,15 @@ def print_run(result, *, where: str, memory: dict[str, Any] | None = None, extra
         out.append("Messages:")
         out += [paragraph(f"{m.level} {m.stage}: {m.message}", indent="  ", hanging="      ") for m in others]
     out.append(validation_line(doc))
-    from enginecfg.commands.serve import serve_command
+    from enginecfg.commands.serve import not_taken, serve_command
 
     out.append("Equivalent vllm serve command (pins the resolved values):")
     out.append(command_lines(serve_command(result, memory=memory, extra=extra or ())))
+    dropped = list(dict.fromkeys(not_taken(result, extra or ())))
+    if dropped:
+        out.append(paragraph(f"Left out of it: {', '.join(dropped)}, given on the command line: vllm serve "
+                             f"{result.vllm_version} does not take {'it' if len(dropped) == 1 else 'them'}.",
+                             indent="  ", hanging="    "))
     rows = [[f"{sec}.{k}", value(v)] for sec, fields in doc["config"].items() if fields
             for k, v in fields.items()]
     out.append(render(["field", "value"], rows, names=(0,), title="Resolved config:"))

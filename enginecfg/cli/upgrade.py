@@ -60,9 +60,11 @@ def print_upgrade(u) -> None:
             line = f"{_side_title(side)}: {side.start_error}"
         out.append(paragraph(f"- {line}", hanging="  "))
     if u.fields:
-        rows = [[f.field, _value(f.value_from), _value(f.value_to), "*" if f.changed else ""] for f in u.fields]
+        # the changed mark ends the decision's name: a column of its own would need a header
+        rows = [[f.field + (" *" if f.changed else ""), _value(f.value_from), _value(f.value_to)]
+                for f in u.fields]
         out.append("")
-        out.append(render(["decision", a.release, b.release, ""], rows, names=(0, 3),
+        out.append(render(["decision", a.release, b.release], rows, names=(0,),
                           title="Decisions (* changed):"))
     if u.changed:
         out.append("")

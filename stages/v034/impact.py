@@ -6,7 +6,10 @@ come from :mod:`enginecfg.pipeline.models.v034.kv_planning` at the start-up deci
 max_model_len), concurrency counting every group's blocks, vLLM 0.34.0's not-enough-memory
 text.  Without ``--gpu-memory-utilization`` the estimate takes vLLM 0.34.0's default, 1.0
 (the extensible KV cache); ``kv_cache_memory`` is ``--kv-cache-memory-bytes``, which turns
-the extensible KV cache off (and so picks the other hint of the text).
+the extensible KV cache off (and so picks the other hint of the text);
+``num_gpu_blocks_override`` is ``--num-gpu-blocks-override``: 0.34.0 plans with the override's
+blocks from the start, its start-up check included (0.19.0 checks the memory first), and keeps
+the extensible KV cache off (so the utilization defaults to 0.92, and the text's other hint).
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ from enginecfg.pipeline.models.startup import Startup
 from enginecfg.pipeline.models.v034 import config_time as ct
 from enginecfg.pipeline.models.v034 import kv_planning
 from enginecfg.stages.impact import ImpactStage
+
+
+#: vLLM 0.34.0's gpu_memory_utilization when the extensible KV cache is off (RULES.md C3.4)
+NON_EXTENSIBLE_UTILIZATION = 0.92
 
 
 class Impact034Stage(ImpactStage):
@@ -39,13 +46,18 @@ class Impact034Stage(ImpactStage):
             ctx.record("impact", ImpactUnavailable("the start-up step was not decided (engine-start did not run)"))
             return
         opts = self.options
+        # 0.34.0 keeps the extensible KV cache off when the KV cache is sized by a flag
+        # (--kv-cache-memory-bytes, --num-gpu-blocks-override); without it the utilization
+        # defaults to 0.92
+        extensible = opts.kv_cache_memory is None and opts.num_gpu_blocks_override is None
+        default_utilization = 1.0 if extensible else NON_EXTENSIBLE_UTILIZATION
         try:
             figures = kv_planning.impact(
                 cfg, startup=kv_planning.startup_key(startup), gpu=kv_planning.gpu_key(opts.card),
                 gpu_memory_gib=opts.card.memory_gib,
-                gpu_memory_utilization=opts.gpu_memory_utilization if self.utilization_given else 1.0,
+                gpu_memory_utilization=opts.gpu_memory_utilization if self.utilization_given else default_utilization,
                 kv_cache_memory=opts.kv_cache_memory, contexts=opts.contexts,
-                extensible=opts.kv_cache_memory is None)
+                extensible=extensible, num_gpu_blocks_override=opts.num_gpu_blocks_override)
         except EngineCfgError as exc:
             figures = ImpactUnavailable(str(exc), exc.field)
         except (ArithmeticError, TypeError, ValueError, KeyError, IndexError) as exc:

@@ -13,7 +13,13 @@
 - K4-K6: a request needs, per group, its blocks at the context length; concurrency is the
   blocks over one request's blocks, and the logged "GPU KV cache size" is
   ``int(concurrency x max_model_len)``; the engine block size is the smallest group block;
-- K7: the not-enough-memory check (one block held back), its text and the length estimate.
+- K7: the not-enough-memory check (one block held back), its text and the length estimate;
+- ``num_gpu_blocks_override`` (``get_kv_cache_configs``): when given, the KV-cache memory the
+  planning works with is the override's blocks at the pool's bytes per block (probed with the
+  override suppressed), *before* the null-block reservation and the not-enough-memory check:
+  the check, the length estimate, the block count (the override itself) and the concurrency
+  all follow from it; what the memory would have given is kept as ``blocks_from_memory``
+  (the number vLLM logs as "Overriding num_gpu_blocks=...").
 
 :func:`groups` plans the groups of a config from its start-up decision
 (:class:`~enginecfg.pipeline.models.startup.Startup`); :func:`impact` gives the same
@@ -320,10 +326,12 @@ def _figures(g: Group, per_request_one: int) -> GroupFigures:
 @memoised(FIGURES)
 def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capacity.H200_GIB,
            gpu_memory_utilization: float = 1.0, kv_cache_memory: int | None = None,
-           contexts: Sequence[int] = capacity.DEFAULT_CONTEXTS, extensible: bool = True) -> Impact:
+           contexts: Sequence[int] = capacity.DEFAULT_CONTEXTS, extensible: bool = True,
+           num_gpu_blocks_override: int | None = None) -> Impact:
     """0.34.0's KV-cache figures of a resolved config: *startup* is ``(block_size,
     mamba_block_size, mamba_page_size_padded, disable_hybrid_kv_cache_manager, backends)``
-    (:func:`startup_key`), *gpu* ``(name, device name, memory bytes, capability)``."""
+    (:func:`startup_key`), *gpu* ``(name, device name, memory bytes, capability)``;
+    *num_gpu_blocks_override* is ``--num-gpu-blocks-override`` (see the module doc)."""
     from enginecfg.pipeline.models.gpus import Gpu
 
     card = Gpu(gpu[0], gpu[2], tuple(gpu[3]), gpu[1])
@@ -333,12 +341,13 @@ def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capa
     p, bpb, per_request = plan(cfg, start, card)
     if kv_cache_memory is not None:
         budget = MemoryBudget(int(gpu_memory_gib * 2**30), gpu_memory_utilization, int(kv_cache_memory),
-                              "--kv-cache-memory", None, gpu=card.name, kv_cache_memory_bytes=int(kv_cache_memory))
+                              "--kv-cache-memory", None, gpu=card.name, kv_cache_memory_bytes=int(kv_cache_memory),
+                              num_gpu_blocks_override=num_gpu_blocks_override)
     else:
         budget = capacity.memory_budget(cfg, gpu_memory_gib=None,  # the card carries its memory
                                         gpu_memory_utilization=gpu_memory_utilization,
                                         specs=kv_specs.layer_specs(cfg, block_size=start.block_size),
-                                        gpu=card)
+                                        gpu=card, num_gpu_blocks_override=num_gpu_blocks_override)
     available = budget.kv_cache_memory
     mnbt = config_time.max_num_batched_tokens(cfg, card)
     if not p.groups:
@@ -346,6 +355,11 @@ def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capa
                       kv_tokens=0, max_concurrency=None, concurrency={}, max_model_len_fits=mml, fits=None,
                       bytes_per_token=0, min_request_bytes=0, request_bytes=None, padding=None, block_rounding=None,
                       prefix_cache_granularity=None, note="no layer keeps KV cache (attention-free or encoder-only)")
+    blocks_from_memory = None
+    if num_gpu_blocks_override is not None:
+        # the planned memory is the override's blocks; the check below holds one of them back
+        blocks_from_memory = available // bpb
+        available = num_gpu_blocks_override * bpb
     usable = available - bpb
     blocks = max(available // bpb, 0)
 
@@ -393,7 +407,8 @@ def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capa
         block_rounding=BlockRounding(available - blocks * bpb,
                                      round(100.0 * (available - blocks * bpb) / available, 2) if available else 0.0),
         prefix_cache_granularity=(min(attention) if attention else cc.mamba_block_size)
-        if cc.enable_prefix_caching else None)
+        if cc.enable_prefix_caching else None,
+        blocks_from_memory=blocks_from_memory)
 
 
 @dataclass(frozen=True)
