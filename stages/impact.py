@@ -98,7 +98,7 @@ def parse_options(options: Any, card: Gpu | None = None) -> ImpactOptions:
     blocks = out["num_gpu_blocks_override"]
     if blocks is not None and (isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 1):
         raise InvalidInputError.for_value(
-            "num_gpu_blocks_override", blocks, "a positive number of blocks (vLLM 0.19.0 accepts fewer "
+            "num_gpu_blocks_override", blocks, "a positive number of blocks (vLLM accepts fewer "
             "but cannot start an engine without one)", flag="--num-gpu-blocks-override")
     ctxs = out["contexts"]
     if not isinstance(ctxs, (list, tuple)) or not all(
