@@ -33,7 +33,7 @@ from enginecfg.pipeline.models import kv_specs
 from enginecfg.pipeline.models.engine_defaults import max_num_batched_tokens
 from enginecfg.pipeline.models.pages import page_facts
 from enginecfg.pipeline.models.startup import (SSM_BACKENDS, Decision, LayerBackend, LayerKind, StartFailure,
-                                               Startup, layer_kinds, state_page_failure)
+                                               LayerClasses, Startup, layer_kinds, state_page_failure)
 
 __all__ = ["RELEASE", "STARTS", "start", "layer_class", "build_failure", "query_for"]
 
@@ -46,19 +46,14 @@ STARTS = ContentMemo(maxsize=256)
 _MAMBA_CLASSES = {"mamba1": "MambaMixer", "mamba2": "MambaMixer2", "gated_delta_net": "GatedDeltaNetAttention",
                   "kda": "KimiDeltaAttention", "short_conv": "ShortConv",
                   "linear_attention": "MiniMaxText01LinearAttention"}
+_CLASSES = LayerClasses(_MAMBA_CLASSES, "OlmoHybridGatedDeltaNet")
 #: Bamba's table of layer kinds in vLLM 0.19.0 (transformers 5.x names them otherwise)
 _BAMBA_LAYERS = ("attention", "mamba")
 
 
 def layer_class(kind: LayerKind, architecture: str | None) -> str:
     """The class vLLM 0.19.0 builds a layer of *kind* with."""
-    if kind.kind == "mla":
-        return "MLAAttention"
-    if kind.kind == "attention":
-        return "EncoderOnlyAttention" if kind.attn_type == "encoder_only" else "Attention"
-    if architecture == "OlmoHybridForCausalLM":
-        return "OlmoHybridGatedDeltaNet"
-    return _MAMBA_CLASSES.get(kind.state_kind or "", "MambaMixer2")
+    return _CLASSES.of(kind, architecture)
 
 
 def query_for(cfg: Any, kind: LayerKind) -> be.Query:

@@ -27,7 +27,7 @@ capacity figures read one shape:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import attrs
 
@@ -38,7 +38,7 @@ from enginecfg.pipeline.models.engine_defaults import is_causal
 from enginecfg.pipeline.hf import typed
 
 __all__ = ["LayerKind", "LayerBackend", "Decision", "StartFailure", "Startup", "StartupUnavailable",
-           "layer_kinds", "layer_state_page", "state_page_failure", "SSM_BACKENDS"]
+           "layer_kinds", "layer_state_page", "state_page_failure", "SSM_BACKENDS", "LayerClasses"]
 
 #: the backend a Mamba-like layer always gets (its class fixes it; the selector is not asked)
 SSM_BACKENDS = {"mamba1": "MAMBA1_ATTN", "mamba2": "MAMBA2_ATTN", "gdn_attention": "GDN_ATTN",
@@ -339,3 +339,22 @@ def state_page_failure(cfg: Any, padded: int | None, config_page: int) -> StartF
         f"the Mamba mixer layers keep a state of {real:,} bytes (their head dimension is the "
         f"intermediate size over the Mamba heads), but the pages were padded to {padded:,} bytes "
         f"from the config-level state of {config_page:,} bytes (mamba_headdim)")
+
+
+@attrs.frozen
+class LayerClasses:
+    """The classes a vLLM release builds its layers with: the Mamba-like ones by state
+    calculator, and OLMo hybrid's gated delta net, which has a class of its own."""
+
+    mamba: Mapping[str, str]
+    olmo_hybrid: str
+
+    def of(self, kind: LayerKind, architecture: str | None) -> str:
+        """The class a layer of *kind* is built with."""
+        if kind.kind == "mla":
+            return "MLAAttention"
+        if kind.kind == "attention":
+            return "EncoderOnlyAttention" if kind.attn_type == "encoder_only" else "Attention"
+        if architecture == "OlmoHybridForCausalLM":
+            return self.olmo_hybrid
+        return self.mamba.get(kind.state_kind or "", "MambaMixer2")

@@ -25,7 +25,7 @@ from enginecfg.pipeline.hf import typed
 from enginecfg.pipeline.models import backends as be019
 from enginecfg.pipeline.models.pages import page_facts
 from enginecfg.pipeline.models.startup import (SSM_BACKENDS, Decision, LayerBackend, LayerKind, StartFailure,
-                                               layer_kinds, state_page_failure)
+                                               LayerClasses, layer_kinds, state_page_failure)
 from enginecfg.pipeline.models.v034 import backends as be
 from enginecfg.pipeline.models.v034 import config_time
 
@@ -35,6 +35,7 @@ __all__ = ["context", "layer_class", "select_backends", "build_failure", "prefer
 _MAMBA_CLASSES = {"mamba1": "MambaMixer", "mamba2": "MambaMixer2", "gated_delta_net": "QwenGatedDeltaNetAttention",
                   "kda": "KimiDeltaAttention", "short_conv": "ShortConv",
                   "linear_attention": "MiniMaxText01LinearAttention"}
+_CLASSES = LayerClasses(_MAMBA_CLASSES, "OlmoHybridGatedDeltaNetAttention")
 _ATTENTION_LAYERS = ("attention", "full_attention", "sliding_attention")
 
 
@@ -51,13 +52,7 @@ def context(cfg: Any, gpu: Any) -> be.Context:
 
 def layer_class(kind: LayerKind, architecture: str | None) -> str:
     """The class vLLM 0.34.0 builds a layer of *kind* with."""
-    if kind.kind == "mla":
-        return "MLAAttention"
-    if kind.kind == "attention":
-        return "EncoderOnlyAttention" if kind.attn_type == "encoder_only" else "Attention"
-    if architecture == "OlmoHybridForCausalLM":
-        return "OlmoHybridGatedDeltaNetAttention"
-    return _MAMBA_CLASSES.get(kind.state_kind or "", "MambaMixer2")
+    return _CLASSES.of(kind, architecture)
 
 
 def _text(view, name: str, default: Any = None) -> Any:
