@@ -265,8 +265,10 @@ def test_json_logs_write_iso_times():
     assert re.match(iso, finished["finished_at"])
 
 
-def test_reasons_use_the_right_article():
-    proc = cli("run", str(CONFIGS / "mamba-130m-hf"), "--no-audit", "--gpu-validation", "off", columns=200)
+@pytest.mark.parametrize("release", ["0.19.0", "0.34.0"])
+def test_reasons_use_the_right_article(release):
+    proc = cli("run", str(CONFIGS / "mamba-130m-hf"), "--no-audit", "--gpu-validation", "off",
+               "--vllm-version", release, columns=200)
     assert "for an attention_free generate model" in proc.stdout and "for a attention_free" not in proc.stdout
 
 

@@ -18,7 +18,7 @@ from enginecfg.pipeline.hf import HFConfigView, typed
 from enginecfg.pipeline.models.gpus import DEFAULT_GPU
 from enginecfg.pipeline.models.v034 import config_time as ct
 from enginecfg.stages._common import config_hook
-from enginecfg.stages.engine_defaults import EngineDefaultsStage, _what
+from enginecfg.stages.engine_defaults import EngineDefaultsStage, _a, _what
 from enginecfg.stages.mamba_cache_mode import MambaCacheModeStage
 from enginecfg.stages.pooling import PoolingStage
 from enginecfg.stages.scheduler import SchedulerStage
@@ -60,7 +60,7 @@ class EngineDefaults034Stage(EngineDefaultsStage):
         if cfg.scheduler_config.enable_chunked_prefill is None:
             on = ct.chunked_prefill_supported(cfg)
             ctx.set("scheduler_config", "enable_chunked_prefill", on,
-                    reason=f"default: chunked prefill is {'on' if on else 'off'} for a {kind} "
+                    reason=f"default: chunked prefill is {'on' if on else 'off'} for {_a(kind)} "
                            f"{cfg.model_config.runner_type} model",
                     explanation=f"--enable-chunked-prefill was not given. vLLM {ct.RELEASE} turns it on unless "
                                 f"the model is encoder-decoder, or a pooling model that is encoder-only or pools "
@@ -69,7 +69,7 @@ class EngineDefaults034Stage(EngineDefaultsStage):
         if cfg.cache_config.enable_prefix_caching is None:
             on = ct.prefix_caching_supported(cfg)
             ctx.set("cache_config", "enable_prefix_caching", on,
-                    reason=f"default: prefix caching is {'on' if on else 'off'} for a {kind} "
+                    reason=f"default: prefix caching is {'on' if on else 'off'} for {_a(kind)} "
                            f"{cfg.model_config.runner_type} model",
                     explanation=f"--enable-prefix-caching was not given. vLLM {ct.RELEASE} turns it on for "
                                 f"decoder and generative hybrid models (a pooling one must pool LAST or ALL); "
