@@ -48,6 +48,7 @@ __all__ = [
     "group_estimate_max_model_len",
     "check_enough_kv_cache_memory",
     "needed_memory_error",
+    "cdiv",
 ]
 
 

@@ -38,6 +38,7 @@ from enginecfg.pipeline.hf import ContentMemo, memoised
 from enginecfg.pipeline.models import capacity
 from enginecfg.pipeline.models import kv_cache as kc
 from enginecfg.pipeline.models import kv_specs
+from enginecfg.pipeline.models.kv_cache import cdiv
 from enginecfg.pipeline.models.capacity import (BlockRounding, GroupFigures, Impact, MambaPadding, MemoryBudget,
                                                 Padding)
 from enginecfg.pipeline.models.v034 import backends as be
@@ -51,10 +52,6 @@ __all__ = ["Layer", "Group", "Plan", "layer_specs", "groups", "plan", "impact", 
 FIGURES = ContentMemo(maxsize=256)
 
 _CONSERVING = "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(a // -b)
 
 
 @dataclass(frozen=True)
