@@ -83,3 +83,15 @@ def test_the_impact_stage_passes_the_override(warm_snapshots):
     result = Pipeline(vllm_version="0.34.0", gpu_validation="off",
                       impact={"num_gpu_blocks_override": override}).resolve(_folder(case), **engine)
     assert result.impact.memory.gpu_memory_utilization == 0.92 and result.impact.num_blocks == override
+
+
+def test_a_kv_cache_memory_of_0_reads_as_unset_under_034():
+    """vLLM 0.34.0's worker reads ``--kv-cache-memory-bytes 0`` as unset and measures the memory
+    (``if kv_cache_memory_bytes := ...``), though the flag, given, keeps the extensible KV cache
+    off (its utilization default 0.92)."""
+    from enginecfg import Pipeline
+
+    r = Pipeline(vllm_version="0.34.0", gpu_validation="off", impact={"kv_cache_memory": 0}).resolve(
+        str(CONFIGS / "qwen3.5-27b"))
+    assert r.impact.memory.source == "estimate" and r.impact.memory.weights is not None
+    assert r.impact.memory.gpu_memory_utilization == 0.92 and r.impact.kv_tokens > 0

@@ -336,7 +336,7 @@ def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capa
     mc, cc = cfg.model_config, cfg.cache_config
     mml = mc.max_model_len
     p, bpb, per_request = plan(cfg, start, card)
-    if kv_cache_memory is not None:
+    if kv_cache_memory:  # 0 reads as unset: the worker measures the memory, as in 0.19.0
         budget = MemoryBudget(int(gpu_memory_gib * 2**30), gpu_memory_utilization, int(kv_cache_memory),
                               "--kv-cache-memory", None, gpu=card.name, kv_cache_memory_bytes=int(kv_cache_memory),
                               num_gpu_blocks_override=num_gpu_blocks_override)
@@ -344,7 +344,8 @@ def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capa
         budget = capacity.memory_budget(cfg, gpu_memory_gib=None,  # the card carries its memory
                                         gpu_memory_utilization=gpu_memory_utilization,
                                         specs=kv_specs.layer_specs(cfg, block_size=start.block_size),
-                                        gpu=card, num_gpu_blocks_override=num_gpu_blocks_override)
+                                        gpu=card, num_gpu_blocks_override=num_gpu_blocks_override,
+                                        kv_cache_memory=kv_cache_memory)
     available = budget.kv_cache_memory
     mnbt = config_time.max_num_batched_tokens(cfg, card)
     if not p.groups:
