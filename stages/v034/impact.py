@@ -16,9 +16,7 @@ from __future__ import annotations
 
 from enginecfg.pipeline.errors import EngineCfgError
 from enginecfg.pipeline.models.capacity import ImpactUnavailable
-from enginecfg.pipeline.models.gpus import DEFAULT_GPU
 from enginecfg.pipeline.models.startup import Startup
-from enginecfg.pipeline.models.v034 import config_time as ct
 from enginecfg.pipeline.models.v034 import kv_planning
 from enginecfg.stages.impact import ImpactStage
 
@@ -31,14 +29,12 @@ class Impact034Stage(ImpactStage):
 
     def __init__(self) -> None:
         super().__init__()
-        self.gpu = DEFAULT_GPU
         self.utilization_given = False
 
     def configure(self, pipeline) -> None:
         super().configure(pipeline)
         raw = pipeline.options_for(self.name)
         self.utilization_given = raw is not None and (not isinstance(raw, dict) or "gpu_memory_utilization" in raw)
-        self.gpu = pipeline.gpu
 
     def run(self, cfg, ctx) -> None:
         startup = ctx.fact("startup")
