@@ -58,6 +58,15 @@ def test_the_stages_command_lists_the_release_s_stages():
     assert proc.returncode == 0 and "startup-block-size" in [r["name"] for r in json.loads(proc.stdout)]
 
 
+def test_the_stages_command_loads_the_model_under_the_release_s_rules():
+    """An engine argument the release does not have is refused as the run refuses it."""
+    path = str(CONFIGS / "qwen3.5-27b")
+    proc = run_cli("stages", path, "--vllm-version", "0.34.0", "--calculate-kv-scales",
+                   env={"ENGINECFG_PLUGINS": "none"})
+    assert proc.returncode == 2 and "calculate_kv_scales" in proc.stderr
+    assert run_cli("stages", path, "--calculate-kv-scales", env={"ENGINECFG_PLUGINS": "none"}).returncode == 0
+
+
 def test_the_gpu_is_an_input_recorded_in_the_document(warm_snapshots):
     doc = Pipeline(vllm_version="0.34.0", gpu="A100", gpu_validation="off").resolve(
         str(CONFIGS / "gemma4-text-default")).to_dict()

@@ -489,15 +489,13 @@ def _cmd_gpus(ns: argparse.Namespace) -> int:
 
 
 def _cmd_stages(ns: argparse.Namespace) -> int:
-    from enginecfg.pipeline.loading import EngineConfig
     from enginecfg.pipeline.plugins import describe_stages
 
     path = _model_path(ns, "stages")
     try:
         pipeline = _pipeline(ns)
-        cfg = EngineConfig.from_pretrained(path, revision=ns.revision, **engine_args(ns)) if path else None
-        if cfg is not None and cfg.pending_errors:  # nothing runs here: a bad argument is refused now
-            raise cfg.pending_errors[0][1]
+        # loaded by the release's own loader; nothing runs here, so a bad argument is refused now
+        cfg = pipeline.rules.load(path, engine_args(ns), ns.revision) if path else None
         rows = describe_stages(pipeline, cfg)
     except EngineCfgError as exc:
         sys.stderr.write(_error_line(exc) + "\n")
