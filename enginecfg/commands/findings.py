@@ -23,7 +23,7 @@ import attrs
 from enginecfg.pipeline.models.capacity import Impact, ImpactUnavailable
 from enginecfg.pipeline.document import RunResult
 
-__all__ = ["LARGE_BLOCK", "PADDING_PCT", "SLOW_TRITON_ISSUE", "SLOW_TRITON_URL", "START_FINDINGS", "RELEASES",
+__all__ = ["LARGE_BLOCK", "PADDING_PCT", "SLOW_TRITON_ISSUE", "SLOW_TRITON_URL", "RELEASES",
            "ChangeCause", "ArgumentCause", "Finding", "findings"]
 
 _GIB = 2**30
@@ -34,8 +34,6 @@ PADDING_PCT = 5.0
 #: the vLLM issue that measured Gemma 4's decode speed under the forced Triton backend
 SLOW_TRITON_ISSUE = 38887
 SLOW_TRITON_URL = "https://github.com/vllm-project/vllm/issues/38887"
-#: the findings that say vLLM 0.19.0 would not start (``--require-start`` fails on them)
-START_FINDINGS = ("free-memory-at-start", "backend-head-size", "no-kv-memory", "does-not-fit")
 #: the releases each finding holds for; a finding not named here holds for every release
 RELEASES: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "forced-triton-attn": ("0.19.0",),        # the decode-speed report was measured on 0.19.0
