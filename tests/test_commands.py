@@ -325,3 +325,19 @@ def test_curves_are_the_figures_own():
     assert dict((n, x) for n, x, _ in e.curve([1024, 8192, 32768])) == dict(e.impact.concurrency)
     assert all(a[1] >= b[1] and a[2] <= b[2] for a, b in zip(points, points[1:]))
     assert plan(QWEN, {"kv_cache_dtype": ["fp8"]}).rows[0].curve() == points
+
+
+@pytest.mark.parametrize("folder, args", [("deepseek-v2-lite-like", {"kv_cache_dtype": "fp8"}),
+                                          ("gemma4-text-default", {"disable_hybrid_kv_cache_manager": True})])
+def test_the_curve_is_made_at_the_start_up_decisions(folder, args):
+    """The drawn curve uses the block size the engine starts with (FLASHMLA's 64 for an fp8
+    MLA cache) and the hybrid-manager flag, as the figures beside it do."""
+    from enginecfg.commands import explain
+
+    e = explain(str(CONFIGS / folder), **args)
+    points = {n: x for n, x, _ in e.curve(list(e.impact.concurrency))}
+    for n, x in e.impact.concurrency.items():
+        if x is not None:
+            assert points[n] == pytest.approx(x), n
+    if folder == "deepseek-v2-lite-like":  # one MLA group: a request of 1,024 tokens takes 16 blocks of 64
+        assert {n: p for n, _, p in e.curve([1024])}[1024] == 1024 // 64

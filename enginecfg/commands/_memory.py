@@ -107,6 +107,7 @@ def curve(result, options: ImpactOptions, contexts=None) -> tuple[tuple[int, flo
     """``(context, requests that fit, KV-cache blocks one request takes)`` of a resolved run
     on the memory *options* describe (the figures' own arithmetic; empty without KV cache)."""
     from enginecfg.pipeline.models.capacity import Impact, concurrency_curve
+    from enginecfg.pipeline.models.startup import Startup
 
     imp = result.facts.get("impact")
     if not isinstance(imp, Impact) or not imp.groups:
@@ -115,8 +116,12 @@ def curve(result, options: ImpactOptions, contexts=None) -> tuple[tuple[int, flo
     startup = result.facts.get("startup")
     if result.vllm_version in _PLANNING and getattr(startup, "release", None) == result.vllm_version:
         return _planned_curve(result, imp, startup, options, points)
+    # the start-up decisions the figures were made at (the block size, the hybrid-manager flag)
+    start = {"startup_block_size": startup.block_size,
+             "disable_hybrid_kv_cache_manager": startup.disable_hybrid_kv_cache_manager} \
+        if isinstance(startup, Startup) else {}
     return concurrency_curve(result.config, options, points,
-                             auto_fit_max_model_len=result.config.engine_args.get("max_model_len") == -1)
+                             auto_fit_max_model_len=result.config.engine_args.get("max_model_len") == -1, **start)
 
 
 #: the releases whose KV planning is not 0.19.0's, and the module that plans theirs

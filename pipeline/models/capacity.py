@@ -552,8 +552,8 @@ def impact(cfg, *, gpu_memory_gib: float | None = None,
 
 
 def concurrency_curve(cfg, options: "ImpactOptions", contexts: Sequence[int], *,
-                      auto_fit_max_model_len: bool = False,
-                      startup_block_size: int | None = None) -> tuple[tuple[int, float, int], ...]:
+                      auto_fit_max_model_len: bool = False, startup_block_size: int | None = None,
+                      disable_hybrid_kv_cache_manager: bool = False) -> tuple[tuple[int, float, int], ...]:
     """``(context, requests that fit, KV-cache blocks one request takes)`` at each of
     *contexts* up to max_model_len, on the memory *options* describe: the curve
     ``explain --plot`` and ``plan --plot`` draw (the same arithmetic as :func:`impact`)."""
@@ -561,11 +561,12 @@ def concurrency_curve(cfg, options: "ImpactOptions", contexts: Sequence[int], *,
                  gpu_memory_utilization=options.gpu_memory_utilization,
                  kv_cache_memory=options.kv_cache_memory,
                  num_gpu_blocks_override=options.num_gpu_blocks_override, contexts=(),
-                 auto_fit_max_model_len=auto_fit_max_model_len, startup_block_size=startup_block_size)
+                 auto_fit_max_model_len=auto_fit_max_model_len, startup_block_size=startup_block_size,
+                 disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager)
     if not fig.groups:
         return ()
     specs = kv_specs.layer_specs(cfg, block_size=startup_block_size)
-    groups = kc.get_kv_cache_groups(specs)
+    groups = kc.get_kv_cache_groups(specs, disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager)
     kcfg = kc.kv_cache_config_from_groups(groups, max(fig.memory.kv_cache_memory, 0))
     if options.num_gpu_blocks_override is not None:
         kcfg = _overridden(kcfg, options.num_gpu_blocks_override)
