@@ -22,7 +22,7 @@ from enginecfg.pipeline.suggest import did_you_mean
 
 __all__ = ["EngineArg", "ENGINE_ARGS", "DTYPE_CHOICES", "human_readable_int", "human_readable_int_or_auto",
            "parse_flag_text", "to_flags", "parse_engine_args", "check_engine_args", "check_names",
-           "ACCEPTED_BY_VLLM", "refusal"]
+           "ACCEPTED_BY_VLLM", "refusal", "given_flag"]
 
 #: ``--dtype``'s choices (what the model config resolves them to: config.RESOLVED_DTYPES)
 DTYPE_CHOICES = ("auto", "half", "float16", "bfloat16", "float", "float32")
@@ -234,6 +234,21 @@ def refusal(name: str, value: Any) -> InvalidInputError | None:
     if name == "max_model_len" and value == -1:
         return None
     return _bad(name, value, allowed)
+
+
+def given_flag(field: str | None, engine_args: dict[str, Any]) -> str | None:
+    """The flag behind a refused *field*, as the caller gave it (``--tensor-parallel-size 3``),
+    or None when the field is no engine argument or the argument was not given.  *field* is an
+    engine argument's name or the config field it sets (``parallel_config.tensor_parallel_size``)."""
+    if not field:
+        return None
+    arg = ENGINE_ARGS.get(field) or next((a for a in ENGINE_ARGS.values() if a.config_field == field), None)
+    if arg is None or engine_args.get(arg.name) is None:
+        return None
+    value = engine_args[arg.name]
+    if arg.kind == BOOL:
+        return arg.flags[0] if value else "--no-" + arg.flags[0][2:]
+    return f"{arg.flags[0]} {value}"
 
 
 def check_names(engine_args: dict[str, Any]) -> None:

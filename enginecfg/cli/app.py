@@ -372,9 +372,12 @@ def _pipeline(ns: argparse.Namespace):
                     impact=memory_options(ns), vllm_version=ns.vllm_version, gpu=getattr(ns, "gpu", None))
 
 
-def _error_line(exc: EngineCfgError) -> str:
+def _error_line(exc: EngineCfgError, args: dict | None = None) -> str:
+    """The one line of a refusal: its status, the stage, the message and the flag it is about."""
+    from enginecfg.cli.report import error_text
+
     where = f" [{exc.stage}]" if exc.stage and exc.stage != "loading" else ""
-    return f"enginecfg: {exc.status}{where}: " + " ".join(str(exc).split())
+    return f"enginecfg: {exc.status}{where}: " + error_text(exc, args)
 
 
 def _model_path(ns: argparse.Namespace, parser_name: str) -> str | None:
@@ -451,7 +454,7 @@ def _report_run(ns: argparse.Namespace, outcome, store, many: bool) -> int:
                              f"would stop at start-up with {imp.start_error}\n")
             code = max(code, 1)
     if outcome.error is not None:
-        sys.stderr.write(_error_line(outcome.error) + "\n")
+        sys.stderr.write(_error_line(outcome.error, engine_args(ns)) + "\n")
         if ns.traceback:
             import traceback
 
@@ -498,7 +501,7 @@ def _cmd_stages(ns: argparse.Namespace) -> int:
         cfg = pipeline.rules.load(path, engine_args(ns), ns.revision) if path else None
         rows = describe_stages(pipeline, cfg)
     except EngineCfgError as exc:
-        sys.stderr.write(_error_line(exc) + "\n")
+        sys.stderr.write(_error_line(exc, engine_args(ns)) + "\n")
         return exc.exit_code
     if ns.json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
@@ -568,7 +571,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return ns.func(ns)
     except EngineCfgError as exc:
-        sys.stderr.write(_error_line(exc) + "\n")
+        sys.stderr.write(_error_line(exc, engine_args(ns)) + "\n")
         return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("enginecfg: interrupted\n")

@@ -17,12 +17,24 @@ from typing import Any
 from enginecfg.cli.tables import paragraph, render, width
 
 __all__ = ["print_run", "value", "command_lines", "validation_line", "source_line", "impact_lines",
-           "start_lines"]
+           "start_lines", "error_text"]
 
 
 def value(v: Any) -> str:
     """A value as JSON spells it: ``null``, ``true``, ``"auto"``, ``16``."""
     return json.dumps(v, default=str)
+
+
+def error_text(exc, args: dict[str, Any] | None = None) -> str:
+    """A refusal's message on one line, followed by the flag given that it is about
+    (``(--tensor-parallel-size 3)``) where the message does not name it already."""
+    from enginecfg.pipeline.engine_args import given_flag
+
+    text = " ".join(str(exc).split())
+    flag = given_flag(getattr(exc, "field", None), args or {})
+    if flag is not None and flag.split()[0] not in text:
+        text += f" ({flag})"
+    return text
 
 
 def command_lines(tokens: list[str]) -> str:

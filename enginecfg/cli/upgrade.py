@@ -46,6 +46,7 @@ def _side_title(side) -> str:
 
 def print_upgrade(u) -> None:
     """The report of an :class:`~enginecfg.commands.upgrade.Upgrade`, at the terminal's width."""
+    from enginecfg.cli.report import error_text
     from enginecfg.cli.tables import paragraph, render
 
     a, b = u.from_side, u.to_side
@@ -55,7 +56,7 @@ def print_upgrade(u) -> None:
     for side in (a, b):
         line = _side_title(side) + "."
         if side.error is not None:
-            line = f"{_side_title(side)}: {side.error.status}: " + " ".join(str(side.error).split())
+            line = f"{_side_title(side)}: {side.error.status}: " + error_text(side.error, u.engine_args)
         elif side.starts is False:
             line = f"{_side_title(side)}: {side.start_error}"
         out.append(paragraph(f"- {line}", hanging="  "))
@@ -122,6 +123,7 @@ def register(sub) -> None:
 
 
 def _cmd_upgrade(ns: argparse.Namespace) -> int:
+    from enginecfg.cli.report import error_text
     from enginecfg.commands.upgrade import upgrade
 
     u = upgrade(ns.path, from_version=ns.from_version, to_version=ns.to_version, revision=ns.revision,
@@ -133,5 +135,5 @@ def _cmd_upgrade(ns: argparse.Namespace) -> int:
     for side in (u.from_side, u.to_side):
         if side.error is not None:
             sys.stderr.write(f"enginecfg: vLLM {side.release}: {side.error.status}: "
-                             + " ".join(str(side.error).split()) + "\n")
+                             + error_text(side.error, u.engine_args) + "\n")
     return u.exit_code
