@@ -30,7 +30,7 @@ from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError
 from enginecfg.pipeline.models import capacity
 from enginecfg.pipeline.models.capacity import Impact, ImpactOptions, ImpactUnavailable
 from enginecfg.pipeline.models.gpus import Gpu, find_gpu, preset_of
-from enginecfg.pipeline.models.startup import Startup
+from enginecfg.pipeline.models.startup import Startup, StartupUnavailable
 from enginecfg.pipeline.stage import Stage
 
 _NAMES = tuple(a.name for a in attrs.fields(ImpactOptions))
@@ -107,6 +107,22 @@ def parse_options(options: Any, card: Gpu | None = None) -> ImpactOptions:
     return ImpactOptions(**out)
 
 
+def with_start_verdict(figures: Impact | ImpactUnavailable, startup: Any,
+                       card: Gpu | None = None) -> Impact | ImpactUnavailable:
+    """The figures carrying the run's one start verdict: an engine start that fails (the
+    ``startup`` fact's failure) does not start, whatever the memory says (*card*: the GPU whose
+    worker memory request vLLM checks before it builds the model; None: the release checks none);
+    a start-up step that was not worked out gives no verdict (so no start gate passes it), even
+    beside figures."""
+    failure = getattr(startup, "failure", None)
+    if failure is not None:
+        # vLLM checks the block size against the scheduler after its KV planning (0.34.0 C9.6)
+        return capacity.with_start_failure(figures, failure.text, card, after_kv_check=failure.rule == "C9.6")
+    if isinstance(startup, StartupUnavailable) and isinstance(figures, Impact):
+        return ImpactUnavailable(f"the start-up step was not worked out: {startup.error}", startup.field)
+    return figures
+
+
 class ImpactStage(Stage):
     name = "impact"
     facts = ("impact",)
@@ -118,7 +134,9 @@ class ImpactStage(Stage):
         self.options = parse_options(pipeline.options_for(self.name), pipeline.gpu)
 
     def run(self, cfg, ctx) -> None:
-        ctx.record("impact", self._figures(cfg, self.options, ctx.fact("startup")))
+        startup = ctx.fact("startup")
+        ctx.record("impact", with_start_verdict(self._figures(cfg, self.options, startup), startup,
+                                                self.options.card))
 
     @staticmethod
     def _figures(cfg, opts: ImpactOptions, startup=None) -> Impact | ImpactUnavailable:

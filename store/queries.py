@@ -270,7 +270,7 @@ def field_history(store, field: str, *, model: str | None = None, limit: int | N
     out: list[dict[str, Any]] = []
     dialect = store.engine.dialect.name
     cols = (Run.id, Run.started_at, Run.chain_pos, Run.model, Run.architecture, Run.status,
-            Run.result, Run.engine_args, Run.vllm_version)
+            Run.result, Run.engine_args, Run.vllm_version, Run.starts)
     # pages of runs, newest first: one snapshot, or runs recorded meanwhile would shift the
     # pages and repeat runs across them
     with one_snapshot(store.engine.connect()) as conn:
@@ -304,7 +304,7 @@ def field_history(store, field: str, *, model: str | None = None, limit: int | N
                         continue
                     value = changes[-1]["new"]
                 out.append({"run_id": r.id, "started_at": _iso(r.started_at), "model": r.model,
-                            "architecture": r.architecture, "status": r.status,
+                            "architecture": r.architecture, "status": r.status, "starts": r.starts,
                             "vllm_version": r.vllm_version, "engine_args": r.engine_args,
                             "value": value, "changed": bool(changes), "changes": changes})
                 if limit is not None and len(out) >= limit:
@@ -323,7 +323,7 @@ def why(store, run_id: str, field: str) -> dict[str, Any]:
     forms = _spellings(store.engine.dialect.name, field)  # changes.field as stored
     with store.engine.connect() as conn:
         rid = resolve_run_id(conn, run_id)
-        r = conn.execute(select(Run.input_config, Run.result, Run.status, Run.model)
+        r = conn.execute(select(Run.input_config, Run.result, Run.status, Run.model, Run.starts)
                          .where(Run.id == rid)).one()
         changes = [_change_dict(c) for c in conn.execute(
             select(_CHANGES).where(Change.run_id == rid).order_by(Change.seq))
@@ -339,7 +339,7 @@ def why(store, run_id: str, field: str) -> dict[str, Any]:
     if initial is _MISSING and exact:
         initial = exact[0]["old"]
     found = bool(changes) or initial is not _MISSING or final is not _MISSING
-    out = {"run_id": rid, "field": field, "model": r.model, "status": r.status,
+    out = {"run_id": rid, "field": field, "model": r.model, "status": r.status, "starts": r.starts,
            "found": found, "initial": None if initial is _MISSING else initial,
            "final": None if final is _MISSING else final, "changes": changes, "fact": fact}
     if not found:

@@ -445,13 +445,12 @@ def _report_run(ns: argparse.Namespace, outcome, store, many: bool) -> int:
     code = outcome.exit_code
     doc = outcome.to_dict()
     if ns.require_start and outcome.result is not None:
-        from enginecfg.pipeline.models.capacity import Impact
+        from enginecfg.cli.report import start_gate
 
-        imp = outcome.result.facts.get("impact")
-        if isinstance(imp, Impact) and not imp.starts:
-            sys.stderr.write(f"enginecfg: does not start (--require-start): {outcome.model}: vLLM "
-                             f"{outcome.result.vllm_version or _releases()[0]} "
-                             f"would stop at start-up with {imp.start_error}\n")
+        refusal = start_gate(outcome.result.facts.get("impact"), outcome.result.vllm_version or _releases()[0],
+                             outcome.model)
+        if refusal is not None:
+            sys.stderr.write(refusal + "\n")
             code = max(code, 1)
     if outcome.error is not None:
         sys.stderr.write(_error_line(outcome.error, engine_args(ns)) + "\n")

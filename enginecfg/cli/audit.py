@@ -151,15 +151,15 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     if args.json:
         _dump(rows)
         return 0
-    from enginecfg.ui.facts import who_ran
+    from enginecfg.ui.facts import start_verdict, who_ran
 
-    _print_table(args, ["run_id", "started_at", "status", "vllm", "model", "architecture",
+    _print_table(args, ["run_id", "started_at", "status", "start", "vllm", "model", "architecture",
                         "actor", "changes", "engine flags"],
-                 [[r["run_id"][:12], _time(r["started_at"]), r["status"], r["vllm_version"],
+                 [[r["run_id"][:12], _time(r["started_at"]), r["status"], start_verdict(r), r["vllm_version"],
                    r["model"], r["architecture"], who_ran(r), r["changes"],
                    _flags(r["engine_args"])]
                   for r in rows],
-                 names=(0, 1, 2, 3, 5), title=f"{len(rows)} run(s), newest first")
+                 names=(0, 1, 2, 4, 6), title=f"{len(rows)} run(s), newest first")
     return 0
 
 
@@ -182,6 +182,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         capacity_rows,
         release_rows,
         source_rows,
+        start_verdict,
         validation_rows,
         who_ran,
     )
@@ -190,8 +191,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
             "finished_at"]
     after = ["host", "pid", "enginecfg_version", "input_fingerprint", "result_fingerprint",
              "row_hash"]
+    verdict = [["start", start_verdict(run)]] if start_verdict(run) else []
     out = [render(["key", "value"],
-                  [[k, run[k]] for k in keys] + [["actor", who_ran(run) or "(not recorded)"]]
+                  [[k, run[k]] for k in keys[:3]] + verdict + [[k, run[k]] for k in keys[3:]]
+                  + [["actor", who_ran(run) or "(not recorded)"]]
                   + [[k, run[k]] for k in after]
                   + [["engine flags", _flags(run["engine_args"])]]
                   + ([["error", _v(run["error"])]] if run["error"] else []),
@@ -238,14 +241,16 @@ def _cmd_history(args: argparse.Namespace) -> int:
     if args.json:
         _dump(rows)
         return 0
-    _print_table(args, ["run_id", "started_at", "model", "status", "vllm", "value",
+    from enginecfg.ui.facts import start_verdict
+
+    _print_table(args, ["run_id", "started_at", "model", "status", "start", "vllm", "value",
                         "changed by", "engine flags"],
-                 [[r["run_id"][:12], _time(r["started_at"]), r["model"], r["status"],
+                 [[r["run_id"][:12], _time(r["started_at"]), r["model"], r["status"], start_verdict(r),
                    r["vllm_version"], _cell(args, args.field, r["value"]),
                    "; ".join(f"{c['stage']}: {_v(c['old'])} -> {_v(c['new'])}"
                              for c in r["changes"]) or "(unchanged)",
                    _flags(r["engine_args"])] for r in rows],
-                 names=(0, 1, 3, 4), title=f"{args.field}: {len(rows)} run(s), newest first")
+                 names=(0, 1, 3, 5), title=f"{args.field}: {len(rows)} run(s), newest first")
     return 0
 
 
@@ -261,8 +266,10 @@ def _cmd_why(args: argparse.Namespace) -> int:
         _dump(res)
         return 0
     from enginecfg.cli.tables import paragraph
+    from enginecfg.ui.facts import start_verdict
 
-    out = [paragraph(f"{res['field']} in run {res['run_id']} ({res['status']}, {res['model']})",
+    state = ", ".join(x for x in (res["status"], start_verdict(res)) if x)
+    out = [paragraph(f"{res['field']} in run {res['run_id']} ({state}, {res['model']})",
                      hanging="    ")]
     if res.get("fact"):
         out.append(paragraph("  a figure the run records (the impact stage works it out from the resolved "

@@ -104,6 +104,8 @@ def _concurrency_table(imp) -> str | None:
         conc = [[f"{n:,}", _fmt_conc(x)] for n, x in imp.concurrency.items()]
         conc.append([f"{imp.max_model_len:,} (max_model_len)", _fmt_conc(imp.max_concurrency)])
         return render(["context", "requests"], conc, names=(0, 1), title="Concurrent requests:")
+    if imp.fits is None:  # it stops before the KV-cache check: no context would make it start
+        return None
     conc = [[f"{n:,}", _fmt_conc(x)] for n, x in imp.concurrency.items()
             if x is not None and n <= imp.max_model_len_fits]
     if not conc:
@@ -133,6 +135,18 @@ def _startup_lines(result) -> list[str]:
     return out
 
 
+def _fits_line(imp, release: str) -> str:
+    """The largest max_model_len that fits; with a block-count override whose blocks hold less
+    than the memory the start-up check measures, both, so the two figures do not contradict."""
+    line = f"Largest max_model_len that fits: {imp.max_model_len_fits:,}"
+    held = imp.override_max_model_len
+    if held is None or held >= imp.max_model_len_fits:
+        return line + "."
+    return (line + f" in the memory, which vLLM {release}'s start-up check measures; the "
+            f"{imp.num_blocks:,} blocks --num-gpu-blocks-override keeps hold one request of at most "
+            f"{held:,} tokens" + (" (not one token)." if held == 0 else "."))
+
+
 def print_explanation(e, *, recorded: str | None = None) -> None:
     """The report of an :class:`~enginecfg.commands.Explanation`; *recorded* says where its
     run was recorded (None: it was not, and no run id is shown)."""
@@ -149,6 +163,8 @@ def print_explanation(e, *, recorded: str | None = None) -> None:
     if not isinstance(imp, Impact):
         error = getattr(imp, "error", None) or "the impact stage recorded no figures"
         out.append(paragraph(f"KV-cache figures unavailable: {error}"))
+        out += [paragraph(line, hanging="  ") for line in start_lines(imp, release=e.vllm_version)]
+        out += _finding_lines(e.findings)
         print("\n".join(out))
         return
     out += _memory_lines(imp)
@@ -162,22 +178,28 @@ def print_explanation(e, *, recorded: str | None = None) -> None:
         if table:
             out.append(table)
         if imp.starts:
-            out.append(f"Largest max_model_len that fits: {imp.max_model_len_fits:,}.")
-    if e.findings:
-        out.append("Findings:")
-        for f in e.findings:
-            cause = f.caused_by
-            if cause is None:
-                why = ""
-            elif hasattr(cause, "stage"):
-                why = (f" [stage {cause.stage}: {cause.field} {json.dumps(cause.old)} -> "
-                       f"{json.dumps(cause.new)}]")
-            else:
-                why = f" [engine argument {cause.engine_argument} {cause.value}]"
-            out.append(paragraph(f"- {f.id}: {f.message}{why}", hanging="  "))
-    else:
-        out.append("No findings.")
+            out.append(paragraph(_fits_line(imp, e.vllm_version)))
+    out += _finding_lines(e.findings)
     print("\n".join(out))
+
+
+def _finding_lines(findings) -> list[str]:
+    from enginecfg.cli.tables import paragraph
+
+    if not findings:
+        return ["No findings."]
+    out = ["Findings:"]
+    for f in findings:
+        cause = f.caused_by
+        if cause is None:
+            why = ""
+        elif hasattr(cause, "stage"):
+            why = (f" [stage {cause.stage}: {cause.field} {json.dumps(cause.old)} -> "
+                   f"{json.dumps(cause.new)}]")
+        else:
+            why = f" [engine argument {cause.engine_argument} {cause.value}]"
+        out.append(paragraph(f"- {f.id}: {f.message}{why}", hanging="  "))
+    return out
 
 
 def _label(row, name: str) -> str:
@@ -369,6 +391,7 @@ def register(sub) -> None:
 
 
 def _cmd_explain(ns: argparse.Namespace) -> int:
+    from enginecfg.cli.report import start_gate
     from enginecfg.cli.recording import open_store
     from enginecfg.commands import explain
 
@@ -405,9 +428,9 @@ def _cmd_explain(ns: argparse.Namespace) -> int:
 
         plot_explanation(e, ns.plot)
         sys.stderr.write(f"enginecfg: plot written to {ns.plot}\n")
-    if ns.require_start and e.starts is False:
-        sys.stderr.write(f"enginecfg: does not start (--require-start): vLLM {e.vllm_version} would stop at start-up "
-                         f"with {e.impact.start_error}\n")
+    refusal = start_gate(e.impact, e.vllm_version) if ns.require_start else None
+    if refusal is not None:
+        sys.stderr.write(refusal + "\n")
         return 1
     return 0
 

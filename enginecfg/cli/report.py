@@ -17,7 +17,7 @@ from typing import Any
 from enginecfg.cli.tables import paragraph, render, width
 
 __all__ = ["print_run", "value", "command_lines", "validation_line", "source_line", "impact_lines",
-           "start_lines", "error_text"]
+           "start_lines", "error_text", "start_gate"]
 
 
 def value(v: Any) -> str:
@@ -35,6 +35,22 @@ def error_text(exc, args: dict[str, Any] | None = None) -> str:
     if flag is not None and flag.split()[0] not in text:
         text += f" ({flag})"
     return text
+
+
+def start_gate(imp, release: str, model: str | None = None) -> str | None:
+    """Why ``--require-start`` refuses a run whose ``impact`` fact is *imp* (None: it passes):
+    vLLM *release* would not start, or whether it would could not be worked out; only a start
+    worked out passes."""
+    starts = getattr(imp, "starts", None)
+    if starts is True:
+        return None
+    who = f"{model}: " if model else ""
+    if starts is False:
+        return (f"enginecfg: does not start (--require-start): {who}vLLM {release} would stop at start-up "
+                f"with {imp.start_error}")
+    why = getattr(imp, "error", None) or "the impact stage recorded no figures"
+    return (f"enginecfg: start not worked out (--require-start): {who}whether vLLM {release} would start "
+            f"could not be decided: {why}")
 
 
 def command_lines(tokens: list[str]) -> str:
@@ -136,8 +152,13 @@ def startup_lines(result) -> list[str]:
     """What the engine start decides (the ``startup`` fact): its block sizes and, when vLLM
     would not start, why."""
     st = result.facts.get("startup")
-    if st is None or not hasattr(st, "block_size"):
-        return [f"Engine start not worked out: {st.error}"] if st is not None else []
+    if st is not None and not hasattr(st, "block_size"):
+        if st.failure is not None:
+            return [f"Engine start not worked out past vLLM {result.vllm_version or '0.19.0'}'s own refusal: "
+                    f"vLLM would not start: {st.failure.text}."]
+        return [f"Engine start not worked out: {st.error}"]
+    if st is None:
+        return []
     backends = ", ".join(st.attention_backends) or "no attention layer"
     line = (f"Engine start on the {st.gpu} (vLLM {st.release}): attention on {backends}; block size "
             f"{st.block_size:,}" + (f", {st.engine_block_size:,} after KV-cache planning"
@@ -156,7 +177,7 @@ def impact_lines(result) -> list[str]:
 
     imp = result.facts.get("impact")
     if isinstance(imp, ImpactUnavailable):
-        return [f"KV-cache figures unavailable: {imp.error}"]
+        return [f"KV-cache figures unavailable: {imp.error}"] + start_lines(imp, result.vllm_version or "0.19.0")
     if not isinstance(imp, Impact):
         return []
     out = start_lines(imp, result.vllm_version or "0.19.0")
@@ -173,12 +194,15 @@ def impact_lines(result) -> list[str]:
 
 
 def start_lines(imp, release: str = "0.19.0") -> list[str]:
-    """Whether vLLM *release* would start with these figures: nothing when it would, else its
-    error, as it prints it, and the largest max_model_len that fits."""
+    """Whether vLLM *release* would start with these figures (an ``Impact``, or an
+    ``ImpactUnavailable`` that may still carry a verdict): nothing when it would, else its
+    error, as it prints it, and the largest max_model_len that fits; or that it is not known."""
     if imp.starts:
         return []
+    if imp.starts is None:
+        return [f"Whether vLLM {release} would start: not worked out."]
     out = [f"Does not start: vLLM {release} would stop at start-up with {imp.start_error}"]
-    if imp.groups and imp.fits is not None:
+    if getattr(imp, "groups", None) and imp.fits is not None:
         out.append(f"Largest max_model_len that fits: {imp.max_model_len_fits:,}"
                    + (" (none: not one token fits)." if imp.max_model_len_fits == 0 else "."))
     return out

@@ -41,7 +41,9 @@ def _side_title(side) -> str:
         return f"vLLM {side.release} refuses this setting"
     if side.starts is False:
         return f"vLLM {side.release} resolves it but would not start"
-    return f"vLLM {side.release} resolves it" + (" and starts" if side.starts else "")
+    if side.starts is None:
+        return f"vLLM {side.release} resolves it; whether it starts was not worked out"
+    return f"vLLM {side.release} resolves it and starts"
 
 
 def print_upgrade(u) -> None:
@@ -59,6 +61,8 @@ def print_upgrade(u) -> None:
             line = f"{_side_title(side)}: {side.error.status}: " + error_text(side.error, u.engine_args)
         elif side.starts is False:
             line = f"{_side_title(side)}: {side.start_error}"
+        elif side.starts is None:
+            line = f"{_side_title(side)}: {side.start_unknown}"
         out.append(paragraph(f"- {line}", hanging="  "))
     if u.fields:
         # the changed mark ends the decision's name: a column of its own would need a header

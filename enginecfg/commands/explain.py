@@ -56,9 +56,13 @@ class Explanation:
 
     @property
     def starts(self) -> bool | None:
-        """Whether the release's vLLM would start with this setting (None: no figures)."""
-        imp = self.impact
-        return imp.starts if isinstance(imp, Impact) else None
+        """Whether the release's vLLM would start with this setting (None: not worked out)."""
+        return getattr(self.impact, "starts", None)
+
+    @property
+    def start_error(self) -> str | None:
+        """The error vLLM would stop with at start-up (None: it starts, or not worked out)."""
+        return getattr(self.impact, "start_error", None)
 
     def curve(self, contexts=None) -> tuple[tuple[int, float, int], ...]:
         """``(context, requests that fit, KV-cache blocks one request takes)`` from 128 tokens

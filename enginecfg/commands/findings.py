@@ -153,7 +153,7 @@ def _start_finding(result: RunResult) -> list[Finding]:
     what = "build the model class" if failure.step == "build" else "start the engine"
     text = f"{failure.vllm_type}: {failure.message}" if failure.message else failure.vllm_type
     return [Finding("would-not-start",
-                    f"vLLM {startup.release} resolves this config but would fail to {what} "
+                    f"vLLM {_release(result)} resolves this config but would fail to {what} "
                     f"({text}, in {failure.where}): {failure.reason}.", failure.to_dict())]
 
 
@@ -167,7 +167,8 @@ def findings(result: RunResult) -> tuple[Finding, ...]:
 def _all_findings(result: RunResult) -> tuple[Finding, ...]:
     impact = result.facts.get("impact")
     if isinstance(impact, ImpactUnavailable):
-        return (*_start_finding(result), Finding("no-impact", f"KV-cache figures unavailable: {impact.error}", {}))
+        start = _start_finding(result)  # where it would not start, the missing figures do not matter
+        return tuple(start) or (Finding("no-impact", f"KV-cache figures unavailable: {impact.error}", {}),)
     if not isinstance(impact, Impact):
         impact = None  # the impact stage was left out: only what the config itself shows
     cfg = result.config
@@ -332,6 +333,8 @@ def _start_findings(result: RunResult, impact: Impact) -> list[Finding]:
                     f"cache: {quote}")
             cause = ArgumentCause("--kv-cache-memory-bytes", mem.kv_cache_memory_bytes)
         return [Finding("no-kv-memory", text, figures, cause)]
+    if impact.fits is None:  # the engine start fails before the KV-cache check: would-not-start says why
+        return []
     fits = impact.max_model_len_fits
     return [Finding(
         "does-not-fit",

@@ -194,24 +194,25 @@ class Side:
 
     @property
     def starts(self) -> bool | None:
-        """Whether the engine would start (None: refused, or no figures)."""
+        """Whether the engine would start: the run's start verdict, which its ``impact`` fact
+        carries (None: refused, or not worked out)."""
         if self.result is None:
             return None
-        st = self.startup
-        if st is not None and not st.starts:
-            return False
-        imp = self.impact
-        return imp.starts if imp is not None else None
+        return getattr(self.result.facts.get("impact"), "starts", None)
 
     @property
     def start_error(self) -> str | None:
         """Why the engine would not start, as vLLM words it (None: it starts, or refused)."""
-        st = self.startup
-        if st is not None and st.failure is not None:
-            f = st.failure
-            return f"{f.vllm_type}: {f.message}" if f.message else f"{f.vllm_type} ({f.reason})"
-        imp = self.impact
-        return imp.start_error if imp is not None else None
+        if self.result is None or self.starts is not False:
+            return None
+        return getattr(self.result.facts.get("impact"), "start_error", None)
+
+    @property
+    def start_unknown(self) -> str | None:
+        """Why whether the engine would start was not worked out (None: it was, or refused)."""
+        if self.result is None or self.starts is not None:
+            return None
+        return getattr(self.result.facts.get("impact"), "error", None) or "the impact stage recorded no figures"
 
     @property
     def exit_code(self) -> int:

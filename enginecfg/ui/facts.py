@@ -12,7 +12,8 @@ from typing import Any
 
 from enginecfg.pipeline.errors import InvalidInputError
 
-__all__ = ["who_ran", "release_rows", "source_rows", "validation_rows", "capacity_rows", "parse_time"]
+__all__ = ["who_ran", "start_verdict", "release_rows", "source_rows", "validation_rows", "capacity_rows",
+           "parse_time"]
 
 _REL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -41,6 +42,16 @@ def who_ran(run: dict[str, Any]) -> str:
     if actor and user:
         return f"{actor} (os user {user})"
     return actor or user or ""
+
+
+def start_verdict(run: dict[str, Any]) -> str:
+    """Whether vLLM would start with a run's config, beside its status: ``starts``, ``does not
+    start``, or ``not worked out`` (a resolved run with no verdict: its figures were not worked
+    out, or it was recorded before verdicts were); empty for a run that did not resolve."""
+    if run.get("status") != "resolved":
+        return ""
+    starts = run.get("starts")
+    return "starts" if starts is True else "does not start" if starts is False else "not worked out"
 
 
 def release_rows(run: dict[str, Any]) -> list[list[Any]]:

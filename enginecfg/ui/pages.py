@@ -143,7 +143,7 @@ class AuditPages:
     # -- pages -------------------------------------------------------------------------------
 
     def runs(self, q: dict[str, str]) -> tuple[str, dict[str, Any]]:
-        from enginecfg.ui.facts import who_ran
+        from enginecfg.ui.facts import start_verdict, who_ran
 
         status = q.get("status") or None
         if status is not None and status not in _STATUSES:
@@ -161,6 +161,7 @@ class AuditPages:
                                     limit=limit, vllm_version=q.get("vllm_version") or None)
         for r in rows:
             r["who"] = who_ran(r)
+            r["start"] = start_verdict(r)
         return "runs.html", {"title": "runs", "rows": rows, "q": q, "statuses": _STATUSES,
                              "limit": limit}
 
@@ -171,13 +172,15 @@ class AuditPages:
             capacity_rows,
             release_rows,
             source_rows,
+            start_verdict,
             validation_rows,
             who_ran,
         )
 
         run = self.store.get_run(unquote(run_id))
         summary = [["run", run["run_id"]], ["position", run["position"]],
-                   ["status", run["status"]], ["model", run["model"]],
+                   ["status", run["status"]]] + ([["start", start_verdict(run)]] if start_verdict(run) else []) + [
+                   ["model", run["model"]],
                    ["architecture", run["architecture"]],
                    ["vLLM release", run["vllm_version"]],
                    ["started", _short_time(run["started_at"])],
@@ -195,6 +198,7 @@ class AuditPages:
 
     def history(self, q: dict[str, str]) -> tuple[str, dict[str, Any]]:
         from enginecfg.ui.charts import history_chart
+        from enginecfg.ui.facts import start_verdict
 
         field = (q.get("field") or "").strip()
         entries, chart = [], None
@@ -202,6 +206,8 @@ class AuditPages:
             self.store.check_field(field)
             entries = self.store.field_history(field, model=q.get("model") or None, limit=200)
             chart = history_chart(entries)
+            for e in entries:
+                e["start"] = start_verdict(e)
         return "history.html", {"title": f"history of {field}" if field else "history",
                                 "field": field, "entries": entries, "chart": chart, "q": q}
 

@@ -53,7 +53,7 @@ from enginecfg.pipeline.models.weights import WeightsEstimate, estimate_weights
 __all__ = [
     "H200_GIB", "DEFAULT_UTILIZATION", "DEFAULT_CONTEXTS", "FIGURES", "ImpactOptions", "WeightsFigures",
     "MemoryBudget", "GroupFigures", "MambaPadding", "Padding", "BlockRounding", "Impact",
-    "ImpactUnavailable", "memory_budget", "impact", "concurrency_curve", "start_messages",
+    "ImpactUnavailable", "memory_budget", "impact", "concurrency_curve", "start_messages", "with_start_failure",
 ]
 
 #: the figures of configs seen before in this process: the arithmetic is pure, and an engine
@@ -290,6 +290,9 @@ class Impact(_Immutable):
     start_error: str | None = None
     blocks_from_memory: int | None = None
     auto_fit: bool = False
+    #: with ``--num-gpu-blocks-override``, where the start-up check measures the memory and not
+    #: the blocks (vLLM 0.19.0): the longest request the override's blocks hold (None otherwise)
+    override_max_model_len: int | None = None
 
     @property
     def attention_groups(self) -> tuple[GroupFigures, ...]:
@@ -328,19 +331,42 @@ class Impact(_Immutable):
             out["blocks_from_memory"] = self.blocks_from_memory
         if self.auto_fit:
             out["auto_fit"] = True
+        if self.override_max_model_len is not None:
+            out["override_max_model_len"] = self.override_max_model_len
         return out
 
 
 @attrs.frozen
 class ImpactUnavailable(_Immutable):
     """The figures could not be worked out (a layer pattern enginecfg does not know, a
-    config field they need that the stages do not): why, and the field when one is to blame."""
+    config field they need that the stages do not): why, and the field when one is to blame.
+    ``starts`` is the start verdict all the same where one is known (False, with vLLM's
+    ``start_error``: the engine start fails before any figure), else None: not worked out."""
 
     error: str
     field: str | None = None
+    starts: bool | None = None
+    start_error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"error": self.error, "field": self.field}
+        out: dict[str, Any] = {"error": self.error, "field": self.field}
+        if self.starts is not None:
+            out.update(starts=self.starts, start_error=self.start_error)
+        return out
+
+
+def with_start_failure(figures: Impact | ImpactUnavailable, error: str, card: Gpu | None = None, *,
+                       after_kv_check: bool = False) -> Impact | ImpactUnavailable:
+    """*figures* with the verdict of an engine start that fails with *error* (vLLM's exception
+    as it prints it): they do not start, and the error is the first vLLM meets, in its order:
+    the worker's memory request on *card*, then building the model and the start-up step, then
+    the KV-cache check, then what follows the KV planning (*after_kv_check*)."""
+    if isinstance(figures, ImpactUnavailable):
+        return attrs.evolve(figures, starts=False, start_error=error)
+    first = start_messages(card, figures.memory) if card is not None else None
+    if first is None and after_kv_check:
+        first = figures.start_error
+    return attrs.evolve(figures, starts=False, start_error=first or error)
 
 
 def format_gib(n: int) -> str:
@@ -508,9 +534,11 @@ def impact(cfg, *, gpu_memory_gib: float | None = None,
     start_error = worker_error or auto_fit_error or (f"ValueError: {fits}" if fits else None)
     blocks_from_memory = None
     used = sum(kcfg.tensor_sizes)
+    override_len = None
     if num_gpu_blocks_override is not None:
         blocks_from_memory = kcfg.num_blocks
         kcfg = _overridden(kcfg, num_gpu_blocks_override)
+        override_len = kc.group_estimate_max_model_len(groups, limits, sum(kcfg.tensor_sizes))
     group_size = max(len(g.layer_names) for g in groups)
     rows = [_group_figures(g, group_size, limits) for g in groups]
     mamba_pages = [s for s in specs.values() if isinstance(s, kc.MambaSpec)]
@@ -548,6 +576,7 @@ def impact(cfg, *, gpu_memory_gib: float | None = None,
         start_error=start_error,
         blocks_from_memory=blocks_from_memory,
         auto_fit=auto_fit_max_model_len and max_len != mc.max_model_len,
+        override_max_model_len=override_len,
     )
 
 

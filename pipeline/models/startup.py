@@ -170,6 +170,12 @@ class StartFailure(_Immutable):
     reason: str
     rule: str | None = None
 
+    @property
+    def text(self) -> str:
+        """The failure as a start verdict gives it: vLLM's exception as it prints it, or its type
+        and the cause in words where its text is not known (a bare assertion)."""
+        return f"{self.vllm_type}: {self.message}" if self.message else f"{self.vllm_type} ({self.reason})"
+
     def to_dict(self) -> dict[str, Any]:
         return {"step": self.step, "vllm_type": self.vllm_type, "message": self.message,
                 "where": self.where, "reason": self.reason, "rule": self.rule}
@@ -238,17 +244,24 @@ class Startup(_Immutable):
 @attrs.frozen
 class StartupUnavailable(_Immutable):
     """The start-up step could not be worked out (a layer pattern enginecfg does not know):
-    why, and the field when one is to blame."""
+    why, and the field when one is to blame.  ``failure``: where what stopped the working out
+    is a refusal of vLLM's own (a dimension the tensor-parallel size does not divide), why
+    the engine would not start; its decisions are then unknown, but not its verdict."""
 
     error: str
     field: str | None = None
+    failure: StartFailure | None = None
 
     @property
-    def starts(self) -> None:
-        return None
+    def starts(self) -> bool | None:
+        """False when vLLM would not start (``failure``), None when that is not known."""
+        return False if self.failure is not None else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"error": self.error, "field": self.field}
+        out: dict[str, Any] = {"error": self.error, "field": self.field}
+        if self.failure is not None:
+            out.update(starts=False, failure=self.failure.to_dict())
+        return out
 
 
 def _attention_kind(spec: Any, attn_type: str, kv_cache_dtype: str) -> tuple:

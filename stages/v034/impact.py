@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from enginecfg.pipeline.errors import EngineCfgError
 from enginecfg.pipeline.models.capacity import ImpactUnavailable
-from enginecfg.pipeline.models.startup import Startup
+from enginecfg.pipeline.models.startup import Startup, StartupUnavailable
 from enginecfg.pipeline.models.v034 import kv_planning
-from enginecfg.stages.impact import ImpactStage
+from enginecfg.stages.impact import ImpactStage, with_start_verdict
 
 
 #: vLLM 0.34.0's gpu_memory_utilization when the extensible KV cache is off (RULES.md C3.4)
@@ -38,6 +38,10 @@ class Impact034Stage(ImpactStage):
 
     def run(self, cfg, ctx) -> None:
         startup = ctx.fact("startup")
+        if isinstance(startup, StartupUnavailable):
+            ctx.record("impact", with_start_verdict(ImpactUnavailable(
+                f"the start-up step was not worked out: {startup.error}", startup.field), startup))
+            return
         if not isinstance(startup, Startup):
             ctx.record("impact", ImpactUnavailable("the start-up step was not decided (engine-start did not run)"))
             return
@@ -58,4 +62,5 @@ class Impact034Stage(ImpactStage):
             figures = ImpactUnavailable(str(exc), exc.field)
         except (ArithmeticError, TypeError, ValueError, KeyError, IndexError) as exc:
             figures = ImpactUnavailable(f"the KV-cache figures could not be computed: {type(exc).__name__}: {exc}")
-        ctx.record("impact", figures)
+        # (0.34.0 sizes the KV cache from the memory it finds free: no worker memory check first)
+        ctx.record("impact", with_start_verdict(figures, startup))

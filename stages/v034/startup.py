@@ -61,6 +61,11 @@ class AttentionBackend034Stage(_StartupStage):
         cc = cfg.cache_config
         try:
             layers, messages, failure = rules.select_backends(cfg, self.gpu)
+        except ConfigRejectedError as exc:
+            # vLLM's own assertion stopped the working out (a dimension of the Mamba state the
+            # tensor-parallel size does not divide): no decisions, but the engine does not start
+            ctx.record("startup", StartupUnavailable(str(exc), exc.field, failure=rules.unbuildable(cfg, exc)))
+            return
         except EngineCfgError as exc:
             ctx.record("startup", StartupUnavailable(str(exc), exc.field))
             return

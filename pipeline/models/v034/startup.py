@@ -30,7 +30,7 @@ from enginecfg.pipeline.models.v034 import backends as be
 from enginecfg.pipeline.models.v034 import config_time
 
 __all__ = ["context", "layer_class", "select_backends", "build_failure", "preferred_block", "checkpoint_alignment",
-           "align_hybrid", "validate_block_size"]
+           "align_hybrid", "validate_block_size", "unbuildable"]
 
 _MAMBA_CLASSES = {"mamba1": "MambaMixer", "mamba2": "MambaMixer2", "gated_delta_net": "QwenGatedDeltaNetAttention",
                   "kda": "KimiDeltaAttention", "short_conv": "ShortConv",
@@ -144,6 +144,20 @@ def build_failure(cfg: Any, *, before_layers: bool) -> StartFailure | None:
                                     f"topk_group; the config gives n_group={groups!r}, topk_group={topk!r}", "F2")
             return None
     return None
+
+
+def unbuildable(cfg: Any, exc: Exception) -> StartFailure:
+    """Why the engine does not start when sizing the model's layers meets vLLM's own refusal
+    (*exc*, a :class:`ConfigRejectedError`: ``10240 is not divisible by 3``): vLLM 0.34.0 sizes
+    the Mamba state at start-up (S2) and asserts there at the latest, or before, on another
+    dimension, while it builds the layers; which comes first is not worked out here, so the
+    exception's text is left out."""
+    tp = cfg.parallel_config.tensor_parallel_size
+    return StartFailure(
+        "start", getattr(exc, "vllm_type", None) or "AssertionError", "",
+        "platforms/interface.py in update_block_size_for_backend, at the latest",
+        f"tensor parallel size {tp} does not divide the model's Mamba state ({exc}): vLLM asserts when it sizes "
+        f"that state at start-up, unless building the model's layers asserts first on another dimension", "S2")
 
 
 def _triton_fp8(cfg: Any, backend: str, gpu: Any) -> StartFailure | None:
