@@ -22,6 +22,7 @@ The run document holds their ``to_dict()``.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import attrs
@@ -38,11 +39,19 @@ _NAMES = tuple(a.name for a in attrs.fields(ImpactOptions))
 _ALIASES = {"kv_cache_memory_bytes": "kv_cache_memory"}
 
 
-def _number(name: str, value: Any, *, low: float, high: float | None, flag: str) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > low \
-        and (high is None or value <= high)
+#: the most GiB a card's memory may be: its bytes are stored as 64-bit integers (2**63 bytes)
+MAX_GPU_MEMORY_GIB = 2**33
+
+
+def _number(name: str, value: Any, *, low: float, high: float | None, flag: str, below: bool = False) -> float:
+    """*value* if it is a finite number > *low* and <= *high* (< *high*: *below*), else bad input
+    naming the option, the value and what is allowed (an infinity, a NaN, or a number too large
+    for the arithmetic, never an exception text)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        and value > low and (high is None or (value < high if below else value <= high))
     if not ok:
-        allowed = f"a number > {low:g}" + (f" and <= {high:g}" if high is not None else "")
+        top = f"{int(high):,}" if high is not None and high == int(high) and high > 1 else f"{high:g}"
+        allowed = f"a number > {low:g}" + (f" and {'<' if below else '<='} {top}" if high is not None else "")
         raise InvalidInputError.for_value(name, value, allowed, flag=flag)
     return value
 
@@ -86,7 +95,8 @@ def parse_options(options: Any, card: Gpu | None = None) -> ImpactOptions:
         out["gpu"] = out["gpu"].name
     out["gpu"] = find_gpu(out["gpu"]).name
     if out["gpu_memory_gib"] is not None:
-        _number("gpu_memory_gib", out["gpu_memory_gib"], low=0, high=None, flag="--gpu-memory")
+        _number("gpu_memory_gib", out["gpu_memory_gib"], low=0, high=MAX_GPU_MEMORY_GIB, below=True,
+                flag="--gpu-memory")
     # vLLM 0.19.0: gt=0, le=1 (CacheConfig)
     _number("gpu_memory_utilization", out["gpu_memory_utilization"], low=0, high=1,
             flag="--gpu-memory-utilization")

@@ -264,8 +264,10 @@ def print_plan(p) -> None:
     text = table(short=False)
     if "----" not in text or max(len(line) for line in text.splitlines()[1:]) > width():
         text = table(short=True)
-        text += f"\nbest: c concurrency at {p.context:,}, x context, g granularity" + (
-            "; ! does not start" if any(r.ok and not r.starts for r in p.rows) else "")
+        legend = ([f"c concurrency at {p.context:,}, x context, g granularity"] if marks else []) + (
+            ["! does not start"] if any(r.ok and not r.starts for r in p.rows) else [])
+        if legend:  # only the marks the table holds
+            text += "\nbest: " + "; ".join(legend)
     notes = []
     for n in names:
         changed = sorted({(str(r.setting[n]), str(r.resolved.get(n))) for r in p.rows if r.ok and n in r.differs})
@@ -275,6 +277,10 @@ def print_plan(p) -> None:
     if any(r.ok and not r.starts for r in p.rows):
         notes.append(f"Rows marked as not starting: vLLM {releases} would stop at start-up (--json: "
                      "start_error; explain says why); they are never marked best.")
+    if p.capacity_rules and any(r.ok for r in p.rows):
+        notes.append("KV tokens are not one measure across releases: "
+                     + "; ".join(rule.text() for rule in p.capacity_rules)
+                     + ".")
     from enginecfg.cli.tables import paragraph
 
     print("\n".join([text] + [paragraph(n, hanging="  ") for n in notes]))
@@ -471,6 +477,9 @@ def _cmd_plan(ns: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(p.to_dict(), indent=2, default=str) + "\n")
     else:
         print_plan(p)
+    if p.exit_code:
+        sys.stderr.write(f"enginecfg: no setting of the grid has figures ({len(p.rows)} refused)\n")
+        return p.exit_code
     if ns.plot:
         from enginecfg.cli.plot import plot_plan
 

@@ -72,6 +72,8 @@ class PlanRow:
     resolved: Mapping[str, Any] = attrs.field(factory=dict, converter=_read_only)
     memory: ImpactOptions | None = None
     vllm_version: str = "0.19.0"
+    #: an error row's exit status as ``run`` maps it (1 rejected, 2 bad input); 0 for a row with figures
+    exit_code: int = 0
 
     @property
     def starts(self) -> bool | None:
@@ -142,12 +144,38 @@ class Plan:
         i = self.best[objective]
         return None if i is None else self.rows[i]
 
+    @property
+    def exit_code(self) -> int:
+        """0 when some row has figures; when none has, the highest of the rows' refusals
+        (2: every setting is bad input), as ``run`` maps them."""
+        if any(r.ok for r in self.rows):
+            return 0
+        return max((r.exit_code for r in self.rows), default=0)
+
+    @property
+    def capacity_rules(self) -> tuple[Any, ...]:
+        """Where the rows speak for several releases: the rules that change what their KV
+        figures mean between them (0.34.0 logs ``GPU KV cache size`` by another formula than
+        0.19.0), so that the columns are not read as one measure."""
+        from enginecfg.commands.upgrade import UPGRADE_RULES
+
+        out: list[Any] = []
+        for old, new in itertools.combinations(_in_order(self.vllm_versions), 2):
+            table = UPGRADE_RULES.get((old, new), {})
+            out += [table[k] for k in ("kv_tokens.meaning", "concurrency.groups") if k in table and table[k] not in out]
+        return tuple(out)
+
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "vllm_versions": list(self.vllm_versions),
                 "engine_args": dict(self.engine_args),
                 "grid": {name: list(values) for name, values in self.grid.items()},
                 "context": self.context, "memory": self.memory.to_dict(),
-                "rows": [r.to_dict() for r in self.rows], "best": dict(self.best)}
+                "rows": [r.to_dict() for r in self.rows], "best": dict(self.best),
+                "capacity_rules": [r.to_dict() for r in self.capacity_rules]}
+
+
+def _in_order(releases: Sequence[str]) -> list[str]:
+    return sorted(releases, key=lambda r: tuple(int(p) if p.isdigit() else p for p in r.split(".")))
 
 
 def _check_grid(grid: Any) -> dict[str, tuple[Any, ...]]:
@@ -200,11 +228,14 @@ def _row(pipeline, options: ImpactOptions, source, base: dict[str, Any], setting
     try:
         result = pipeline.resolve(source, **base, **engine)
     except EngineCfgError as exc:
-        return PlanRow(setting, error=" ".join(str(exc).split()), memory=options, vllm_version=release)
+        return PlanRow(setting, error=" ".join(str(exc).split()), memory=options, vllm_version=release,
+                       exit_code=exc.exit_code)
     imp = result.facts.get("impact")
     if not isinstance(imp, Impact):
         error = getattr(imp, "error", None) or "the impact stage recorded no figures"
-        return PlanRow(setting, error=error, memory=options, vllm_version=release)
+        if getattr(imp, "starts", None) is False:
+            error = f"does not start: {imp.start_error}"
+        return PlanRow(setting, error=error, memory=options, vllm_version=release, exit_code=1)
     block = imp.attention_block_size
     if block is None:
         block = result.config.cache_config.block_size
