@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import datetime as _dt
 import json
+import os
 from collections.abc import Iterable
 from typing import Any, TextIO
 
@@ -28,6 +29,7 @@ __all__ = [
     "list_runs",
     "get_run",
     "resolve_run_id",
+    "MIN_RUN_ID_PREFIX",
     "field_history",
     "why",
     "diff_runs",
@@ -113,12 +115,36 @@ def _is(column: Any, dialect: str, text: str) -> Any:
 
 
 def _model_filter(q: Select, model: str | None, dialect: str) -> Select:
-    """Exact model source, or a path ending in ``/<model>`` (the model folder's name)."""
+    """Exact model source, or a path ending in ``/<model>`` (the model folder's name, given as
+    the folder, with a trailing ``/`` or as its ``config.json``); for an
+    absolute path, every run that may have read that folder, whatever spelling it was given
+    (the rows :func:`_same_folder` then keeps)."""
     if model is None:
         return q
-    return q.where(or_(*[cond for form in _spellings(dialect, model)
-                         for cond in (Run.model == form,
-                                      Run.model.endswith("/" + form, autoescape=True))]))
+    if os.path.isabs(model):
+        name = os.path.basename(os.path.normpath(model))
+        return q.where(or_(*[cond for form in _spellings(dialect, model) for cond in (
+            Run.model == form, Run.model.contains(storable_text(name), autoescape=True))]))
+    folder = model.rstrip("/") or model
+    return q.where(or_(*[cond for form in _spellings(dialect, folder) for cond in (
+        Run.model == form, Run.model == form + "/", Run.model == form + "/config.json",
+        *(Run.model.endswith(f"/{form}{tail}", autoescape=True) for tail in ("", "/", "/config.json")))]))
+
+
+def _same_folder(model: str | None, row: Any) -> bool:
+    """Does a stored run read the model folder *model* names (an absolute path; None: no model
+    filter)?  One model, one key: the folder its ``source`` recorded (a ``config.json`` given
+    alone stands for its folder), so a relative and an absolute spelling of one folder are one
+    model; a run recorded without a source matches by its text."""
+    if model is None or not os.path.isabs(model):
+        return True
+    source = row.source if isinstance(row.source, dict) else {}
+    path = source.get("path")
+    if not isinstance(path, str):
+        return row.model == storable_text(model)
+    if source.get("kind") == "file":
+        path = os.path.dirname(path)
+    return os.path.normpath(path) == os.path.normpath(model)
 
 
 def list_runs(store, *, model: str | None = None, architecture: str | None = None,
@@ -129,7 +155,8 @@ def list_runs(store, *, model: str | None = None, architecture: str | None = Non
     ``actor`` matches the actor named explicitly or the operating-system user;
     ``vllm_version`` the release whose rules decided the run (``0.34.0``)."""
     dialect = store.engine.dialect.name
-    q = _model_filter(select(*_SUMMARY_COLS), model, dialect)
+    by_folder = model is not None and os.path.isabs(model)
+    q = _model_filter(select(*_SUMMARY_COLS, Run.source), model, dialect)
     if vllm_version is not None:
         if not isinstance(vllm_version, str) or not vllm_version.strip():
             raise InvalidInputError.for_value("vllm_version", vllm_version, "a vLLM release, "
@@ -146,19 +173,30 @@ def list_runs(store, *, model: str | None = None, architecture: str | None = Non
     if until is not None:
         q = q.where(Run.started_at < _epoch(until))
     q = q.order_by(Run.started_at.desc(), Run.chain_pos.desc())
-    if limit is not None:
+    if limit is not None and not by_folder:
         q = q.limit(limit)
     with store.engine.connect() as conn:
-        return [_summary(r) for r in conn.execute(q)]
+        rows = [_summary(r) for r in conn.execute(q) if _same_folder(model, r)]
+    return rows if limit is None else rows[:limit]
+
+
+#: the fewest characters a run id prefix must have (as git abbreviates commits): one character
+#: names a sixteenth of any store, four a 65,536th, and a prefix must be unique as well
+MIN_RUN_ID_PREFIX = 4
 
 
 def resolve_run_id(conn, run_id: str) -> str:
-    """The full id of the one run whose id is, or starts with, ``run_id``."""
+    """The full id of the one run whose id is, or starts with, ``run_id`` (a prefix of at least
+    :data:`MIN_RUN_ID_PREFIX` characters, unique among the stored runs)."""
     if not isinstance(run_id, str) or not run_id.strip():
         raise UnknownRunError("run id must not be empty", field="run_id")
     run_id = storable_text(run_id.strip())  # ids are hex: another text only has to be sendable
     if conn.execute(select(Run.id).where(Run.id == run_id)).scalar() is not None:
         return run_id
+    if len(run_id) < MIN_RUN_ID_PREFIX:
+        raise UnknownRunError(f"invalid run id: got {run_id!r}; allowed: a run id, or a prefix of at least "
+                              f"{MIN_RUN_ID_PREFIX} of its characters that no other run shares "
+                              f"(`enginecfg runs` shows 12)", field="run_id")
     found = conn.execute(select(Run.id).where(Run.id.startswith(run_id, autoescape=True))
                          .order_by(Run.id).limit(6)).scalars().all()
     if not found:
@@ -270,7 +308,7 @@ def field_history(store, field: str, *, model: str | None = None, limit: int | N
     out: list[dict[str, Any]] = []
     dialect = store.engine.dialect.name
     cols = (Run.id, Run.started_at, Run.chain_pos, Run.model, Run.architecture, Run.status,
-            Run.result, Run.engine_args, Run.vllm_version, Run.starts)
+            Run.result, Run.engine_args, Run.vllm_version, Run.starts, Run.source)
     # pages of runs, newest first: one snapshot, or runs recorded meanwhile would shift the
     # pages and repeat runs across them
     with one_snapshot(store.engine.connect()) as conn:
@@ -295,6 +333,8 @@ def field_history(store, field: str, *, model: str | None = None, limit: int | N
                                   .order_by(Change.run_id, Change.seq)):
                 by_run.setdefault(c.run_id, []).append(_change_dict(c))
             for r in runs:
+                if not _same_folder(model, r):
+                    continue
                 changes = by_run.get(r.id, [])
                 value = lookup(_config_of(r.result), field)
                 if value is _MISSING and isinstance(r.result, dict):

@@ -11,6 +11,8 @@ import io
 import json
 import os
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 
@@ -287,12 +289,19 @@ def test_values_are_spelt_as_json_everywhere(db, runs):
     assert '"all"' in text and '"none"' in text
 
 
-def test_the_equivalent_vllm_serve_flags_resolve_to_the_same_config(warm_snapshots):
-    proc = cli("run", NEMOTRON_H, "--enable-prefix-caching", "--gpu-validation", "off", "--no-audit")
+@pytest.mark.parametrize("where", ["the clone", "a folder with spaces"])
+def test_the_equivalent_vllm_serve_flags_resolve_to_the_same_config(where, tmp_path, warm_snapshots):
+    model = NEMOTRON_H
+    if where != "the clone":  # wherever the model (or the clone) lies: the line is read as a shell reads it
+        folder = tmp_path / "my models" / "nemotron h"
+        folder.mkdir(parents=True)
+        shutil.copy(os.path.join(NEMOTRON_H, "config.json"), folder / "config.json")
+        model = str(folder)
+    proc = cli("run", model, "--enable-prefix-caching", "--gpu-validation", "off", "--no-audit")
     block = proc.stdout.split("Equivalent vllm serve command (pins the resolved values):\n")[1]
-    command = block.split("\nResolved config:")[0].replace("\\\n", " ").split()
-    assert command[:3] == ["vllm", "serve", NEMOTRON_H]
-    first = json.loads(cli("run", NEMOTRON_H, "--enable-prefix-caching", "--gpu-validation", "off",
+    command = shlex.split(block.split("\nResolved config:")[0].replace("\\\n", " "))
+    assert command[:3] == ["vllm", "serve", model]
+    first = json.loads(cli("run", model, "--enable-prefix-caching", "--gpu-validation", "off",
                            "--no-audit", "--json").stdout)["config"]
     again = cli("run", *command, "--gpu-validation", "off", "--no-audit", "--json")
     assert again.returncode == 0, again.stderr

@@ -145,7 +145,9 @@ def _cmd_runs(args: argparse.Namespace) -> int:
                                           flag="--limit")
     since = parse_time(args.since, flag="--since") if args.since else None
     until = parse_time(args.until, flag="--until") if args.until else None
-    rows = _store(args).list_runs(model=args.model, architecture=args.architecture,
+    from enginecfg.ui.facts import model_key
+
+    rows = _store(args).list_runs(model=model_key(args.model), architecture=args.architecture,
                                   status=args.status, since=since, until=until, limit=args.limit,
                                   actor=args.actor, vllm_version=args.vllm_version)
     if args.json:
@@ -236,7 +238,9 @@ def _cmd_history(args: argparse.Namespace) -> int:
                                           flag="--limit")
     store = _store(args)
     store.check_field(args.field)
-    rows = store.field_history(args.field, model=args.model, limit=args.limit,
+    from enginecfg.ui.facts import model_key
+
+    rows = store.field_history(args.field, model=model_key(args.model), limit=args.limit,
                                changed_only=args.changed_only)
     if args.json:
         _dump(rows)

@@ -7,12 +7,13 @@ them as tables and the audit page renders them; both read a run as
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import re
 from typing import Any
 
 from enginecfg.pipeline.errors import InvalidInputError
 
-__all__ = ["who_ran", "start_verdict", "release_rows", "source_rows", "validation_rows", "capacity_rows",
+__all__ = ["who_ran", "start_verdict", "model_key", "release_rows", "source_rows", "validation_rows", "capacity_rows",
            "parse_time"]
 
 _REL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
@@ -42,6 +43,23 @@ def who_ran(run: dict[str, Any]) -> str:
     if actor and user:
         return f"{actor} (os user {user})"
     return actor or user or ""
+
+
+def model_key(text: str | None) -> str | None:
+    """The model a filter names, one key per model: a local folder (or its ``config.json``), as
+    its absolute path, whatever spelling names it here (relative, with ``..``, a link); any other
+    text (a folder's name, a repo id) as it is.  The store matches an absolute path against the
+    folder each run recorded as its source."""
+    if not text:
+        return text
+    try:
+        if os.path.isdir(text):
+            return os.path.realpath(text)
+        if os.path.isfile(text) and os.path.basename(text) == "config.json":
+            return os.path.dirname(os.path.realpath(text))
+    except (OSError, ValueError):
+        pass
+    return text
 
 
 def start_verdict(run: dict[str, Any]) -> str:

@@ -143,7 +143,7 @@ class AuditPages:
     # -- pages -------------------------------------------------------------------------------
 
     def runs(self, q: dict[str, str]) -> tuple[str, dict[str, Any]]:
-        from enginecfg.ui.facts import start_verdict, who_ran
+        from enginecfg.ui.facts import model_key, start_verdict, who_ran
 
         status = q.get("status") or None
         if status is not None and status not in _STATUSES:
@@ -156,7 +156,7 @@ class AuditPages:
             limit = 0
         if not 1 <= limit <= 10_000:
             raise InvalidInputError.for_value("limit", q.get("limit"), "an integer from 1 to 10000")
-        rows = self.store.list_runs(model=q.get("model") or None, status=status,
+        rows = self.store.list_runs(model=model_key(q.get("model") or None), status=status,
                                     actor=q.get("actor") or None, since=since, until=until,
                                     limit=limit, vllm_version=q.get("vllm_version") or None)
         for r in rows:
@@ -198,13 +198,13 @@ class AuditPages:
 
     def history(self, q: dict[str, str]) -> tuple[str, dict[str, Any]]:
         from enginecfg.ui.charts import history_chart
-        from enginecfg.ui.facts import start_verdict
+        from enginecfg.ui.facts import model_key, start_verdict
 
         field = (q.get("field") or "").strip()
         entries, chart = [], None
         if field:
             self.store.check_field(field)
-            entries = self.store.field_history(field, model=q.get("model") or None, limit=200)
+            entries = self.store.field_history(field, model=model_key(q.get("model") or None), limit=200)
             chart = history_chart(entries)
             for e in entries:
                 e["start"] = start_verdict(e)
