@@ -32,7 +32,8 @@ def load_034(path: Any, engine_args: dict[str, Any], revision: str | None = None
              defer_argument_errors: bool = False):
     """A config under vLLM 0.34.0's rules (see the module doc)."""
     v034.check_engine_args(engine_args)
-    cfg = load_pretrained(path, engine_args, revision, defer_argument_errors=defer_argument_errors)
+    cfg = load_pretrained(path, engine_args, revision, defer_argument_errors=defer_argument_errors,
+                          registry=v034.REGISTRY)
     return v034.adapt(cfg)
 
 

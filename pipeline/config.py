@@ -176,6 +176,9 @@ class ModelConfig:
     disable_sliding_window: bool = attrs.field(default=False, validator=boolean())
     #: the resolved class's facts (:class:`enginecfg.pipeline.models.architectures.ArchInfo`)
     arch_info: Any = attrs.field(default=None, repr=False, eq=False)
+    #: where vLLM registers none of the architectures: the Transformers backend it runs the model
+    #: on instead (:class:`enginecfg.pipeline.models.vllm_registry.Fallback`; None: its own class)
+    arch_fallback: Any = attrs.field(default=None, repr=False, eq=False)
     _engine: Any = _engine_slot()
     _writes: int = _writes_slot()
 
@@ -526,7 +529,8 @@ def tracked_fields(cls: type) -> tuple[tuple[str, str], ...]:
     fields = _TRACKED.get(cls)
     if fields is None:
         fields = tuple((a.name, f"{cls._section}.{a.name}") for a in attrs.fields(cls)
-                       if not a.name.startswith("_") and a.name not in ("hf_config", "hf_text_config", "arch_info"))
+                       if not a.name.startswith("_") and a.name not in ("hf_config", "hf_text_config", "arch_info",
+                                                                        "arch_fallback"))
         _TRACKED[cls] = fields
     return fields
 

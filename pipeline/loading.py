@@ -38,7 +38,7 @@ from enginecfg.pipeline.hf import (
 )
 from enginecfg.pipeline.jsonvalue import to_json
 from enginecfg.pipeline.loadmemo import LOADS
-from enginecfg.pipeline.models import architectures, derive, mamba_state, model_files
+from enginecfg.pipeline.models import architectures, derive, mamba_state, model_files, vllm_registry
 from enginecfg.pipeline.arg_order import POST, add_pending
 from enginecfg.pipeline.models.engine_defaults import (
     CHUNKED_LOCAL_ATTENTION_WARNING, DEFAULT_BLOCK_SIZE, HYBRID_MANAGER_NEEDED_ERROR,
@@ -119,7 +119,7 @@ def _eager(cfg: EngineConfig, defer: bool) -> EngineConfig:
 
 
 def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None = None, *,
-                    defer_argument_errors: bool = False) -> EngineConfig:
+                    defer_argument_errors: bool = False, registry: Any = None) -> EngineConfig:
     """A config from a model folder, a ``config.json`` or a Hugging Face repo id.
 
     Besides ``config.json`` the files vLLM 0.19.0 reads while building its config are read
@@ -133,8 +133,13 @@ def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None
     it cannot build first); with ``defer_argument_errors`` (what ``from_pretrained`` and the
     pipeline's ``resolve`` pass) they are kept in ``pending_errors`` for :meth:`Pipeline.run`
     to raise at vLLM's step (:mod:`.arg_order`).
+
+    *registry*: the model registry of the release whose rules load it
+    (:class:`~enginecfg.pipeline.models.vllm_registry.Registry`; default vLLM 0.19.0's), which
+    decides what an architecture it does not register resolves to, or that it is refused.
     """
     check_names(engine_args)  # vLLM's EngineArgs refuses an unknown name before anything
+    registry = registry or vllm_registry.REGISTRY
     if isinstance(path, ModelSource):
         if revision is not None:
             raise InvalidInputError(f"invalid revision (--revision): got {revision!r} with a model source "
@@ -158,6 +163,8 @@ def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None
         raise
     memo_key = None if deferred or source.kind == "hub" else LOADS.key(path, revision, engine_args)
     if memo_key is not None:
+        memo_key = (memo_key, registry.release)
+    if memo_key is not None:
         known = LOADS.get(memo_key, source, raw, engine_args)
         if known is not None:
             return known
@@ -165,7 +172,7 @@ def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None
     if "error" in snap and not parsed:
         parse()  # a refused config: name the field where a section has the wrong type
     cfg = _build(source.model, parsed[0] if parsed else None, snap, engine_args, args,
-                 source=source, deferred=deferred)
+                 source=source, deferred=deferred, registry=registry)
     if memo_key is not None:
         LOADS.put(memo_key, source, raw, cfg)
     return _eager(cfg, defer_argument_errors)
@@ -304,7 +311,7 @@ def _raise_load_error(err: dict[str, Any]) -> None:
 
 def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
            given_args: dict[str, Any], args: dict[str, Any], source: ModelSource | None = None,
-           deferred: list | None = None) -> EngineConfig:
+           deferred: list | None = None, registry: Any = None) -> EngineConfig:
     if snap is None:
         snap = snapshot_for(raw)
     if "error" in snap:
@@ -348,6 +355,12 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
         archs = [default]
         defaulted = True
     arch, info = architectures.lookup(archs)
+    fallback = None
+    if info is architectures.GENERIC_ATTENTION:  # no class enginecfg knows: does vLLM register one?
+        fallback = (registry or vllm_registry.REGISTRY).resolve(archs, hf, text)
+    named = arch
+    if fallback is not None:
+        arch = fallback.backend_class  # what vLLM reports as the architecture it resolved
     # the files vLLM reads next, in its order: the sentence-transformers tokenizer settings,
     # transformers' image-processor files, the sentence-transformers modules
     encoder = model_files.sentence_transformers_encoder(source) if source is not None else None
@@ -358,7 +371,7 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
     st_pooling = model_files.sentence_transformers_pooling(source) if source is not None else None
     # the default class transformers names for a model type is its bare ``*Model``: vLLM's
     # suffix table makes that a pooling model, converted to embedding
-    suffix_pooling = defaulted and not info.is_pooling and architectures.default_is_embedding(arch)
+    suffix_pooling = defaulted and not info.is_pooling and architectures.default_is_embedding(named)
     pooling = info.is_pooling or st_pooling is not None or suffix_pooling
     convert_type = "embed" if (st_pooling is not None or suffix_pooling) and not info.is_pooling else "none"
     hybrid = architectures.is_hybrid(info, hf)
@@ -403,7 +416,7 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
         num_kv_heads=num_kv, num_attention_heads=heads if isinstance(heads, int) else None,
         use_mla=use_mla, is_hybrid=hybrid, is_attention_free=info.is_attention_free,
         supports_mamba_prefix_caching=info.supports_mamba_prefix_caching, mamba_chunk_size=chunk,
-        quantization=quant_method, arch_info=info,
+        quantization=quant_method, arch_info=info, arch_fallback=fallback,
     )
     cache_dtype = derive.checkpoint_kv_cache_dtype(hf, args.get("kv_cache_dtype", "auto"), messages)
     block_size = args.get("block_size")

@@ -102,24 +102,33 @@ def test_unknown_model_type_is_refused_as_vllm_refuses_it(model_dir):
 
 def test_unknown_model_type_with_its_own_code_loads_as_generic_config(model_dir):
     """A config that names its own code (``auto_map``) is what vLLM loads with
-    trust_remote_code; enginecfg never runs that code and reads the fields generically."""
-    d = model_dir(json.dumps({"architectures": ["MyOwnForCausalLM"], "model_type": "my_own",
-                              "auto_map": {"AutoConfig": "configuration_my_own.MyOwnConfig"},
-                              "hidden_size": 1024, "num_attention_heads": 8, "num_key_value_heads": 2,
-                              "max_position_embeddings": 4096, "torch_dtype": "float16", "custom_flag": 7}))
-    cfg = EngineConfig.from_pretrained(d)
+    trust_remote_code; enginecfg never runs that code and reads the fields generically.  Its
+    model class (``AutoModel...``) runs on vLLM's Transformers backend; a config whose code
+    names no model class has none vLLM could run, and is refused as vLLM refuses it."""
+    config = {"architectures": ["MyOwnForCausalLM"], "model_type": "my_own",
+              "auto_map": {"AutoConfig": "configuration_my_own.MyOwnConfig",
+                           "AutoModelForCausalLM": "modeling_my_own.MyOwnForCausalLM"},
+              "hidden_size": 1024, "num_attention_heads": 8, "num_key_value_heads": 2,
+              "max_position_embeddings": 4096, "torch_dtype": "float16", "custom_flag": 7}
+    cfg = EngineConfig.from_pretrained(model_dir(json.dumps(config)))
     mc = cfg.model_config
     assert (mc.architecture, mc.head_size, mc.total_num_kv_heads, mc.max_model_len, mc.dtype) == \
-        ("MyOwnForCausalLM", 128, 2, 4096, "float16")
+        ("TransformersForCausalLM", 128, 2, 4096, "float16")
+    assert mc.architectures == ["MyOwnForCausalLM"] and mc.arch_fallback.runs == "auto_map"
     assert mc.hf_config.custom_flag == 7 and not mc.is_hybrid
+    del config["auto_map"]["AutoModelForCausalLM"]
+    with pytest.raises(ConfigRejectedError, match=r"Model architectures \['MyOwnForCausalLM'\] are not supported"):
+        EngineConfig.from_pretrained(model_dir(json.dumps(config)))
 
 
 def test_remote_code_is_named_but_never_run(model_dir, tmp_path):
     marker = tmp_path / "ran"
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "configuration_evil.py").write_text(f"open({str(marker)!r}, 'w').write('x')\n")
+    (tmp_path / "model" / "modeling_evil.py").write_text(f"open({str(marker)!r}, 'w').write('x')\n")
     d = model_dir(json.dumps({"architectures": ["EvilForCausalLM"], "model_type": "evil",
-                              "auto_map": {"AutoConfig": "configuration_evil.EvilConfig"},
+                              "auto_map": {"AutoConfig": "configuration_evil.EvilConfig",
+                                           "AutoModelForCausalLM": "modeling_evil.EvilForCausalLM"},
                               "hidden_size": 512, "num_attention_heads": 8, "max_position_embeddings": 2048}))
     cfg = EngineConfig.from_pretrained(d)
     assert cfg.model_config.hf_config.auto_map["AutoConfig"] == "configuration_evil.EvilConfig"

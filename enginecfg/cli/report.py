@@ -109,6 +109,9 @@ def print_run(result, *, where: str, memory: dict[str, Any] | None = None, extra
         gpu = doc.get("gpu") or {}
         out.append(f"as vLLM {doc['vllm_version']} decides it, on the {gpu.get('name')} (compute capability "
                    f"{gpu.get('capability')})")
+    fallback = result.config.model_config.arch_fallback
+    if fallback is not None:
+        out.append(paragraph(f"Architecture: {fallback.note()}."))
     line = source_line(doc.get("source"))
     if line:
         out.append(paragraph(line, indent="", hanging="  "))

@@ -164,16 +164,27 @@ def findings(result: RunResult) -> tuple[Finding, ...]:
     return tuple(f for f in _all_findings(result) if not f.releases or release in f.releases)
 
 
+def _fallback_finding(result: RunResult) -> list[Finding]:
+    """The release registers none of the config's architectures: the Transformers backend runs it."""
+    fallback = result.config.model_config.arch_fallback
+    if fallback is None:
+        return []
+    return [Finding("transformers-backend", fallback.note() + ".",
+                    {"architecture": fallback.architecture, "backend_class": fallback.backend_class,
+                     "runs": fallback.runs})]
+
+
 def _all_findings(result: RunResult) -> tuple[Finding, ...]:
     impact = result.facts.get("impact")
     if isinstance(impact, ImpactUnavailable):
         start = _start_finding(result)  # where it would not start, the missing figures do not matter
-        return tuple(start) or (Finding("no-impact", f"KV-cache figures unavailable: {impact.error}", {}),)
+        return (*_fallback_finding(result),
+                *(start or [Finding("no-impact", f"KV-cache figures unavailable: {impact.error}", {})]))
     if not isinstance(impact, Impact):
         impact = None  # the impact stage was left out: only what the config itself shows
     cfg = result.config
     mc, cc = cfg.model_config, cfg.cache_config
-    out: list[Finding] = _start_finding(result)
+    out: list[Finding] = _fallback_finding(result) + _start_finding(result)
     groups = impact.groups if impact is not None else ()
     attn_layers = sum(g.num_layers for g in groups if not g.is_mamba)
 
@@ -215,8 +226,8 @@ def _all_findings(result: RunResult) -> tuple[Finding, ...]:
                     f"backend's kernel block whose page holds one Mamba state")
         text = (f"{made}. "
                 f"Every request, however short, pins at least {pages:,} pages of "
-                f"{_mib(page)} ({len(groups)} KV-cache groups x {slots} "
-                f"layer slots): {_mib(impact.min_request_bytes)}")
+                f"{_mib(page)} ({len(groups)} KV-cache group{'' if len(groups) == 1 else 's'} x {slots} "
+                f"layer slot{'' if slots == 1 else 's'}): {_mib(impact.min_request_bytes)}")
         if cc.enable_prefix_caching:
             text += (f"; prefix caching reuses prompts only in whole blocks of {block:,} tokens, "
                      f"so a shared prefix shorter than that is never reused")
@@ -263,7 +274,8 @@ def _all_findings(result: RunResult) -> tuple[Finding, ...]:
         out.append(Finding(
             "layer-padding",
             f"The KV-cache groups are padded by {padding.layers} empty layer "
-            f"slots ({layer_pct:.2f}% of the layers): memory reserved for no layer.",
+            f"slot{'' if padding.layers == 1 else 's'} ({layer_pct:.2f}% of the layers): memory reserved for "
+            f"no layer.",
             {"layers": padding.layers, "percent": layer_pct}))
     out += _start_findings(result, impact)
     override = impact.memory.num_gpu_blocks_override

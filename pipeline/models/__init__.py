@@ -36,6 +36,9 @@ Each fact about a model family lives here once, as data or a small pure function
   accepts, the priority lists, the selector;
 - :mod:`.engine_start` -- vLLM 0.19.0's engine start (backends, the platform's block size,
   the KV-cache specs and groups, the starts that would fail);
+- :mod:`.vllm_registry` -- the architectures vLLM registers, and what it does with one it does
+  not (its Transformers backend, or a refusal); with :mod:`.transformers_classes`, the model
+  classes transformers exports and whether that backend runs each (both generated);
 - :mod:`.v034` -- vLLM 0.34.0's knowledge where it differs (a sub-package per later release).
 
 Loading reads a config and calls these; stages decide with them; neither defines them.
@@ -62,10 +65,11 @@ from enginecfg.pipeline.models import (
     quant,
     startup,
     v034,
+    vllm_registry,
     weights,
     weights_dtype,
 )
 
 __all__ = ["architectures", "backends", "capacity", "derive", "dtypes", "engine_defaults", "engine_start", "gpus",
-           "kv_cache", "kv_specs", "mamba_state", "model_files", "pages", "pooling", "quant", "startup", "v034",
+           "kv_cache", "kv_specs", "mamba_state", "model_files", "pages", "pooling", "quant", "startup", "v034", "vllm_registry",
            "weights", "weights_dtype"]

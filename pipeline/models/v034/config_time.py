@@ -25,15 +25,22 @@ from enginecfg.pipeline.models.architectures import GENERIC_ATTENTION
 from enginecfg.pipeline.models.derive import gemma4_head_dims as _gemma4_dims
 from enginecfg.pipeline.models.engine_defaults import attn_type as _attn_type_019
 from enginecfg.pipeline.models.engine_defaults import chunked_prefill_supported
+from enginecfg.pipeline.models.v034 import vllm_registry_034
 from enginecfg.pipeline.models.v034.backends import DEFAULT_BLOCK_SIZE, fa_supported
+from enginecfg.pipeline.models.vllm_registry import Fallback, Registry
 
-__all__ = ["RELEASE", "DEFAULT_BLOCK_SIZE", "REMOVED_ARCHITECTURES", "NEMOTRON_H_SSM_DTYPE", "transformers_backend",
+__all__ = ["RELEASE", "DEFAULT_BLOCK_SIZE", "REGISTRY", "REMOVED_ARCHITECTURES", "NEMOTRON_H_SSM_DTYPE", "transformers_backend",
            "is_hybrid", "is_mm_prefix_lm", "attn_type", "prefix_caching_supported", "chunked_prefill_supported",
            "batch_defaults", "chunked_prefill", "max_num_batched_tokens", "max_num_seqs", "async_scheduling",
            "gemma4_head_dims", "gemma4_rule", "float_kv_mismatch", "FP8_KV_MESSAGE", "REMOVED_ARGUMENTS", "BIDIRECTIONAL_NO_POOLING",
            "check_engine_args", "adapt"]
 
 RELEASE = "0.34.0"
+
+#: vLLM 0.34.0's model registry (C1); its Transformers backend also runs a class whose module
+#: uses the attention interface
+REGISTRY = Registry(RELEASE, vllm_registry_034.SUPPORTED, vllm_registry_034.PREVIOUSLY_SUPPORTED,
+                    vllm_registry_034.OOT_SUPPORTED, attention_interface=True)
 
 #: architectures of the 0.19.0 table that left vLLM's registry, and the last release with them
 REMOVED_ARCHITECTURES: Mapping[str, str] = MappingProxyType({
@@ -248,6 +255,7 @@ def adapt(cfg: Any) -> Any:
     info = mc.arch_info
     if info is not None and info.name in REMOVED_ARCHITECTURES:
         mc.architecture = transformers_backend(mc.hf_config, mc.hf_text_config)
+        mc.arch_fallback = Fallback(info.name, mc.architecture, "transformers", RELEASE)
         mc.arch_info = GENERIC_ATTENTION
         mc.is_attention_free = False
         mc.supports_mamba_prefix_caching = False
