@@ -148,7 +148,7 @@ def test_the_pages_run_list_says_whether_vllm_starts(recorded):
         row = body.split(f">{gemma[:12]}</a>")[1].split("</tr>")[0]
         assert 'start-no">does not start</td>' in row
         row = body.split(f">{qwen[:12]}</a>")[1].split("</tr>")[0]
-        assert '<td class="start">starts</td>' in row
+        assert '<td class="start nowrap">starts</td>' in row
         environ.update(PATH_INFO=f"/run/{gemma}")
         body = b"".join(app(environ, lambda status, headers: None)).decode()
         assert "does not start" in body

@@ -81,7 +81,8 @@ def _kv_lines(imp) -> list[str]:
         m = pad.mamba
         out.append(f"Mamba padding: {m.bytes:,} bytes per page ({m.percent:.2f}% of the state).")
     if pad is not None and pad.layers:
-        out.append(f"Layer padding: {pad.layers} empty slots ({pad.layer_percent:.2f}%).")
+        out.append(f"Layer padding: {pad.layers} empty slot{'' if pad.layers == 1 else 's'} "
+                   f"({pad.layer_percent:.2f}%).")
     rnd = imp.block_rounding
     if imp.memory.kv_cache_memory > 0:
         out.append(f"Block rounding: {rnd.bytes:,} bytes unused ({rnd.percent:.2f}%).")

@@ -40,9 +40,14 @@ def _cell(value: Any) -> str:
 
 
 def _wrap(text: str, w: int) -> list[str]:
+    """A prose cell's lines: wrapped at spaces, never inside a word, and a quoted value (a JSON
+    string, typed back as it is) never at all."""
     out: list[str] = []
     for line in text.split("\n") or [""]:
-        out += textwrap.wrap(line, w, break_on_hyphens=False) or [""]
+        if len(line) > 1 and line.startswith('"') and line.endswith('"'):
+            out.append(line)
+            continue
+        out += textwrap.wrap(line, w, break_on_hyphens=False, break_long_words=False) or [""]
     return out
 
 
@@ -94,9 +99,12 @@ def _blocks(columns, cells, kept, prose, title, total) -> str:
     for r in cells:
         lines.append(_GAP.join(f"{r[i]}" for i in kept if r[i]))
         for i in prose:
-            if r[i]:
+            if r[i] and len(r[i]) > 1 and r[i].startswith('"') and r[i].endswith('"'):
+                lines.append(f"    {columns[i]}: {r[i]}")  # a quoted value stays whole
+            elif r[i]:
                 lines += textwrap.wrap(f"{columns[i]}: {r[i]}", total, initial_indent="    ",
-                                       subsequent_indent="      ", break_on_hyphens=False)
+                                       subsequent_indent="      ", break_on_hyphens=False,
+                                       break_long_words=False)
     return "\n".join(lines)
 
 

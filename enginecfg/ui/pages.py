@@ -25,7 +25,7 @@ from urllib.parse import parse_qs, quote
 
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError
 
-__all__ = ["AuditPages", "open_pages", "serve", "UiUnavailableError"]
+__all__ = ["AuditPages", "open_pages", "serve", "UiUnavailableError", "SERVER_OPTIONS"]
 
 _STATUSES = ("resolved", "rejected", "invalid")
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
@@ -56,6 +56,7 @@ def _environment():
                              autoescape=True, trim_blocks=True, lstrip_blocks=True,
                              undefined=jinja2.StrictUndefined)
     env.filters["json"] = _json_text
+    env.filters["spelt"] = _spelt
     env.filters["t"] = _short_time
     env.filters["q"] = lambda v: quote(str(v), safe="")
     return env
@@ -65,6 +66,14 @@ def _json_text(value: Any) -> str:
     import json
 
     return json.dumps(value, default=str)
+
+
+def _spelt(value: Any, field: str) -> str:
+    """A stored value of *field* as every command spells it: a figure (``impact.*``) as
+    ``explain`` prints it (``159.18x``, ``311,248``), anything else as JSON."""
+    from enginecfg.cli.numbers import value as spelt
+
+    return spelt(field, value)
 
 
 def _short_time(iso: str | None) -> str:
@@ -259,26 +268,35 @@ def open_pages(url: str | None, *, checkpoints: Iterable[str] = (), keys: Iterab
     return AuditPages(store, checkpoints=checkpoints, keys=keys, mirror=mirror, bound_to=bound_to)
 
 
+#: how waitress serves the page: worker threads that render, a bound on open connections, how
+#: long an idle or stalled one is kept, and the most a request may send (the page takes none)
+SERVER_OPTIONS = {"threads": 8, "connection_limit": 100, "channel_timeout": 30, "max_request_header_size": 65536,
+                  "max_request_body_size": 65536, "expose_tracebacks": False, "ident": "enginecfg",
+                  "clear_untrusted_proxy_headers": True, "asyncore_use_poll": True}
+
+
 def serve(pages: AuditPages, host: str = "127.0.0.1", port: int = 8100, *,
           ready: Callable[[str], None] | None = None) -> None:
-    """Serve *pages* until interrupted; ``ready(url)`` is called once it listens."""
-    import socket
-    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+    """Serve *pages* with waitress until interrupted; ``ready(url)`` is called once it listens.
 
-    class Quiet(WSGIRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-            pass
+    waitress reads every request whole, on one event loop, before a worker thread renders it:
+    a client that sends slowly, or opens a connection and says nothing, holds no worker, and the
+    others are answered meanwhile (:data:`SERVER_OPTIONS`)."""
+    import logging
 
-    class Server(WSGIServer):
-        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
-
-    httpd = make_server(host, port, pages, server_class=Server, handler_class=Quiet)
+    try:
+        from waitress.server import create_server
+    except ImportError:
+        raise UiUnavailableError("the audit page is served by waitress: pip install 'enginecfg[ui]'") from None
+    logging.getLogger("waitress").setLevel(logging.ERROR)  # no queue-depth chatter on stderr
     shown = f"[{host}]" if ":" in host else host
-    url = f"http://{shown}:{httpd.server_port}/"
+    server = create_server(pages, listen=f"{shown}:{port}", **SERVER_OPTIONS)
+    listening = getattr(server, "effective_listen", None) or [(server.effective_host, server.effective_port)]
+    url = f"http://{shown}:{listening[0][1]}/"
     (ready or (lambda u: print(u, flush=True)))(url)
     try:
-        httpd.serve_forever(poll_interval=0.2)
+        server.run()
     finally:
-        httpd.server_close()
+        server.close()
         pages.store.close()
         sys.stdout.flush()

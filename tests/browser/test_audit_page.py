@@ -11,6 +11,7 @@ was made so).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -127,6 +128,17 @@ def test_the_runs_table_lists_the_runs_and_shows_hostile_text_as_text(browser, s
     assert browser.find_elements(By.TAG_NAME, "script") == []
     assert _no_alert(browser)
     assert browser.execute_script("return document.title") == "enginecfg audit: runs"
+    # at 1400 px the table fits the window whole: no heading wraps, no date breaks over lines
+    layout = browser.execute_script("""
+        const lines = el => { const r = document.createRange(); r.selectNodeContents(el);
+                              return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size; };
+        const t = document.getElementById('runs');
+        return {right: t.getBoundingClientRect().right, width: document.documentElement.clientWidth,
+                heads: [...t.querySelectorAll('th')].map(h => [h.textContent, lines(h)]),
+                dates: [...t.querySelectorAll('td.started')].map(d => [d.textContent, lines(d)])};""")
+    assert layout["right"] <= layout["width"], layout
+    assert [h for h, n in layout["heads"] if n != 1] == [], layout["heads"]
+    assert [d for d, n in layout["dates"] if n != 1] == [], layout["dates"]
     shot = tmp_path / "audit-ui.png"
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
     if os.environ.get("ENGINECFG_UI_SCREENSHOT"):
@@ -175,7 +187,11 @@ def test_history_chart_diff_and_verify_pages(browser, served):
     circles = browser.find_elements(By.CSS_SELECTOR, "#chart circle")
     assert len(circles) == 3  # the three runs that resolved
     browser.get(base + f"diff?a={runs['qwen']}&b={runs['gemma']}")
-    assert "model" in browser.find_element(By.ID, "diff").text
+    diff = browser.find_element(By.ID, "diff").text
+    assert "model" in diff
+    # figures as every command spells them: requests to two places, counts with separators
+    assert re.search(r"impact\.max_concurrency \d[\d,]*\.\d\dx \d[\d,]*\.\d\dx", diff), diff
+    assert not re.search(r"\d\.\d{3,}", diff), diff
     browser.get(base + "verify")
     assert browser.find_element(By.ID, "verdict").text == "Audit history intact."
     assert "positions 1..4" in browser.find_element(By.ID, "checked").text
