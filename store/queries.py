@@ -123,8 +123,8 @@ def _model_filter(q: Select, model: str | None, dialect: str) -> Select:
         return q
     if os.path.isabs(model):
         name = os.path.basename(os.path.normpath(model))
-        return q.where(or_(*[cond for form in _spellings(dialect, model) for cond in (
-            Run.model == form, Run.model.contains(storable_text(name), autoescape=True))]))
+        return q.where(or_(*[Run.model == form for form in _spellings(dialect, model)],
+                           *[Run.model.contains(form, autoescape=True) for form in _spellings(dialect, name)]))
     folder = model.rstrip("/") or model
     return q.where(or_(*[cond for form in _spellings(dialect, folder) for cond in (
         Run.model == form, Run.model == form + "/", Run.model == form + "/config.json",
@@ -141,7 +141,7 @@ def _same_folder(model: str | None, row: Any) -> bool:
     source = row.source if isinstance(row.source, dict) else {}
     path = source.get("path")
     if not isinstance(path, str):
-        return row.model == storable_text(model)
+        return row.model in (model, storable_text(model))  # as stored now, or raw before escaping
     if source.get("kind") == "file":
         path = os.path.dirname(path)
     return os.path.normpath(path) == os.path.normpath(model)
