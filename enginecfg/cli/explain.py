@@ -292,6 +292,10 @@ def print_plan(p) -> None:
     if any(r.ok and not r.starts for r in p.rows):
         notes.append(f"Rows marked as not starting: vLLM {releases} would stop at start-up (--json: "
                      "start_error; explain says why); they are never marked best.")
+    ranged = [r.impact.kv_range for r in p.rows if r.ok and r.impact.kv_range is not None]
+    if ranged:
+        notes.append("KV tokens and concurrency at the memory budget's point estimate; the activation peak "
+                     "and the other estimated parts make it a range (--json: kv_range; explain lists each part).")
     from enginecfg.cli.tables import paragraph
 
     print("\n".join([text] + [paragraph(n, hanging="  ") for n in notes]))

@@ -97,6 +97,11 @@ _RTX3090_MEASURED = ("deviceQuery / torch.cuda.get_device_properties() on an RTX
 #: (33680457728 bytes)"; another host with driver 570.133.04 printed 33,677,180,928
 _RTX5090_MEASURED = ("deviceQuery on an RTX 5090, driver for CUDA 12.8 (github.com/NVIDIA/nccl/issues/1637): "
                      "33,680,457,728 bytes (32,120 MiB); another driver reports 3 MiB less")
+#: ``torch.cuda.get_device_properties()`` on an L40S printed
+#: ``_CudaDeviceProperties(name='NVIDIA L40S', major=8, minor=9, total_memory=45589MB, ...)`` (a public
+#: notebook; torch prints whole MiB), 479 MiB below the 46,068 MiB nvidia-smi lists
+_L40S_MEASURED = ("torch.cuda.get_device_properties() on an L40S: total_memory=45589MB (whole MiB); nvidia-smi "
+                  "lists 46,068 MiB")
 #: DGX Spark's GB10 has no memory of its own: CUDA reports the unified LPDDR5X pool, 121.69 GiB as
 #: vLLM's start-up check prints it (vLLM reads the free memory from the OS there, not from CUDA);
 #: nvidia-smi lists no memory for it
@@ -117,7 +122,7 @@ GPUS: dict[str, Gpu] = {g.name: g for g in (
     _gpu("B200", 183359, (10, 0), "NVIDIA B200"),
     _gpu("A100-80GB", 81920, (8, 0), "NVIDIA A100-SXM4-80GB", "A100"),
     _gpu("A100-40GB", 40960, (8, 0), "NVIDIA A100-SXM4-40GB"),
-    _gpu("L40S", 46068, (8, 9), "NVIDIA L40S"),
+    _gpu("L40S", 46068, (8, 9), "NVIDIA L40S", measured=_L40S_MEASURED, memory_bytes=45589 * _MIB),
     _gpu("L40", 46068, (8, 9), "NVIDIA L40"),
     _gpu("L4", 23034, (8, 9), "NVIDIA L4"),
     _gpu("A10G", 23028, (8, 6), "NVIDIA A10G", "A10"),
