@@ -238,3 +238,15 @@ def test_the_budget_against_a_real_start(slug):
                                              f"{mem.available_kv_cache_memory_high / GIB:.2f}), logged {logged / GIB:.2f}"
     else:
         assert entry["why"]
+
+
+def test_no_kv_memory_names_the_parts_beside_the_weights():
+    """On 58 GiB the weights of Qwen3.5-27B (50.9 GiB) fit in what vLLM requests (52.2 GiB), the
+    profiling run's peak does not: the finding says so, instead of blaming the weights alone."""
+    from enginecfg.commands import explain
+
+    e = explain(str(CONFIGS / "qwen3.5-27b"), gpu_memory_gib=58)
+    finding = next(f for f in e.findings if f.id == "no-kv-memory")
+    assert "The weights alone" not in finding.message
+    assert "activation peak of the profiling run" in finding.message
+    assert finding.figures["taken_bytes"] > finding.figures["usable_bytes"] > finding.figures["weights_per_gpu"]
