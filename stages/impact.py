@@ -11,7 +11,7 @@ Options (``Pipeline(impact=...)``: a dict of them, or an
 their meaning: ``gpu`` (a preset of :mod:`enginecfg.pipeline.models.gpus`, default the H200),
 ``gpu_memory_gib`` (the card's memory instead of the preset's), ``gpu_memory_utilization``
 (0.9), ``kv_cache_memory`` or vLLM's spelling ``kv_cache_memory_bytes`` (bytes per GPU;
-skips the weights estimate; 0 reads as unset), ``num_gpu_blocks_override`` (the block count),
+skips the memory budget's estimate; 0 reads as unset), ``num_gpu_blocks_override`` (the block count),
 ``contexts`` (context lengths for the concurrency figures), ``estimate_cudagraphs`` (vLLM's
 ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``: subtract its CUDA graph estimate; None, the
 release's default), ``enforce_eager`` (``--enforce-eager``: no CUDA graphs).  A ``--max-model-len -1`` run

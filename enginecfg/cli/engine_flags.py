@@ -209,7 +209,7 @@ def add_memory_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--kv-cache-memory-bytes", "--kv-cache-memory", dest="kv_cache_memory", type=_bytes,
                    default=None, metavar="BYTES",
                    help="KV-cache bytes per GPU (k/m/g/t and K/M/G/T suffixes allowed); vLLM then ignores "
-                        "the utilization and the figures skip the weights estimate; 0: unset")
+                        "the utilization and the figures skip the memory budget's estimate; 0: unset")
     g.add_argument("--num-gpu-blocks-override", dest="num_gpu_blocks_override", type=int, default=None,
                    metavar="N", help="KV-cache blocks, instead of the number the memory gives")
     g.add_argument("--enforce-eager", dest="enforce_eager", action="store_true", default=None,

@@ -1,7 +1,7 @@
 """What a resolved config costs in KV cache: the figures vLLM prints only after loading.
 
 Puts :mod:`.kv_specs` (what each layer keeps), :mod:`.kv_cache` (vLLM's grouping and block
-arithmetic) and :mod:`.weights` (what the weights leave free) together into one value,
+arithmetic) and :mod:`.memory` (what vLLM's worker leaves the KV cache) together into one value,
 :class:`Impact`: the memory budget and its basis, each KV-cache group with its page size,
 tokens per block and bytes per token of context, the Mamba padding, the layer padding and
 the block rounding in bytes and percent, the KV capacity in tokens, the concurrency at
@@ -99,7 +99,7 @@ class ImpactOptions(_Immutable):
     """What the figures assume about the GPU and vLLM's memory flags: the card (a preset of
     :mod:`.gpus`, ``--gpu``) and its memory (``--gpu-memory``: None, the preset's own), vLLM's
     share of it (``--gpu-memory-utilization``), or the KV-cache bytes outright
-    (``--kv-cache-memory-bytes``: no weights estimate; 0 reads as unset, as in vLLM), the block
+    (``--kv-cache-memory-bytes``: no memory estimate; 0 reads as unset, as in vLLM), the block
     count that replaces the one the memory gives (``--num-gpu-blocks-override``), and the
     context lengths the concurrency is given at."""
 
