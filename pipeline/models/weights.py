@@ -21,8 +21,8 @@ stores them on each tensor-parallel rank:
   modules); embeddings, LM head, norms, routers and the vision tower stay in the model dtype.
 
 It is an estimate and says so: its range (``low``/``high``) covers the small tensors it does
-not count (rotary caches, kernel repacking of quantized layouts) and the layers it may price
-in the wrong format.
+not count (biases, the Mamba A/D/dt vectors, rotary caches, kernel repacking of quantized
+layouts) and the layers it may price in the wrong format.
 """
 
 from __future__ import annotations
@@ -402,8 +402,8 @@ def estimate_weights(cfg, specs: dict | None = None) -> WeightsEstimate:
         f"all weights in {mc.dtype} ({model_bytes} bytes each)",
         f"per rank of tensor parallel size {tp} (GiB): {shown}; the vocabulary padded to {padded:,} and "
         f"split over the ranks, KV heads replicated where fewer than ranks, norms and routers on every rank",
-        f"range {low / gib:.2f}-{high / gib:.2f} GiB: what the count leaves out (rotary caches, kernel "
-        f"layouts{' of the quantized layers' if quantized else ''})",
+        f"range {low / gib:.2f}-{high / gib:.2f} GiB: what the count leaves out (biases, Mamba A/D/dt "
+        f"vectors, rotary caches, kernel layouts{' of the quantized layers' if quantized else ''})",
     ]
     return WeightsEstimate(params=params, bytes_total=total, bytes_per_gpu=per_gpu, basis=basis, low=low, high=high,
                            components=components)
