@@ -84,8 +84,10 @@ _ACTIVATION_RANGE = (0.75, 1.6)
 #: profiling run's activation estimate leave 0.04 GiB of what the log says the worker took)
 _NON_TORCH = {1: (0.25, 0.05, 0.9), 2: (0.2, 0.0, 1.0)}
 #: CUDA graphs: the private memory of one piecewise graph piece and of one full graph (vLLM
-#: 0.19.0 logged 2.73 GiB for 51 piecewise sizes of 81 pieces and 35 full graphs, Qwen2.5-72B)
-_PIECE_BYTES = MIB // 2
+#: 0.19.0's logged estimates, 51 piecewise and 35 full sizes: 2.73 GiB for Qwen2.5-72B's 81
+#: pieces at TP 4, 2.35 GiB for Qwen3-8B's 37, 0.78 and 1.58 GiB for Qwen3.5-9B's 33: 0.45 to
+#: 1.3 MiB a piece)
+_PIECE_BYTES = 3 * MIB // 4
 _FULL_GRAPH_BYTES = MIB
 _GRAPH_RANGE = (0.5, 2.5)
 
@@ -299,15 +301,16 @@ def cuda_graph_part(cfg: Any, specs: dict, tokens: int, requests: int, *, subtra
                     enforce_eager: bool = False, why: str = "", largest: int = 512) -> MemoryPart:
     """vLLM's CUDA graph estimate: the first capture of each mode (a forward pass over its
     largest size, kept in the graph pool), and for every other size what a second capture
-    costs: one piece per attention layer and one more for a piecewise graph, one graph for a
-    full one."""
+    costs: one piece per attention or mixer layer (each is a splitting op) and one more for a
+    piecewise graph, one graph for a full one."""
     if enforce_eager:
         return MemoryPart("cuda_graphs", 0, 0, 0, ["--enforce-eager: no CUDA graphs are captured"],
                           subtracted=subtracted)
     sizes = capture_sizes(requests, tokens, largest)
     full = [s for s in sizes if s <= requests]
     per_token, _ = forward_bytes_per_token(cfg, specs)
-    layers = sum(1 for s in specs.values() if not isinstance(s, kc.MambaSpec)) or 1
+    # every attention and mixer layer is a splitting op: the graph has one piece more than them
+    layers = len(specs) or 1
     first = per_token * (sizes[-1] if sizes else 0)
     rest = (len(sizes) - 1) * (layers + 1) * _PIECE_BYTES + max(len(full) - 1, 0) * _FULL_GRAPH_BYTES
     point = first + rest
