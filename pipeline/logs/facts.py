@@ -96,13 +96,15 @@ class Logged:
 
 # --------------------------------------------------------------------------- numbers
 
-def gib_range(digits: str) -> tuple[int, int]:
+def gib_range(digits: str, places: int | None = None) -> tuple[int, int]:
     """The bytes a GiB figure printed as *digits* stands for: every ``b`` with
-    ``round(b / 2**30, d) == float(digits)`` (``d`` the digits after the point), as vLLM
-    prints memory (``format_gib``; the oldest releases print four places).  ``(low, high)``,
-    both included."""
+    ``round(b / 2**30, places) == float(digits)``, both ends included.  vLLM prints memory
+    with ``str(round(b / 2**30, 2))`` (``format_gib``), which drops trailing zeros: "48.6"
+    stands for 48.595 to 48.605 GiB, so *places* is 2 unless the figure shows more (the
+    oldest releases print four: "14.9888")."""
     target = float(digits)
-    places = len(digits.split(".", 1)[1]) if "." in digits else 0
+    shown = len(digits.split(".", 1)[1]) if "." in digits else 0
+    places = max(2, shown) if places is None else places
     step = 10 ** -places
 
     def at_least(b: int) -> bool:
