@@ -666,8 +666,8 @@ class _Compare:
 
     def _tokens_formula(self, x: Impact, n: int) -> str:
         if self.release in _PLANNING:
-            return (f"vLLM {self.release} logs int(concurrency x max_model_len) = int({_conc_text(x.max_concurrency)}.. "
-                    f"x {x.max_model_len:,}) = {x.kv_tokens:,}")
+            return (f"vLLM {self.release} logs int(concurrency x max_model_len) = int({n:,} / "
+                    f"{round(n / x.max_concurrency) if x.max_concurrency else '-'} x {x.max_model_len:,}) = {x.kv_tokens:,}")
         groups = len(x.groups)
         smallest = min(g.block_size for g in x.groups)
         return (f"vLLM {self.release} logs num_blocks // KV-cache groups x the smallest block = {n:,} // {groups} x "
@@ -705,15 +705,22 @@ class _Compare:
         if rng is None or self.at is None:
             self.add(error, error.value, None, None, "the log states no KV-cache memory to check the refusal at")
             return
-        x = self.at(rng[0])
-        exp = x.start_error
-        said = error.value
-        if exp is not None and ": " in exp:
-            exp = exp.split(": ", 1)[1]
-        agrees = exp is not None and (exp.startswith(said) or said.startswith(exp)
-                                      or exp[:60] == said[:60])
-        self.add(error, said, exp, agrees, f"at the logged {rng[0]:,} bytes vLLM {self.release} "
-                 + ("stops with this error" if exp else "would start"))
+        said = error.value.rstrip()
+        per_block = _bytes_per_block(self.at(rng[0]))
+        # the message states the memory it had; a release may state it less the null block
+        candidates = [rng[0], rng[1]] + ([rng[0] + per_block, rng[1] + per_block] if per_block else [])
+        expected = None
+        for memory in candidates:
+            exp = self.at(memory).start_error
+            exp = exp.split(": ", 1)[1] if exp is not None and ": " in exp else exp
+            if expected is None:
+                expected = exp
+            if exp is not None and exp.startswith(said):
+                self.add(error, said, exp, True, f"at {memory:,} bytes of KV cache vLLM {self.release} stops with this "
+                         "error, word for word (as far as the log has it)")
+                return
+        self.add(error, said, expected, False, f"at the memory the message states ({rng[0]:,} to {rng[1]:,} bytes) "
+                 f"vLLM {self.release} " + ("stops with another text" if expected else "would start"))
 
     # -- the memory
     def memory_budget(self, predicted: Any) -> None:
