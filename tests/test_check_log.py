@@ -135,6 +135,21 @@ def test_the_logged_start_up_error_is_checked_at_the_memory_it_names():
     assert wrong.checks[0].agrees is False
 
 
+@pytest.mark.parametrize("slug", sorted(s for s, d in INDEX.items() if d["release"].startswith(("0.19", "0.34"))))
+def test_on_the_0_19_and_0_34_logs_every_recomputable_figure_agrees_or_the_reason_is_named(slug, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    d = INDEX[slug]
+    if d["check"] is None:
+        # nothing to recompute with: the repository holds no config of the model (SOURCE.md says so)
+        assert "config: none in the repository" in (LOGS / slug / "SOURCE.md").read_text()
+        c = check_log(_text(slug))
+        assert c.error is not None and c.checks == ()
+        return
+    c = _checked(slug)
+    exact = [ch for ch in c.checks if ch.exact]
+    assert exact and all(ch.agrees for ch in exact), [(ch.name, ch.logged, ch.expected) for ch in exact]
+
+
 # --------------------------------------------------------------------------- release, model, input
 def test_a_release_enginecfg_does_not_speak_is_compared_under_the_nearest_and_said_so():
     c = _checked(QWEN35, vllm_version="0.27.0")
@@ -144,7 +159,8 @@ def test_a_release_enginecfg_does_not_speak_is_compared_under_the_nearest_and_sa
         check_log(_text(QWEN35), vllm_version="banana", model=str(CONFIGS / "qwen3.5-27b"))
 
 
-def test_a_log_without_a_model_here_is_read_back_and_says_what_is_missing():
+def test_a_log_without_a_model_here_is_read_back_and_says_what_is_missing(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     c = check_log(_text("vllm-26646-qwen3-next-fp8"))
     assert c.error is not None and c.error.exit_code == 2 and "--model" in str(c.error)
     assert c.checks == () and c.start.first("kv_cache_size").value == 90048
@@ -223,3 +239,13 @@ def test_the_observation_is_a_fact_of_the_recorded_run_under_the_hash_chain(db_u
     assert [ch["name"] for ch in observed["checks"]] == [ch.name for ch in c.checks]
     assert doc["impact"]["memory"]["source"] == "estimate"  # predicted beside observed
     assert store.verify().ok
+
+
+def test_the_readme_shows_a_real_log_checked_as_the_command_prints_it(monkeypatch):
+    text = (REPO / "README.md").read_text()
+    block = text.split("```console\n$ enginecfg check-log ", 1)[1].split("```", 1)[0]
+    command, printed = block.split("\n", 1)
+    assert "github.com/vllm-project/vllm/issues/40691" in text  # the log's source, beside it
+    monkeypatch.chdir(REPO)
+    r = run_cli("check-log", *command.split(), env={"COLUMNS": "100"})
+    assert r.returncode == 0 and r.stdout == printed

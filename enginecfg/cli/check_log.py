@@ -119,14 +119,14 @@ def print_check(c, *, recorded: str | None = None) -> None:
     out = [paragraph(f"{c.source}: {log.lines:,} lines, {len(log.starts)} start{'s' if len(log.starts) != 1 else ''} "
                      f"of vLLM; lines {start.first_line:,}-{start.last_line:,} compared"
                      + (f" (the last start)" if len(log.starts) > 1 else "") + ".")]
-    release = f"vLLM {c.logged_release}" if c.logged_release else "an unnamed release"
+    release = f"vLLM {c.logged_release}" if c.logged_release else "vLLM (release not named)"
     out.append(paragraph(f"Logged: {release}, model {c.model or '-'}, on the {c.gpu}; compared under "
                          f"vLLM {c.vllm_version}" + (f" ({recorded})" if recorded else "") + "."))
     for note in (c.release_note, c.gpu_note):
         if note:
             out.append(paragraph(f"Note: {note}.", hanging="  "))
     args = ", ".join(f"{k}={v}" for k, v in c.engine_args.items()) or "none (the defaults)"
-    out.append(paragraph(f"Engine arguments: {args}.", hanging="  "))
+    out.append(paragraph(f"Engine arguments ({c.arguments_from}): {args}.", hanging="  "))
     if c.options is not None and (c.options.kv_cache_memory or c.options.gpu_memory_utilization != 0.9
                                   or c.options.num_gpu_blocks_override):
         mem = c.options
@@ -140,8 +140,9 @@ def print_check(c, *, recorded: str | None = None) -> None:
         out.append(paragraph("Set aside (enginecfg does not take them): " + ", ".join(c.set_aside) + ".",
                              hanging="  "))
     if c.error is not None:
-        out.append(paragraph("Logged lines: " + ", ".join(f"{f.line} {f.name}" for f in start.logged
-                                                          if f.kind not in ("engine_config",)) + "."))
+        names = dict.fromkeys(f"{f.name} (line {f.line})" for f in start.logged
+                              if f.kind not in ("engine_config", "model", "release"))
+        out.append(paragraph("Logged: " + ", ".join(names) + "."))
         out.append(paragraph(f"Not compared: {' '.join(str(c.error).split())}"))
         print("\n".join(out))
         return
@@ -156,8 +157,9 @@ def print_check(c, *, recorded: str | None = None) -> None:
                 mem = ch.implied.get("kv_cache_memory") or {}
                 blocks = ch.implied.get("blocks") or {}
                 if mem:
-                    text += (f" (it implies {blocks.get('low'):,} to {blocks.get('high'):,} blocks: "
-                             f"{mem['low']:,} to {mem['high']:,} bytes of KV cache)")
+                    count = (f"{blocks['low']:,}" if blocks.get("low") == blocks.get("high")
+                             else f"{blocks.get('low'):,} to {blocks.get('high'):,}")
+                    text += f" (it implies {count} blocks: {mem['low']:,} to {mem['high']:,} bytes of KV cache)"
             out.append(paragraph(text, hanging="    "))
     else:
         out.append("No logged line could be compared.")

@@ -149,6 +149,7 @@ class LogCheck:
     set_aside: Mapping[str, Any] = attrs.field(converter=_read_only)
     gpu: str
     gpu_note: str | None
+    arguments_from: str = ""
     result: RunResult | None = None
     error: EngineCfgError | None = None
 
@@ -175,7 +176,8 @@ class LogCheck:
             "source": self.source, "vllm_version": self.logged_release, "compared_under": self.vllm_version,
             "release_note": self.release_note, "model": self.model, "engine_args": dict(self.engine_args),
             "memory_flags": self.options.to_dict() if self.options is not None else None,
-            "set_aside": dict(self.set_aside), "gpu": self.gpu, "gpu_note": self.gpu_note,
+            "arguments_from": self.arguments_from, "set_aside": dict(self.set_aside), "gpu": self.gpu,
+            "gpu_note": self.gpu_note,
             "run_id": self.run_id, "starts": len(self.log.starts),
             "start": {"index": self.start.index, "lines": [self.start.first_line, self.start.last_line]},
             "logged": [f.to_dict() for f in self.start.logged],
@@ -845,12 +847,12 @@ def check_log(log: str | StartupLog, *, model: Any = None, vllm_version: str | N
     start = parsed.last
     logged_release, release, release_note = _release(start, vllm_version)
     gpu_name, gpu_note = _gpu(start, gpu)
-    args, memory, aside, _where = _arguments(start, parsed)
+    args, memory, aside, where = _arguments(start, parsed)
     chosen = model if model is not None else (start.model or (parsed.command.model if parsed.command else None))
     options = memory_options({**memory, "gpu": gpu_name})
     common = dict(source=source, log=parsed, start=start, logged_release=logged_release, vllm_version=release,
                   release_note=release_note, engine_args=args, options=options, set_aside=aside, gpu=gpu_name,
-                  gpu_note=gpu_note)
+                  gpu_note=gpu_note, arguments_from=where)
     if chosen is None:
         err = InvalidInputError("the log names no model; give --model PATH|REPO_ID (the folder or repo id of its "
                                 "config.json)", field="model")
