@@ -239,6 +239,8 @@ def test_the_observation_is_a_fact_of_the_recorded_run_under_the_hash_chain(db_u
     assert [ch["name"] for ch in observed["checks"]] == [ch.name for ch in c.checks]
     assert doc["impact"]["memory"]["source"] == "estimate"  # predicted beside observed
     assert store.verify().ok
+    shown = run_cli("show", c.run_id, "--db", db_url)
+    assert shown.returncode == 0 and "start-up log checked" in shown.stdout and "973,760" in shown.stdout
 
 
 def test_the_readme_shows_a_real_log_checked_as_the_command_prints_it(monkeypatch):
