@@ -806,7 +806,9 @@ class ObservedStart(Stage):
         self.release = pipeline.rules.release
 
     def run(self, cfg, ctx) -> None:
-        given = self.given or {}
+        given = self.given
+        if not isinstance(given, Mapping) or "start" not in given:
+            return  # no log given: nothing observed
         start, log = given["start"], given["log"]
         opts: ImpactOptions = given["options"]
         imp = ctx.fact("impact")
