@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 
@@ -31,6 +32,21 @@ def test_the_index_lists_every_log_folder_with_its_source():
         assert f"`{d['slug']}`" in readme
         if d["check"]:
             assert (REPO / d["check"]["model"] / "config.json").is_file()
+            assert "config: none" not in source
+        else:
+            assert d["config"] is None
+
+
+@pytest.mark.parametrize("slug", [d["slug"] for d in INDEX if d.get("config_published")])
+def test_a_config_whose_published_bytes_are_known_is_those_bytes(slug):
+    # the size a download of the published file printed, and its Git blob id where a listing of the
+    # hub's cache names it: a copy that differs by one byte fails
+    d = next(d for d in INDEX if d["slug"] == slug)
+    data = (REPO / d["check"]["model"] / "config.json").read_bytes()
+    known = d["config_published"]
+    assert len(data) == known["bytes"]
+    if "git_blob" in known:
+        assert hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == known["git_blob"]
 
 
 @pytest.mark.parametrize("slug", SLUGS)
@@ -82,6 +98,21 @@ EXPECTED = {
     "arbor-103-nested-prefix": dict(model_loading="27.5185"),
     "club-3090-612-qwen3.6-35b-a3b-nvfp4-rtx5090": dict(available_kv_cache_memory="5.98", kv_cache_size=567978,
                                                         max_concurrency="4.33"),
+    "file-qwen3-8b-a100-40gb": dict(release="0.19.1", model="Qwen/Qwen3-8B", max_model_len=40960,
+                                    flash_attention_version=2, model_loading="15.27", cuda_graph_memory="2.35",
+                                    available_kv_cache_memory="19.36", kv_cache_size=140960, max_concurrency="3.44"),
+    "file-llama-3.1-8b-instruct-eager": dict(release="0.10.2", model="meta-llama/Llama-3.1-8B-Instruct",
+                                             max_num_batched_tokens=2048, attention_backend="FLASH_ATTN",
+                                             model_loading="14.9889", available_kv_cache_memory="85.79",
+                                             kv_cache_size=702800, max_concurrency="5.36", gpu_blocks=43925,
+                                             command_model="meta-llama/Llama-3.1-8B-Instruct"),
+    "file-qwen3-14b-l40s": dict(model_loading="27.52", available_kv_cache_memory="11.57", kv_cache_size=75824,
+                                max_concurrency="1.85", command_model="Qwen/Qwen3-14B"),
+    # a log viewer's shortened header (a clock time and the level) and an engine line cut after its version
+    "file-qwen3.5-9b-fp8-prefix-l40s": dict(release="0.18.0", model="Qwen/Qwen3.5-9B", kv_cache_dtype="fp8",
+                                            mamba_cache_mode="align", block_size=1056, mamba_padding=0.76,
+                                            attention_backend="FLASHINFER", available_kv_cache_memory="20.27",
+                                            kv_cache_size=331584, max_concurrency="18.23"),
 }
 
 
@@ -155,6 +186,8 @@ KV = "(EngineCore_DP0 pid=1805889) INFO 10-23 15:14:30 [kv_cache_utils.py:1028] 
     "`" + KV + "`",                                                        # inline code
     "INFO [kv_cache_utils.py:1028] GPU KV cache size: 973,760 tokens",     # an excerpt without the process
     "GPU KV cache size: 973,760 tokens",                                   # the bare message
+    "05:21:50 (EngineCore pid=75) INFO GPU KV cache size: 973,760 tokens",  # a log viewer's clock time and level
+    "05:21:50 INFO GPU KV cache size: 973,760 tokens",
 ])
 def test_the_prefixes_people_paste_are_taken_off(line):
     f = read(line).last.first("kv_cache_size")
@@ -168,6 +201,26 @@ def test_the_0_34_line_states_both_figures():
     assert start.first("kv_cache_size").value == 1016312
     conc = start.first("max_concurrency")
     assert conc.digits == "3.88" and conc.parts["max_model_len"] == 262144 and conc.line == 1
+
+
+def test_a_level_word_inside_a_message_is_not_a_header():
+    start = read("05:17:43 WARNING Mamba cache mode is set to 'align' for Qwen3_5ForConditionalGeneration by default "
+                 "when prefix caching is enabled\nINFO GPU KV cache size: 1,024 tokens (INFO kept)").last
+    assert start.first("mamba_cache_mode").value == "align"
+    assert start.first("kv_cache_size").value == 1024
+
+
+def test_the_engine_line_gives_its_release_without_its_config():
+    start = read("(EngineCore pid=75) Initializing a V1 LLM engine (v0.18.0)\n"
+                 "(EngineCore pid=75) INFO 03-01 05:21:50 [kv_cache_utils.py:1319] GPU KV cache size: 1,024 tokens").last
+    assert start.release == "0.18.0" and start.first("engine_config").value == {}
+
+
+def test_the_metrics_loggers_block_count_is_the_engines():
+    line = ("(APIServer pid=387) INFO 09-21 21:38:32 [loggers.py:142] Engine 000: vllm cache_config_info with "
+            "initialization after num_gpu_blocks is: 43925")
+    f = read(line).last.first("gpu_blocks")
+    assert (f.value, f.name, f.parts["from"]) == (43925, "GPU blocks", "metrics logger")
 
 
 def test_the_vision_encoders_backend_is_not_the_decoders():

@@ -215,9 +215,9 @@ def _api_version(m, line):
     return [("release", m.group("v"), {"from": "API server"})]
 
 
-@_rule(r"Initializing an? (?:V\d+ )?LLM engine \(v(?P<v>[^)\s]+)\) with config: (?P<cfg>.*)")
+@_rule(r"Initializing an? (?:V\d+ )?LLM engine \(v(?P<v>[^)\s]+)\)(?: with config: (?P<cfg>.*))?")
 def _engine(m, line):
-    cfg = _engine_config(m.group("cfg"))
+    cfg = _engine_config(m.group("cfg")) if m.group("cfg") is not None else {}
     out = [("release", m.group("v"), {"from": "engine"}), ("engine_config", cfg, {})]
     if isinstance(cfg.get("model"), str):
         out.append(("model", cfg["model"], {"from": "engine"}))
@@ -373,6 +373,13 @@ def _override(m, line):
 @_rule(r"#?\s*GPU blocks: (?P<n>\d+)(?:, # CPU blocks: (?P<cpu>\d+))?")
 def _gpu_blocks(m, line):
     return [("gpu_blocks", int(m.group("n")), {})]
+
+
+#: the metrics logger's copy of the block count (0.10 and 0.11: "Engine 000: vllm cache_config_info
+#: with initialization after num_gpu_blocks is: 43925")
+@_rule(r"cache_config_info with initialization after num_gpu_blocks is: (?P<n>\d+)", anywhere=True)
+def _gpu_blocks_metrics(m, line):
+    return [("gpu_blocks", int(m.group("n")), {"from": "metrics logger"})]
 
 
 @_rule(r"(?P<pool>[A-Z]+)(?: \+ host)? KV cache size: (?P<n>[\d,]+) tokens"

@@ -7,7 +7,8 @@ vLLM's own record is taken off: ANSI colours, a Markdown quote (``> ``) or inlin
 runner's own tags: anything before vLLM's process tag or record header), vLLM's process tag
 (``(EngineCore_DP0 pid=7)``, ``(Worker_TP1 pid=9)``, ``(VllmWorker rank=0 pid=3)``), a
 pipeline's stage tag (``[Stage-0]``) and the record header (``INFO 04-07 02:46:21
-[gpu_worker.py:436]``).  What is left is the message, in vLLM's words.
+[gpu_worker.py:436]``, or a log viewer's shortened ``05:17:43 INFO``).  What is left is the
+message, in vLLM's words.
 
 A terminal wraps long lines at its width, and people wrap them by hand: a piece of a line that
 starts a physical line of its own is joined back to the record it belongs to (see
@@ -33,6 +34,9 @@ _STAGE_TAG = re.compile(r"\s*\[Stage-\d+\]\s*")
 #: may the bracket before the file in the oldest releases)
 _HEADER = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+"
                      r"(?:\d\d-\d\d\s+\d\d:\d\d:\d\d(?:[.,]\d+)?\s+)?\[?(?P<source>[\w./-]+\.py:\d+)\]\s?")
+#: a level with no source after it, where a log viewer shortened the header to a clock time and the
+#: level (``05:17:43 INFO Using max model len 65536``); only at the start of what is left
+_BARE_LEVEL = re.compile(r"^(?:\d\d:\d\d:\d\d(?:[.,]\d+)?\s+)?(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(?=\S)")
 _QUOTE = re.compile(r"^(?:>\s?)+")
 #: physical lines that begin something of their own, never the rest of a wrapped one
 _OWN_START = re.compile(
@@ -88,8 +92,12 @@ def _split(text: str) -> tuple[str, str | None, int | None, str | None, str | No
     if h:  # whatever stands before the header is a collector's prefix
         level, source = h.group("level"), h.group("source")
         rest = rest[h.end():]
-    elif m is None:
-        rest = rest.strip()
+    else:
+        if m is None:
+            rest = rest.strip()
+        b = _BARE_LEVEL.match(rest)
+        if b:
+            level, rest = b.group("level"), rest[b.end():]
     return rest.rstrip(), process, rank, level, source
 
 
