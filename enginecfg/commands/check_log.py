@@ -332,6 +332,15 @@ def _arguments(start: Start, log: StartupLog) -> tuple[dict[str, Any], dict[str,
         if isinstance(cfg.get("kv_cache_dtype"), str) and cfg["kv_cache_dtype"] != "auto":
             args["kv_cache_dtype"] = cfg["kv_cache_dtype"]
         return args, {}, {}, f"the engine's config line on line {config.line}"
+    # no arguments logged: the context length the start states is still its max_model_len
+    stated = start.first("max_model_len")
+    if stated is not None:
+        return {"max_model_len": stated.value}, {}, {}, f"the max model len on line {stated.line}; no arguments logged"
+    conc = start.first("max_concurrency")
+    if conc is not None and isinstance(conc.parts.get("max_model_len"), int):
+        return ({"max_model_len": conc.parts["max_model_len"]}, {}, {},
+                f"the concurrency's tokens per request on line {conc.line}, its max_model_len; no arguments "
+                "logged")
     return {}, {}, {}, "nothing in the log (its defaults)"
 
 
@@ -663,8 +672,14 @@ class _Compare:
                 self._multiply_out(size, conc, x, n, per_request)
         if blocks_line is not None:
             span = found.get("gpu_blocks")
-            expected = b_lo if b_hi == b_lo else {"low": b_lo, "high": b_hi}
-            self.add(blocks_line, blocks_line.value, expected, span is not None, given)
+            if b_hi is not None:
+                expected = b_lo if b_hi == b_lo else {"low": b_lo, "high": b_hi}
+            else:  # no memory logged: the count the other figures allow
+                joint = self.joint or span
+                expected = None if joint is None else joint[0] if joint[0] == joint[1] else \
+                    {"low": joint[0], "high": joint[1]}
+            self.add(blocks_line, blocks_line.value, expected, span is not None and (
+                self.joint is None or self.joint[0] <= blocks_line.value <= self.joint[1]), given)
 
     def _tokens_formula(self, x: Impact, n: int) -> str:
         if self.release in _PLANNING:
