@@ -150,6 +150,67 @@ def test_on_the_0_19_and_0_34_logs_every_recomputable_figure_agrees_or_the_reaso
     assert exact and all(ch.agrees for ch in exact), [(ch.name, ch.logged, ch.expected) for ch in exact]
 
 
+@pytest.mark.parametrize("slug", sorted(s for s, d in INDEX.items() if d["check"]))
+def test_every_log_with_a_config_agrees_on_each_exact_figure_or_its_index_entry_names_why(slug, monkeypatch):
+    # the logs of other releases too: a line that differs is named in index.json with its reason, and
+    # check-log's own answer says it compared under another release than the log's
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    named = INDEX[slug].get("differs", {})
+    c = _checked(slug)
+    exact = [ch for ch in c.checks if ch.exact]
+    assert exact or slug == "vllm-42510-llama-3.1-8b-block-size"  # its excerpt ends inside the engine line
+    differs = {ch.name for ch in exact if ch.agrees is False}
+    assert differs == set(named), [(ch.name, ch.logged, ch.expected) for ch in exact if ch.agrees is False]
+    for ch in exact:
+        if ch.agrees is False:
+            assert named[ch.name] and "not a release enginecfg speaks" in ch.why, ch.name
+
+
+def test_qwen35_9b_on_an_l40s_under_0_19_0_block_padding_and_figures_agree_exactly():
+    # a 0.19.0 start of the published Qwen3.5-9B on an L40S, nothing given but the model
+    c = _checked("file-qwen3.5-9b-l40s")
+    assert (c.logged_release, c.vllm_version, c.release_note) == ("0.19.0", "0.19.0", None)
+    checks = _by_name(c)
+    assert (checks["Setting attention block size"].logged, checks["Setting attention block size"].agrees) == (528, True)
+    assert checks["Padding mamba page size"].expected == "0.76"
+    assert "ceil(2,146,304 / 4,096) = 524" in checks["Setting attention block size"].why
+    size, conc = checks["GPU KV cache size"], checks["Maximum concurrency"]
+    assert (size.logged, size.expected, size.agrees) == (165792, 165792, True)
+    assert conc.agrees and conc.implied["blocks"] == {"low": 1258, "high": 1258}
+    assert "1,258 // 4 x 528 = 165,792" in size.why
+    (why,) = [e for e in c.observation.explanations if e.startswith("Why \"GPU KV cache size")]
+    assert "1,258 / 500 = 2.52" in why
+
+
+def test_qwen3_8b_on_an_a100_under_0_19_1_the_dense_figures_agree_given_the_logged_memory():
+    c = _checked("file-qwen3-8b-a100-40gb")
+    assert c.logged_release == "0.19.1" and c.vllm_version == "0.19.0" and "0.19.1" in c.release_note
+    checks = _by_name(c)
+    assert checks["Using FlashAttention version"].expected == 2  # sm 8.0
+    size = checks["GPU KV cache size"]
+    # 19.36 GiB over 36 layers x 8 KV heads x 128 x 2 x 2 bytes = 147,456 bytes a token, blocks of 16
+    assert size.agrees and size.implied["blocks"] == {"low": 8810, "high": 8810} and size.logged == 8810 * 16
+    assert checks["Maximum concurrency"].expected == "3.44"
+
+
+def test_with_no_arguments_logged_the_concurrency_line_gives_the_max_model_len(monkeypatch):
+    # LMCache #1739 pasted three lines: the memory, the size and the concurrency for 32,768 tokens
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    c = _checked("lmcache-1739-qwen3-14b")
+    assert c.engine_args == {"max_model_len": 32768} and "concurrency's tokens per request on line 5" in c.arguments_from
+    assert {ch.name: ch.agrees for ch in c.checks if ch.exact} == {"GPU KV cache size": True,
+                                                                  "Maximum concurrency": True}
+
+
+def test_a_v0_block_count_is_checked_against_the_figures_beside_it(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    c = _checked("vllm-10517-llama-3.1-8b-rtx3090")
+    blocks = _by_name(c)["GPU blocks"]
+    assert (blocks.logged, blocks.expected, blocks.agrees) == (1478, 1478, True)
+    assert _by_name(c)["Maximum concurrency"].agrees  # 1,478 / cdiv(29,000, 16) = 0.82
+    assert _by_name(c)["start-up error"].agrees is None  # V0's words, and no memory to check them at
+
+
 # --------------------------------------------------------------------------- release, model, input
 def test_a_release_enginecfg_does_not_speak_is_compared_under_the_nearest_and_said_so():
     c = _checked(QWEN35, vllm_version="0.27.0")
