@@ -15,6 +15,8 @@ Runs, each in its own process (so one's imports and caches never flatter another
   start-up and as a whole process, and one ``impact`` computation;
 * ``ui``: bench/ui_load.py — the audit page's latency with slow and idle clients held open,
   beside none held;
+* ``memory-budget``: bench/memory_budget_bench.py — the memory budget's error against every
+  measured start-up log (not a timing);
 * ``gpu-kernels`` and ``gpu-validation``: bench/gpu_kernels.py and
   bench/gpu_validation_bench.py, only when a CUDA device is present.
 
@@ -45,6 +47,7 @@ SUITE: dict[str, tuple[str, list[str], list[str], bool]] = {
     "store": ("store_bench.py", [], ["--runs", "50", "--repeat", "1", "--changes", "20000"], False),
     "plan": ("plan_bench.py", [], ["--repeat", "3", "--startup-runs", "2"], False),
     "ui": ("ui_load.py", [], ["--requests", "10", "--runs", "50"], False),
+    "memory-budget": ("memory_budget_bench.py", [], [], False),
     "gpu-kernels": ("gpu_kernels.py", [], ["--steps", "50"], True),
     "gpu-validation": ("gpu_validation_bench.py", [], ["--warm-runs", "2"], True),
 }
