@@ -16,7 +16,8 @@ __all__ = ["value", "figure", "concurrency", "is_concurrency"]
 
 
 def is_concurrency(field: str) -> bool:
-    """Whether *field* holds a concurrency (requests that fit at once)."""
+    """Whether *field* holds a concurrency (requests that fit at once), or its range."""
+    field = field.replace("impact.kv_range.", "impact.", 1)
     return field in ("impact.max_concurrency", "max_concurrency") or field.startswith("impact.concurrency.")
 
 
@@ -26,7 +27,10 @@ def concurrency(x: float | None) -> str:
 
 
 def figure(field: str, v: Any) -> str:
-    """A recorded figure as ``explain`` prints it."""
+    """A recorded figure as ``explain`` prints it (a range's ends each so: ``[307.01x, 342.79x]``)."""
+    if isinstance(v, (list, tuple)) and v and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                 for x in v):
+        return "[" + ", ".join(figure(field, x) for x in v) + "]"
     if isinstance(v, bool) or v is None or not isinstance(v, (int, float)):
         return json.dumps(v, default=str)
     if is_concurrency(field):
