@@ -157,8 +157,7 @@ def startup_lines(result) -> list[str]:
     st = result.facts.get("startup")
     if st is not None and not hasattr(st, "block_size"):
         if st.failure is not None:
-            return [f"Engine start not worked out past vLLM {result.vllm_version or '0.19.0'}'s own refusal: "
-                    f"vLLM would not start: {st.failure.text}."]
+            return [f"Engine start: vLLM would not start: {st.failure.text}."]
         return [f"Engine start not worked out: {st.error}"]
     if st is None:
         return []

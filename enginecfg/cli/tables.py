@@ -4,7 +4,8 @@ Stage names, field names and run ids are typed back into the CLI (``--skip-stage
 ``why RUN FIELD``), so a table never breaks or cuts them: *name* columns keep their full
 width and the other columns share what is left of the terminal, wrapping at spaces.  When
 not even that fits, each row is printed as a block (names on one line, the rest indented
-below), which still keeps every name whole.  The width is ``COLUMNS`` if set, else the
+below), which still keeps every name whole.  A quoted value (a JSON string) is a name too:
+its column is at least as wide as it, or the rows become blocks.  The width is ``COLUMNS`` if set, else the
 terminal's, else 100 for piped output.
 """
 
@@ -39,15 +40,19 @@ def _cell(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def _quoted(text: str) -> bool:
+    """A quoted value: a JSON string, typed back as it is, so never broken."""
+    return len(text) > 1 and text.startswith('"') and text.endswith('"') and "\n" not in text
+
+
 def _wrap(text: str, w: int) -> list[str]:
-    """A prose cell's lines: wrapped at spaces, never inside a word, and a quoted value (a JSON
-    string, typed back as it is) never at all."""
+    """A prose cell's lines: wrapped at spaces; a quoted value never (its column is made wide
+    enough, see :func:`render`)."""
+    if _quoted(text):
+        return [text]
     out: list[str] = []
     for line in text.split("\n") or [""]:
-        if len(line) > 1 and line.startswith('"') and line.endswith('"'):
-            out.append(line)
-            continue
-        out += textwrap.wrap(line, w, break_on_hyphens=False, break_long_words=False) or [""]
+        out += textwrap.wrap(line, w, break_on_hyphens=False) or [""]
     return out
 
 
@@ -65,15 +70,18 @@ def render(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, names: Sequ
     gaps = len(_GAP) * (len(columns) - 1)
     room = total - gaps - sum(natural[i] for i in kept)
     widths = list(natural)
+    # a prose column is never narrower than what a short word needs, nor than its quoted values
+    floor = {i: max([min(natural[i], min_prose)] + [len(r[i]) for r in cells if _quoted(r[i])]) for i in prose}
     if sum(natural[i] for i in prose) > room:
-        if prose and room < min_prose * len(prose):
+        if prose and room < sum(max(min_prose, floor[i]) for i in prose):
             return _blocks([c.replace("\n", " ") for c in columns], cells, kept, prose, title, total)
-        # shrink the widest prose columns first, never below what a short word needs
+        # shrink the widest prose columns first, each down to its floor
         excess = sum(natural[i] for i in prose) - room
         while excess > 0:
-            i = max(prose, key=lambda j: widths[j])
-            if widths[i] <= min_prose:
+            shrinkable = [j for j in prose if widths[j] > floor[j]]
+            if not shrinkable:
                 break
+            i = max(shrinkable, key=lambda j: widths[j])
             widths[i] -= 1
             excess -= 1
     lines = _title(title, total)
@@ -99,12 +107,11 @@ def _blocks(columns, cells, kept, prose, title, total) -> str:
     for r in cells:
         lines.append(_GAP.join(f"{r[i]}" for i in kept if r[i]))
         for i in prose:
-            if r[i] and len(r[i]) > 1 and r[i].startswith('"') and r[i].endswith('"'):
+            if r[i] and _quoted(r[i]):
                 lines.append(f"    {columns[i]}: {r[i]}")  # a quoted value stays whole
             elif r[i]:
                 lines += textwrap.wrap(f"{columns[i]}: {r[i]}", total, initial_indent="    ",
-                                       subsequent_indent="      ", break_on_hyphens=False,
-                                       break_long_words=False)
+                                       subsequent_indent="      ", break_on_hyphens=False)
     return "\n".join(lines)
 
 
