@@ -217,8 +217,8 @@ def _now_iso() -> str:
 
 
 def _head_and_runs(conn) -> tuple[Any, list[Any]]:
-    head = conn.execute(select(ChainHead.position, ChainHead.head_hash, ChainHead.store_id)
-                        .where(ChainHead.id == 1)).one()
+    head = conn.execute(select(ChainHead.position, ChainHead.head_hash, ChainHead.store_id,
+                               ChainHead.created_at).where(ChainHead.id == 1)).one()
     # runs are append-only and the head names a committed position: reading up to it is a
     # consistent view even while other writers append
     runs = conn.execute(select(Run.chain_pos, Run.id, Run.row_hash)
@@ -232,7 +232,8 @@ def _unsigned(head: Any, runs: Sequence[Any]) -> dict[str, Any]:
         raise NotIntactError(f"the chain head (position {head.position}) does not name the last "
                              "run: run `audit verify` first")
     digests = b"".join(bytes.fromhex(r.row_hash)[:DIGEST_BYTES] for r in runs)
-    return {"format": FORMAT, "store_id": head.store_id, "position": head.position,
+    return {"format": FORMAT, "store_id": head.store_id,
+            "store_created_at": head.created_at, "position": head.position,
             "run_id": last.id if last is not None else None, "head_hash": head.head_hash,
             "created_at": _now_iso(), "digest_bytes": DIGEST_BYTES,
             "digests": base64.b64encode(digests).decode("ascii")}
@@ -264,6 +265,23 @@ def make_checkpoint(store, key: AuditKey, *, verify_first: bool = True) -> dict[
     return sign(_unsigned(head, runs), key)
 
 
+def _digest(row_hash: Any, width: int) -> bytes | None:
+    """The first *width* bytes of a stored row hash (None: not a hex hash, an altered one)."""
+    try:
+        return bytes.fromhex(row_hash)[:width]
+    except (TypeError, ValueError):
+        return None
+
+
+def _iso_time(ts: Any) -> str:
+    if not isinstance(ts, (int, float)) or isinstance(ts, bool):
+        return repr(ts)
+    try:
+        return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).isoformat().replace("+00:00", "Z")
+    except (OverflowError, OSError, ValueError):
+        return repr(ts)
+
+
 def _describe(doc: Mapping[str, Any], where: str) -> str:
     return f"checkpoint {where} (position {doc.get('position')}, {doc.get('created_at')})"
 
@@ -280,6 +298,10 @@ def check_signature(doc: Mapping[str, Any], keys: Sequence[AuditKey], where: str
         if not isinstance(doc.get(name), kind) or isinstance(doc.get(name), bool):
             raise CheckpointError(f"invalid checkpoint {where}: field {name!r} is "
                                   f"{doc.get(name)!r}", field="checkpoint")
+    created = doc.get("store_created_at")  # absent from checkpoints made before it was signed
+    if created is not None and (isinstance(created, bool) or not isinstance(created, (int, float))):
+        raise CheckpointError(f"invalid checkpoint {where}: field 'store_created_at' is "
+                              f"{created!r}", field="checkpoint")
     matching = [k for k in keys if k.key_id == doc["key_id"] and k.alg == doc["alg"]]
     if not matching:
         given = ", ".join(f"{k.key_id} ({k.alg}, {k.source})" for k in keys) or "none"
@@ -298,7 +320,9 @@ def check_against(store, doc: Mapping[str, Any], where: str) -> list[Problem]:
     """Problems that keep ``store`` from extending the (signature-checked) checkpoint ``doc``."""
     what = _describe(doc, where)
     with store.engine.connect() as conn:
-        sid = conn.execute(select(ChainHead.store_id).where(ChainHead.id == 1)).scalar()
+        store_row = conn.execute(select(ChainHead.store_id, ChainHead.created_at)
+                                 .where(ChainHead.id == 1)).one_or_none()
+        sid, created = store_row if store_row is not None else (None, None)
         runs = conn.execute(select(Run.chain_pos, Run.id, Run.row_hash)
                             .where(Run.chain_pos <= doc["position"])
                             .order_by(Run.chain_pos)).all()
@@ -306,6 +330,13 @@ def check_against(store, doc: Mapping[str, Any], where: str) -> list[Problem]:
         return [Problem("checkpoint_other_db", f"{what} is of audit database "
                         f"{doc['store_id']}, this database is {sid}: the wrong database or "
                         "checkpoint was given, or the database was re-created", "chain_head")]
+    # the store's creation time, which `audit verify` and `export --all` show, is held to
+    # the one the checkpoint signed (checkpoints made before it was signed carry none)
+    if "store_created_at" in doc and doc["store_created_at"] != created:
+        return [Problem("checkpoint_mismatch", f"the database does not extend {what}: the "
+                        f"store's creation time reads {_iso_time(created)}, the checkpoint "
+                        f"signed {_iso_time(doc['store_created_at'])}: the store record "
+                        "(chain_head) was altered", "chain_head")]
     width = doc["digest_bytes"]
     try:
         digests = base64.b64decode(doc["digests"], validate=True)
@@ -317,7 +348,7 @@ def check_against(store, doc: Mapping[str, Any], where: str) -> list[Problem]:
             return [Problem("checkpoint_mismatch", f"the database does not extend {what}: "
                             f"position {i} is missing (the next run is {run.id} at position "
                             f"{run.chain_pos})", "runs", run.id, i)]
-        if have_digests and bytes.fromhex(run.row_hash)[:width] != digests[(i - 1) * width:i * width]:
+        if have_digests and _digest(run.row_hash, width) != digests[(i - 1) * width:i * width]:
             return [Problem("checkpoint_mismatch", f"the database does not extend {what}: "
                             f"run {run.id} (position {i}) is not the run the checkpoint saw "
                             "there; the history was rewritten from this run on", "runs",
