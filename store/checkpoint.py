@@ -50,6 +50,7 @@ __all__ = [
     "load_key",
     "parse_key",
     "generate_key",
+    "public_key_path",
     "make_checkpoint",
     "sign",
     "check_signature",
@@ -191,22 +192,74 @@ def load_key(key_file: str | os.PathLike | None = None, *,
 
 def generate_key(private_path: str | os.PathLike,
                  public_path: str | os.PathLike | None = None) -> AuditKey:
-    """Write a new Ed25519 private key (mode 0600) and its public key; returns the key.
-    An existing private key file is never overwritten (``FileExistsError``)."""
+    """Write a new Ed25519 private key (mode 0600) and its public key (default: the private
+    key's path with ``.pub.pem``); returns the key.
+
+    Neither file is ever overwritten, and both are made or neither: the two paths must name
+    two different files that do not exist yet (:class:`CheckpointError` otherwise, naming
+    the path), and both are created before either is written."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    private_path = Path(private_path)
-    public_path = Path(public_path) if public_path else private_path.with_suffix(".pub.pem")
+    private_path = _new_key_path(private_path, "out", "--out")
+    public_path = _new_key_path(private_path.with_suffix(".pub.pem") if public_path is None
+                                else public_path, "public", "--public")
+    if os.path.abspath(private_path) == os.path.abspath(public_path):
+        raise CheckpointError(f"invalid public (--public): got {str(public_path)!r}, the path "
+                              "of the private key; allowed: another path, so that one key does "
+                              "not overwrite the other", field="public")
+    fds: list[tuple[int, Path]] = []
+    try:
+        for path, mode in ((private_path, 0o600), (public_path, 0o644)):
+            try:
+                fds.append((os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), path))
+            except FileExistsError:
+                flag = "--out" if path is private_path else "--public"
+                raise CheckpointError(f"invalid {flag[2:]} ({flag}): got {str(path)!r}, which "
+                                      "exists; allowed: a path that does not exist yet (an "
+                                      "existing key is never overwritten)",
+                                      field=flag[2:]) from None
+            except OSError as exc:
+                flag = "--out" if path is private_path else "--public"
+                raise CheckpointError(f"invalid {flag[2:]} ({flag}): got {str(path)!r}: cannot "
+                                      f"create it ({exc.strerror or exc}); allowed: a new file "
+                                      "in a folder you can write", field=flag[2:]) from None
+    except BaseException:
+        for fd, path in fds:  # made here a moment ago, still empty: not a key of anyone's
+            os.close(fd)
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        raise
     key = Ed25519PrivateKey.generate()
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                             serialization.NoEncryption())
-    fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(pem)
-    public_path.write_bytes(key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    public = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                           serialization.PublicFormat.SubjectPublicKeyInfo)
+    for (fd, _), data in zip(fds, (pem, public)):
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
     return parse_key(pem, str(private_path))
+
+
+def public_key_path(private_path: str | os.PathLike,
+                    public_path: str | os.PathLike | None = None) -> Path:
+    """Where :func:`generate_key` writes the public key: *public_path*, else the private
+    key's path with the suffix ``.pub.pem``."""
+    return Path(private_path).with_suffix(".pub.pem") if public_path is None else Path(public_path)
+
+
+def _new_key_path(value: str | os.PathLike, field: str, flag: str) -> Path:
+    """*value* as the path of a key file to create (not empty, not a folder)."""
+    text = os.fspath(value)
+    if not isinstance(text, str) or not text.strip() or text.endswith(("/", os.sep)) \
+            or os.path.isdir(text):
+        raise CheckpointError.for_value(field, text, "the path of a new file (an existing key "
+                                        "is never overwritten)", flag=flag)
+    return Path(text)
 
 
 # -- making and checking one checkpoint ---------------------------------------------------

@@ -442,18 +442,11 @@ def _cmd_audit_checkpoint(args: argparse.Namespace) -> int:
 
 @_guard
 def _cmd_audit_keygen(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from enginecfg.store import checkpoint as cp
 
-    try:
-        key = cp.generate_key(args.out, args.public)
-    except FileExistsError:
-        raise InvalidInputError.for_value("key_file", args.out, "a path that does not exist "
-                                          "yet (an existing key is never overwritten)",
-                                          flag="--out") from None
+    key = cp.generate_key(args.out, args.public)
     print(f"Ed25519 key {key.key_id}: private key {args.out} (keep it with the signer only), "
-          f"public key {args.public or Path(args.out).with_suffix('.pub.pem')}")
+          f"public key {cp.public_key_path(args.out, args.public)}")
     return 0
 
 
