@@ -35,6 +35,14 @@ import attrs
 from sqlalchemy import select
 
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError
+from enginecfg.store.files import (
+    CHECKPOINT_FILE_LIMIT,
+    CHECKPOINT_LINE_LIMIT,
+    KEY_FILE_LIMIT,
+    TooLarge,
+    read_bounded,
+    size_text,
+)
 from enginecfg.store.hashing import canonical
 from enginecfg.store.models import ChainHead, Run
 from enginecfg.store.verify import Problem, VerifyResult, verify
@@ -177,11 +185,15 @@ def load_key(key_file: str | os.PathLike | None = None, *,
     if key_file is not None:
         path = Path(key_file)
         try:
-            data = path.read_bytes()
+            data = read_bounded(path, KEY_FILE_LIMIT)
         except OSError as exc:
             raise CheckpointError(f"invalid --key-file {str(path)!r}: cannot read it "
                                   f"({exc.strerror or exc}); allowed: a readable key file",
                                   field="key_file") from None
+        except TooLarge as exc:
+            raise CheckpointError(f"invalid --key-file {str(path)!r}: {exc}; allowed: a key file "
+                                  f"(an Ed25519 PEM key or a shared secret, at most "
+                                  f"{size_text(KEY_FILE_LIMIT)})", field="key_file") from None
         return parse_key(data, str(path))
     value = (os.environ if env is None else env).get(KEY_ENV)
     if not value:
@@ -429,12 +441,17 @@ def read_checkpoints(source: str) -> list[tuple[str, dict[str, Any]]]:
         return _read_mirror_db(source)
     path = Path(source)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bounded(path, CHECKPOINT_FILE_LIMIT, CHECKPOINT_LINE_LIMIT).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         why = getattr(exc, "strerror", None) or exc
         raise CheckpointError(f"invalid --checkpoint {source!r}: cannot read it ({why}); "
                               "allowed: a checkpoint file or a mirror database URL",
                               field="checkpoint") from None
+    except TooLarge as exc:
+        raise CheckpointError(f"invalid --checkpoint {source!r}: {exc}; allowed: a checkpoint "
+                              f"file (at most {size_text(CHECKPOINT_FILE_LIMIT)}, each line at "
+                              f"most {size_text(CHECKPOINT_LINE_LIMIT)}) or a mirror database "
+                              "URL", field="checkpoint") from None
     try:
         data = json.loads(text)
         docs = data if isinstance(data, list) else [data]
@@ -472,7 +489,8 @@ def read_mirror(target: str) -> list[tuple[str, dict[str, Any]]]:
     if "://" in target:
         return _read_mirror_db(target, empty_ok=True)
     path = Path(target)
-    if not path.exists() or (path.is_file() and not path.read_bytes().strip()):
+    if not path.exists() or (path.is_file() and path.stat().st_size <= 4096
+                             and not path.read_bytes().strip()):
         return []
     return read_checkpoints(target)
 
