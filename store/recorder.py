@@ -116,7 +116,10 @@ class AuditStore:
     SQLite file ``audit.db`` in the user's data directory.  The schema is upgraded to the
     newest revision on first use unless ``auto_upgrade`` is false.  ``actor`` names who
     runs (a service account, a CI job); None means ``ENGINECFG_ACTOR``, when that is set.
-    ``read_only`` opens the database for reading only (no upgrade, no write).
+    ``read_only`` opens the database for reading only: nothing is created, upgraded or
+    written, and a database that holds no audit store at this enginecfg's schema revision is
+    refused on first use (:class:`~enginecfg.store.engine.StoreNotReadyError`: none there,
+    one to upgrade first, one a newer enginecfg wrote).
 
     Use ``store.attach()`` (returns the store) and ``store.detach()``, or
     ``with AuditStore(url).attach() as store: ...``.
@@ -125,6 +128,7 @@ class AuditStore:
     def __init__(self, url: str | None = None, *, auto_upgrade: bool = True,
                  mirror: Any = "env", actor: str | None = None, read_only: bool = False):
         self.url: str = url if url is not None else _eng.default_url()
+        _eng.check_url(self.url)  # a database the store cannot be kept in is refused now
         if actor is None and os.environ.get(ACTOR_ENV):
             actor = check_actor(os.environ[ACTOR_ENV], flag=ACTOR_ENV)
         #: who records: host, process, version, operating-system user, explicit actor
@@ -172,7 +176,9 @@ class AuditStore:
                 self._engine = _eng.make_engine(self.url, read_only=self.read_only)
                 self._writer.engine_made()
             if not self._ready:
-                if (self._auto_upgrade
+                if self.read_only:
+                    _eng.check_readable(self._engine, self.url)
+                elif (self._auto_upgrade
                         and _eng.current_revision(self._engine) != _eng.head_revision()):
                     _eng.upgrade(self._engine)
                 self._ready = True

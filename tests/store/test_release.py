@@ -87,7 +87,8 @@ def test_the_downgrade_that_drops_the_release_is_refused_then_recorded(db_url, t
         assert engine.connect().execute(text("SELECT COUNT(*) FROM runs")).scalar() == 2
     finally:
         engine.dispose()
-    verdict = run_cli("audit", "verify", "--db", db_url)  # upgrades again, then walks
+    assert run_cli("db", "upgrade", "--db", db_url).returncode == 0  # verify never migrates
+    verdict = run_cli("audit", "verify", "--db", db_url)
     assert verdict.returncode == 1 and "runs.vllm_version" in verdict.stdout
 
 
