@@ -7,9 +7,10 @@ implicit transactions are switched off and this module emits ``BEGIN`` itself: a
 transaction starts with ``BEGIN IMMEDIATE``, which takes SQLite's write lock up front, so
 concurrent writers queue on the busy timeout rather than deadlocking on a lock upgrade
 half-way through.  Before that ``BEGIN``, enginecfg's own writers of one file queue on a
-cross-process file lock (:func:`write_lock`, ``flock`` on ``<database>.lock``): the kernel
-wakes the next waiter as soon as the holder releases it, whereas SQLite's busy handler
-sleeps and retries, which under contention wastes most of the time asleep.  The busy
+cross-process file lock (:func:`write_lock`, ``flock`` on ``<database>.lock``), polled at
+a millisecond's grain, so the next waiter goes as soon as the holder releases it, whereas
+SQLite's busy handler sleeps up to a tenth of a second between tries, which under contention
+wastes most of the time asleep.  The busy
 timeout stays as the fallback for writers that do not take the file lock.  PostgreSQL
 needs none of this; its writers serialise on the ``chain_head`` row (``SELECT ... FOR
 UPDATE``).
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -356,11 +358,17 @@ class WriteLock:
     thread lock is taken and SQLite's busy timeout does the rest.
     """
 
-    def __init__(self, path: str | None):
+    def __init__(self, path: str | None, url: Any = None):
         self.path = path
+        self._url = url if url is not None else f"sqlite:///{path}"
         self._thread = threading.Lock()
         self._fd: int | None = None
         self._pid = 0
+
+    @property
+    def threads(self) -> threading.Lock:
+        """The lock of this process's threads alone (closing needs no other process's turn)."""
+        return self._thread
 
     def _file(self) -> int | None:
         if self.path is None:
@@ -374,17 +382,37 @@ class WriteLock:
         return self._fd
 
     def __enter__(self) -> "WriteLock":
-        self._thread.acquire()
+        timeout = lock_timeout()
+        start = time.monotonic()
+        if not self._thread.acquire(timeout=timeout):
+            raise busy(self._url, timeout, "another thread of this process")
         try:
             fd = self._file()
             if fd is not None:
-                import fcntl
-
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                self._flock(fd, start + timeout, timeout)
         except BaseException:
             self._thread.release()
             raise
         return self
+
+    def _flock(self, fd: int, deadline: float, timeout: float) -> None:
+        """Take the file lock, waiting until *deadline* at most (:class:`StoreBusyError`).
+        The wait polls: a short sleep first, so that a lock released a moment later is taken
+        within a millisecond or two, growing to a few milliseconds while it stays held."""
+        import fcntl
+
+        pause = 0.0005
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                pass
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise busy(self._url, timeout)
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.005)
 
     def __exit__(self, *exc: object) -> None:
         try:
@@ -413,7 +441,8 @@ def _sqlite_file(engine: Engine) -> str | None:
 def write_lock(engine: Engine) -> WriteLock:
     """The :class:`WriteLock` for *engine*'s database (a file lock only for a SQLite file)."""
     path = _sqlite_file(engine)
-    return WriteLock(path + ".lock" if path is not None and os.name == "posix" else None)
+    return WriteLock(path + ".lock" if path is not None and os.name == "posix" else None,
+                     engine.url)
 
 
 def wal_checkpointer(engine: Engine) -> WalCheckpointer | None:
@@ -480,12 +509,20 @@ def current_revision(engine: Engine) -> str | None:
 
 
 def _run_locked(engine: Engine, fn) -> None:
-    with write_connection(engine) as conn:
-        if conn.dialect.name == "postgresql":
-            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATE_LOCK_KEY})
-        cfg = alembic_config()
-        cfg.attributes["connection"] = conn
-        fn(cfg)
+    from sqlalchemy.exc import OperationalError
+
+    try:
+        with write_connection(engine) as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATE_LOCK_KEY})
+            cfg = alembic_config()
+            cfg.attributes["connection"] = conn
+            fn(cfg)
+    except OperationalError as exc:  # the lock timeout passed: a writer holds the store
+        code = getattr(exc.orig, "sqlstate", None)
+        if code == "55P03" or (code is None and "locked" in str(exc.orig).lower()):
+            raise busy(engine.url, lock_timeout()) from exc
+        raise
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
