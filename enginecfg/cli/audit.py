@@ -524,7 +524,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("runs", help="list recorded runs, newest first")
     p.add_argument("--model", help="model path as given, or its folder name")
     p.add_argument("--architecture")
-    p.add_argument("--status", choices=("resolved", "rejected", "invalid"))
+    p.add_argument("--status", choices=("resolved", "rejected", "invalid", "interrupted"))
     p.add_argument("--since", metavar="TIME", help="ISO date/time (UTC) or an age: 30m, 2h, 7d")
     p.add_argument("--until", metavar="TIME", help="ISO date/time (UTC) or an age")
     p.add_argument("--actor", metavar="NAME",

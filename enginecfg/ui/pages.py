@@ -27,7 +27,7 @@ from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError
 
 __all__ = ["AuditPages", "open_pages", "serve", "UiUnavailableError"]
 
-_STATUSES = ("resolved", "rejected", "invalid")
+_STATUSES = ("resolved", "rejected", "invalid", "interrupted")
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 _HEADERS = [
     ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; "
