@@ -32,7 +32,7 @@ from enginecfg.pipeline import rulepacks
 from enginecfg.pipeline.stage import Stage, StageContext, capped
 from enginecfg.pipeline.suggest import did_you_mean
 
-__all__ = ["Pipeline", "RELEASE_ENV"]
+__all__ = ["Pipeline", "RELEASE_ENV", "release_from_env"]
 
 #: the environment variable naming the vLLM release a pipeline speaks for when none is given
 RELEASE_ENV = "ENGINECFG_VLLM_VERSION"
@@ -43,7 +43,17 @@ def _release(vllm_version: str | None) -> str | None:
     else None (the default release)."""
     if vllm_version is not None:
         return vllm_version
-    return os.environ.get(RELEASE_ENV, "").strip() or None
+    return release_from_env()
+
+
+def release_from_env() -> str | None:
+    """``$ENGINECFG_VLLM_VERSION`` (None: unset or empty); a release no pack speaks for is
+    refused, naming the variable and the releases there are."""
+    value = os.environ.get(RELEASE_ENV, "").strip() or None
+    if value is not None and value not in rulepacks.releases():
+        raise InvalidInputError.for_value("vllm_version", value, ", ".join(rulepacks.releases()),
+                                          flag=RELEASE_ENV)
+    return value
 
 
 def _gpu(gpu: "Gpu | str | None") -> Gpu:

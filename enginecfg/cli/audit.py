@@ -151,6 +151,13 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise InvalidInputError.for_value("limit", args.limit, "a positive integer",
                                           flag="--limit")
+    if args.vllm_version is not None:
+        from enginecfg.pipeline import rulepacks
+
+        if args.vllm_version.strip() not in rulepacks.releases():
+            raise InvalidInputError.for_value("vllm_version", args.vllm_version,
+                                              ", ".join(rulepacks.releases()),
+                                              flag="--vllm-version")
     since = parse_time(args.since, flag="--since") if args.since else None
     until = parse_time(args.until, flag="--until") if args.until else None
     rows = _reader(args).list_runs(model=args.model, architecture=args.architecture,
