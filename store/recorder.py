@@ -296,17 +296,22 @@ class AuditStore:
         if buf is not None:
             buf.stages[event.order] = {"stage": event.stage, "origin": event.origin}
             if event.origin != "built-in":
-                self._journal_write(buf, running=(event.stage, event.origin))
+                buf.plugin = (event.stage, event.origin)
+                self._journal_write(buf, running=buf.plugin)
 
     def _on_config_changed(self, sender: Any, event: events.ConfigChanged, **_: Any) -> None:
         buf = self._buffer(event.run_id)
         if buf is not None:
             buf.changes.append(event)
+            if buf.plugin is not None:  # what a plugin did, kept should it end the process
+                self._journal_write(buf, running=buf.plugin)
 
     def _on_warning_issued(self, sender: Any, event: events.WarningIssued, **_: Any) -> None:
         buf = self._buffer(event.run_id)
         if buf is not None:
             buf.messages.append(event)
+            if buf.plugin is not None:
+                self._journal_write(buf, running=buf.plugin)
 
     def _on_stage_finished(self, sender: Any, event: events.StageFinished, **_: Any) -> None:
         buf = self._buffer(event.run_id)
@@ -316,6 +321,7 @@ class AuditStore:
                                                         "origin": event.origin or "unknown"})
             entry.update(outcome=event.outcome, duration_s=event.duration_s,
                          n_changes=event.changes, error=event.error)
+            buf.plugin = None
             if entry.get("origin") not in ("built-in", "unknown", None) and event.outcome != "skipped":
                 self._journal_write(buf, finished=(event.stage, entry["origin"]))
 
