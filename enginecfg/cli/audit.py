@@ -515,7 +515,7 @@ def _cmd_ui(args: argparse.Namespace) -> int:
 
 def _add_db(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", metavar="URL", default=None,
-                   help="audit database (SQLAlchemy URL); default: $ENGINECFG_DB, else the "
+                   help="audit database (sqlite:///PATH or postgresql://...); default: $ENGINECFG_DB, else the "
                         "user's SQLite audit.db")
 
 
