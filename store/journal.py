@@ -3,24 +3,26 @@
 A run is recorded in one transaction when it ends (:mod:`.recorder`).  A process can end
 before that without running another line: a plugin's stage calls ``os._exit``, the process
 is killed, it crashes.  So while a run that holds a plugin's stage is under way its store
-keeps a small file for it, the run's *journal entry*: what the run began with (its
-``run_started`` event, who runs it) and, at each plugin stage that starts or finishes, the
-stages, changes and messages so far.  The run's own transaction is unchanged; the entry is
+keeps a small file for it, the run's *journal entry*: a first line with what the run began
+with (its ``run_started`` event, who runs it), then one line per event of the run as it
+comes (a stage started or finished, a change, a message, a check), appended, so each costs
+one write whatever the run's length.  The run's own transaction is unchanged; the entry is
 removed once the run ended (recorded or not).
 
 Only runs with a plugin's stage are journaled: the built-in stages never end the process, and
 a file written and removed per run would cost the store's hot path (a fleet recording every
-engine start) about 15% of its speed, measured on synthetic runs.  A run of built-ins alone whose process is killed leaves
-nothing behind, as before: no partial record, and none of its end.
+engine start) about 15% of its speed, measured on synthetic runs.  A run of built-ins alone
+whose process is killed leaves nothing behind, as before: no partial record, and none of its
+end.
 
 The writing process holds an exclusive ``flock`` on its entry for as long as the run is under
 way; the kernel releases it when the process ends, however it ends.  So an entry whose lock
-can be taken belongs to a run whose process is gone, and the next store to open the database
-for writing records it (:meth:`AuditStore <enginecfg.store.recorder.AuditStore>`), in a
-transaction of its own, as an ``interrupted`` run: the stages, changes and messages the entry
-holds, and an error saying where the run was when it was last heard of.  A run the store
-holds already (its process ended after the commit, before the entry went) is not recorded
-twice.
+can be taken belongs to a run whose process is gone, and the next store to write the
+database records it (:class:`~enginecfg.store.recorder.AuditStore`), in a transaction of its
+own, as an ``interrupted`` run: the stages, changes and messages its lines hold (a last line
+cut short by the end is left out), and an error saying where the run was when it ended.  A
+run the store holds already (its process ended after the commit, before the entry went) is
+not recorded twice.
 
 Where the entries are: beside a SQLite file, in ``<database>.journal/``; for PostgreSQL in the
 user's state directory (``$XDG_STATE_HOME/enginecfg/journal/<digest of the URL>``), so the next
@@ -44,10 +46,10 @@ import attrs
 from enginecfg.pipeline import events
 from enginecfg.store.rows import Identity, RunBuffer
 
-__all__ = ["FORMAT", "RunJournal", "Orphan", "journal_dir", "interrupted_outcome"]
+__all__ = ["FORMAT", "RunJournal", "Orphan", "journal_dir", "entry_header", "interrupted_outcome"]
 
 FORMAT = "enginecfg-run-journal/1"
-_SUFFIX = ".json"
+_SUFFIX = ".jsonl"
 
 
 def journal_dir(url: Any) -> Path | None:
@@ -65,9 +67,9 @@ def journal_dir(url: Any) -> Path | None:
     return Path(platformdirs.user_state_dir("enginecfg")) / "journal" / digest
 
 
-def _encode(body: dict[str, Any]) -> bytes:
-    # ASCII with escapes: a lone surrogate (a file name's byte) survives the round trip
-    return json.dumps(body, default=str).encode("ascii")
+def _line(record: dict[str, Any]) -> bytes:
+    # ASCII with escapes, one line: a lone surrogate (a file name's byte) survives the trip
+    return json.dumps(record, default=str).encode("ascii") + b"\n"
 
 
 @attrs.define
@@ -97,47 +99,48 @@ class RunJournal:
             self._ready = True
         return True
 
-    def _write_locked(self, run_id: str, body: dict[str, Any]) -> _Entry:
-        """A new file holding *body*, locked, in the entry's place (replacing the old one)."""
+    def holds(self, run_id: str) -> bool:
+        """Whether the run is journaled by this process."""
+        return run_id in self._entries and self._pid == os.getpid()
+
+    def begin(self, run_id: str, header: dict[str, Any]) -> None:
+        """Journal a run that began (nothing if the journal cannot be written).  The entry
+        appears in its place whole and locked: written under another name, then renamed."""
         import fcntl
 
+        if self._pid != os.getpid():  # a forked child: the parent's entries are the parent's
+            self._entries, self._pid = {}, os.getpid()
+        if run_id in self._entries or not self._writable():
+            return
         tmp = self.folder / f".{run_id}.{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC,
+                         0o600)
+        except OSError:
+            return
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # new: nobody else holds it
-            os.write(fd, _encode(body))
+            os.write(fd, _line({"format": FORMAT, **header}))
             final = self.folder / f"{run_id}{_SUFFIX}"
-            os.replace(tmp, final)  # the place always holds a locked file
-        except BaseException:
+            os.replace(tmp, final)
+        except OSError:
             os.close(fd)
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
-            raise
-        return _Entry(fd, final)
+            return
+        self._entries[run_id] = _Entry(fd, final)
 
-    def begin(self, run_id: str, body: dict[str, Any]) -> None:
-        """Journal a run that began (nothing if the journal cannot be written)."""
-        if self._pid != os.getpid():  # a forked child: the parent's entries are the parent's
-            self._entries, self._pid = {}, os.getpid()
-        if run_id in self._entries or not self._writable():
+    def note(self, run_id: str, kind: str, event: Any) -> None:
+        """Append one event of a journaled run (``kind``: the signal's name)."""
+        entry = self._entries.get(run_id)
+        if entry is None or self._pid != os.getpid():
             return
         try:
-            self._entries[run_id] = self._write_locked(run_id, body)
+            os.write(entry.fd, _line({"kind": kind, "event": attrs.asdict(event)}))
         except OSError:
             pass
-
-    def update(self, run_id: str, body: dict[str, Any]) -> None:
-        """Replace the entry of a run under way with *body*."""
-        old = self._entries.get(run_id)
-        if old is None or self._pid != os.getpid():
-            return
-        try:
-            self._entries[run_id] = self._write_locked(run_id, body)
-        except OSError:
-            return
-        os.close(old.fd)  # its file was replaced: the new one is locked already
 
     def end(self, run_id: str) -> None:
         """The run ended: its entry goes (unlinked while still locked, then closed)."""
@@ -197,14 +200,34 @@ class Orphan:
     def run_id(self) -> str:
         return self.path.name[:-len(_SUFFIX)]
 
-    def body(self) -> dict[str, Any] | None:
-        """The entry's content (None: unreadable, a file cut short)."""
+    @property
+    def last_heard(self) -> float | None:
+        """When its process last wrote to it (the run ended at this time or after)."""
+        try:
+            return os.fstat(self.fd).st_mtime
+        except OSError:
+            return None
+
+    def lines(self) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        """``(header, events)``: the entry's first line (None: unreadable) and the events
+        after it, up to the first line that is not whole (cut short as the process ended)."""
         try:
             with open(self.path, "rb") as fh:
-                body = json.loads(fh.read())
-        except (OSError, ValueError):
-            return None
-        return body if isinstance(body, dict) and body.get("format") == FORMAT else None
+                raw = fh.read().split(b"\n")
+        except OSError:
+            return None, []
+        records = []
+        for text in raw[:-1]:  # the piece after the last line end is a line cut short
+            try:
+                record = json.loads(text)
+            except ValueError:
+                break
+            if not isinstance(record, dict):
+                break
+            records.append(record)
+        if not records or records[0].get("format") != FORMAT:
+            return None, []
+        return records[0], records[1:]
 
     def done(self) -> None:
         """The run is recorded (or has nothing to record): its entry goes."""
@@ -223,20 +246,9 @@ class Orphan:
 # -- what an entry holds --------------------------------------------------------------------
 
 
-def entry_body(buf: RunBuffer, who: Identity, *, running: tuple[str, str] | None = None,
-               finished: tuple[str, str] | None = None) -> dict[str, Any]:
-    """The journal entry of the run *buf* holds so far.  *running*: the plugin stage that
-    started (name, origin); *finished*: the last that finished."""
-    return {
-        "format": FORMAT, "at": time.time(),
-        "started": attrs.asdict(buf.started), "identity": attrs.asdict(who),
-        "stages": {str(k): v for k, v in buf.stages.items()},
-        "changes": [attrs.asdict(c) for c in buf.changes],
-        "messages": [attrs.asdict(m) for m in buf.messages],
-        "checks": [attrs.asdict(v) for v in buf.checks],
-        "running": list(running) if running else None,
-        "finished": list(finished) if finished else None,
-    }
+def entry_header(started: events.RunStarted, who: Identity) -> dict[str, Any]:
+    """The first line of a run's journal entry: how it began, and who runs it."""
+    return {"at": time.time(), "started": attrs.asdict(started), "identity": attrs.asdict(who)}
 
 
 def _event(cls: type, data: Any) -> Any:
@@ -244,39 +256,55 @@ def _event(cls: type, data: Any) -> Any:
     return cls(**{k: v for k, v in data.items() if k in names})
 
 
-def interrupted_outcome(body: dict[str, Any], recovered_at: float
+def interrupted_outcome(header: dict[str, Any], lines: list[dict[str, Any]], recovered_at: float,
+                        last_heard: float | None = None
                         ) -> tuple[RunBuffer, Identity, dict[str, Any]]:
-    """The run an orphaned entry holds: its buffer, who ran it, and the keywords of
-    :func:`enginecfg.store.rows.build_rows` that record it as ``interrupted``."""
-    started = dict(body["started"])
+    """The run an orphaned entry holds: its buffer (its events replayed), who ran it, and the
+    keywords of :func:`enginecfg.store.rows.build_rows` that record it as ``interrupted``."""
+    started = dict(header["started"])
     started["stages"] = tuple(started.get("stages") or ())
     if started.get("origins") is not None:
         started["origins"] = tuple(started["origins"])
     buf = RunBuffer(_event(events.RunStarted, started))
-    for order, stage in (body.get("stages") or {}).items():
-        buf.stages[int(order)] = dict(stage)
-    buf.changes = [_event(events.ConfigChanged, c) for c in body.get("changes") or ()]
-    buf.messages = [_event(events.WarningIssued, m) for m in body.get("messages") or ()]
-    buf.checks = [_event(events.ValidationChecked, v) for v in body.get("checks") or ()]
-    who = _event(Identity, body["identity"])
-    running, finished = body.get("running"), body.get("finished")
+    who = _event(Identity, header["identity"])
+    running: tuple[str, str] | None = None
+    last: tuple[str, str] | None = None
+    heard = last_heard if last_heard is not None else header.get("at")
+    for record in lines:
+        kind, data = record.get("kind"), record.get("event") or {}
+        if kind == "stage_started":
+            buf.stages[data["order"]] = {"stage": data["stage"], "origin": data["origin"]}
+            running = (data["stage"], data["origin"])
+        elif kind == "stage_finished":
+            entry = buf.stages.setdefault(data["order"], {"stage": data["stage"],
+                                                          "origin": data.get("origin") or "unknown"})
+            entry.update(outcome=data["outcome"], duration_s=data["duration_s"],
+                         n_changes=data.get("changes", 0), error=data.get("error"))
+            running, last = None, (data["stage"], entry["origin"])
+        elif kind == "config_changed":
+            buf.changes.append(_event(events.ConfigChanged, data))
+        elif kind == "warning_issued":
+            buf.messages.append(_event(events.WarningIssued, data))
+        elif kind == "validation_checked":
+            buf.checks.append(_event(events.ValidationChecked, data))
     when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(recovered_at))
+    stage = None
     if running:
         where = f"while stage {running[0]!r} ({running[1]}) ran"
         stage = running[0]
         for entry in buf.stages.values():
             if entry.get("stage") == stage and "outcome" not in entry:
                 entry.update(outcome="failed", error="the process ended while the stage ran")
-    elif finished:
-        where = f"after stage {finished[0]!r} ({finished[1]}) finished, before the run did"
-        stage = None
+    elif last and buf.started.stages and last[0] == buf.started.stages[-1]:
+        where = f"after its last stage, {last[0]!r} ({last[1]}), finished, before it was recorded"
+    elif last:
+        where = f"after stage {last[0]!r} ({last[1]}) finished, before the next one started"
     else:
-        where = "before the run finished"
-        stage = None
+        where = "before its first stage started"
     message = (f"the process ended {where} (process {who.pid} on {who.host}: os._exit, a "
                f"signal or a crash); the run never finished, and was recorded from its journal "
                f"when the store was next opened for writing, at {when}")
-    error = {"type": "RunInterruptedError", "message": message, "field": None}
+    error: dict[str, Any] = {"type": "RunInterruptedError", "message": message, "field": None}
     if stage:
         error["stage"] = stage
     s = buf.started
@@ -291,7 +319,7 @@ def interrupted_outcome(body: dict[str, Any], recovered_at: float
                      for m in buf.messages],
         "error": error, "fingerprint": None,
     }
-    finished_at = body.get("at") if isinstance(body.get("at"), (int, float)) else recovered_at
+    finished_at = heard if isinstance(heard, (int, float)) else recovered_at
     return buf, who, {"status": "interrupted", "finished_at": float(finished_at),
                       "document": document, "fingerprint": None, "error": error,
                       "failed_stage": stage}

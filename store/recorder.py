@@ -45,7 +45,7 @@ from enginecfg.pipeline.errors import InvalidInputError
 from enginecfg.store import engine as _eng
 from enginecfg.store import rows as _rows
 from enginecfg.store.connection import Writer
-from enginecfg.store.journal import RunJournal, entry_body, interrupted_outcome, journal_dir
+from enginecfg.store.journal import RunJournal, entry_header, interrupted_outcome, journal_dir
 from enginecfg.store.rows import Identity, RunBuffer
 
 __all__ = ["AuditStore", "WriteFailure", "ACTOR_ENV", "check_actor", "os_user"]
@@ -131,7 +131,8 @@ class AuditStore:
     def __init__(self, url: str | None = None, *, auto_upgrade: bool = True,
                  mirror: Any = "env", actor: str | None = None, read_only: bool = False):
         self.url: str = url if url is not None else _eng.default_url()
-        _eng.check_url(self.url)  # a database the store cannot be kept in is refused now
+        _eng.check_url(self.url)  # a database the store cannot be kept in is refused now,
+        _eng.lock_timeout()       # and so is a lock timeout that is no number of seconds
         if actor is None and os.environ.get(ACTOR_ENV):
             actor = check_actor(os.environ[ACTOR_ENV], flag=ACTOR_ENV)
         #: who records: host, process, version, operating-system user, explicit actor
@@ -276,42 +277,38 @@ class AuditStore:
         buf = RunBuffer(event)
         with self._lock:
             self._pending[event.run_id] = buf
-        if event.origins and any(o != "built-in" for o in event.origins):
-            self._journal_write(buf, begin=True)  # a plugin may end the process (.journal)
+        if self._journal is not None and event.origins and any(o != "built-in" for o in event.origins):
+            try:  # a plugin may end the process: the run is journaled (.journal)
+                header = entry_header(event, self._who())
+                with self._journal_lock:
+                    self._journal.begin(event.run_id, header)
+            except Exception:  # the journal is a safety net: it never breaks the run
+                pass
 
-    def _journal_write(self, buf: RunBuffer, *, begin: bool = False, **where: Any) -> None:
-        """Journal the run under way (:mod:`.journal`): at its start, and where a plugin's
-        stage starts or finishes (the built-ins never end a process)."""
-        if self._journal is None:
-            return
-        try:
-            body = entry_body(buf, self._who(), **where)
+    def _note(self, kind: str, event: Any) -> None:
+        """Append *event* to its run's journal entry, when the run is journaled."""
+        journal = self._journal
+        if journal is not None and journal.holds(event.run_id):
             with self._journal_lock:
-                (self._journal.begin if begin else self._journal.update)(buf.started.run_id, body)
-        except Exception:  # the journal is a safety net: it never breaks the run
-            pass
+                journal.note(event.run_id, kind, event)
 
     def _on_stage_started(self, sender: Any, event: events.StageStarted, **_: Any) -> None:
         buf = self._buffer(event.run_id)
         if buf is not None:
             buf.stages[event.order] = {"stage": event.stage, "origin": event.origin}
-            if event.origin != "built-in":
-                buf.plugin = (event.stage, event.origin)
-                self._journal_write(buf, running=buf.plugin)
+            self._note("stage_started", event)
 
     def _on_config_changed(self, sender: Any, event: events.ConfigChanged, **_: Any) -> None:
         buf = self._buffer(event.run_id)
         if buf is not None:
             buf.changes.append(event)
-            if buf.plugin is not None:  # what a plugin did, kept should it end the process
-                self._journal_write(buf, running=buf.plugin)
+            self._note("config_changed", event)
 
     def _on_warning_issued(self, sender: Any, event: events.WarningIssued, **_: Any) -> None:
         buf = self._buffer(event.run_id)
         if buf is not None:
             buf.messages.append(event)
-            if buf.plugin is not None:
-                self._journal_write(buf, running=buf.plugin)
+            self._note("warning_issued", event)
 
     def _on_stage_finished(self, sender: Any, event: events.StageFinished, **_: Any) -> None:
         buf = self._buffer(event.run_id)
@@ -321,15 +318,14 @@ class AuditStore:
                                                         "origin": event.origin or "unknown"})
             entry.update(outcome=event.outcome, duration_s=event.duration_s,
                          n_changes=event.changes, error=event.error)
-            buf.plugin = None
-            if entry.get("origin") not in ("built-in", "unknown", None) and event.outcome != "skipped":
-                self._journal_write(buf, finished=(event.stage, entry["origin"]))
+            self._note("stage_finished", event)
 
     def _on_validation_checked(self, sender: Any, event: events.ValidationChecked,
                                **_: Any) -> None:
         buf = self._buffer(event.run_id)
         if buf is not None:
             buf.checks.append(event)
+            self._note("validation_checked", event)
 
     def _on_run_finished(self, sender: Any, event: events.RunFinished, **_: Any) -> None:
         self._finish(event.run_id, status=event.status, finished_at=event.finished_at,
@@ -395,14 +391,15 @@ class AuditStore:
         journal = self._journal or RunJournal(journal_dir(self.url))
         for orphan in journal.orphans():
             try:
-                body = orphan.body()
-                if body is None:  # cut short as its process died: nothing to rebuild from
+                header, lines = orphan.lines()
+                if header is None:  # cut short as its process died: nothing to rebuild from
                     orphan.done()
                     continue
                 if self._holds(orphan.run_id):  # recorded, its entry not yet removed
                     orphan.done()
                     continue
-                buf, who, outcome = interrupted_outcome(body, time.time())
+                buf, who, outcome = interrupted_outcome(header, lines, time.time(),
+                                                        orphan.last_heard)
                 run_row, children = _rows.build_rows(buf, who, **outcome)
                 position = self._writer.write(self.engine, run_row, children)
             except Exception as exc:  # left for a later store to try again

@@ -53,9 +53,6 @@ class RunBuffer:
     changes: list[events.ConfigChanged] = attrs.Factory(list)
     messages: list[events.WarningIssued] = attrs.Factory(list)
     checks: list[events.ValidationChecked] = attrs.Factory(list)
-    #: the plugin stage under way (name, origin), while one is: what it changes or logs is
-    #: journaled as it happens (:mod:`.journal`)
-    plugin: tuple[str, str] | None = None
 
 
 def real(value: Any) -> float | None:

@@ -162,7 +162,7 @@ def test_sigkill_of_enginecfg_run_leaves_no_partial_record(db_url, tmp_path, mod
     runs = _runs(db_url)
     assert [r["status"] for r in runs] == ["resolved", "interrupted", "resolved"], runs
     assert runs[0]["run_id"] == doc["run_id"] and runs[1]["model"] == QWEN
-    where = "while stage 'test-hold'" if mode == "stage" else "after stage 'test-hold' ("
+    where = "while stage 'test-hold'" if mode == "stage" else "after its last stage"
     assert where in runs[1]["error"] and "recorded from its journal" in runs[1]["error"]
     assert _verified(db_url) == 3
 

@@ -117,3 +117,10 @@ def test_a_lock_timeout_that_is_no_number_of_seconds_is_refused(monkeypatch, val
         lock_timeout()
     monkeypatch.setenv(LOCK_TIMEOUT_ENV, "")
     assert lock_timeout() == 30.0
+
+
+def test_a_run_with_a_lock_timeout_that_is_no_number_is_refused_before_it_runs(tmp_path):
+    proc = run_cli("run", str(CONFIGS / "qwen3.5-27b"), "--db", f"sqlite:///{tmp_path / 'a.db'}",
+                   env={LOCK_TIMEOUT_ENV: "soon"})
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert f"invalid {LOCK_TIMEOUT_ENV}: got 'soon'" in proc.stderr and "Traceback" not in proc.stderr
