@@ -36,9 +36,10 @@ __all__ = ["Stage", "StageContext", "LEVELS", "MAX_TEXT", "capped"]
 LEVELS = ("INFO", "WARNING")
 
 #: the longest reason, explanation or message a stage's change or log line keeps, in
-#: characters.  vLLM's reasons are log lines (a few hundred characters) and the built-in
-#: explanations stay under two thousand; a plugin's text beyond this is cut, and says so,
-#: so that the run document, the audit record and every listing stay of a readable size.
+#: characters.  vLLM's reasons are log lines, and the built-in reasons, explanations and
+#: messages stay under 600 characters on every fixture config under both releases; a
+#: plugin's text beyond this is cut, and says so, so that the run document, the audit
+#: record and every listing stay of a readable size.
 MAX_TEXT = 10_000
 
 
