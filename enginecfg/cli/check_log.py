@@ -106,8 +106,8 @@ def _value(v: Any) -> str:
 def _verdict(ch) -> str:
     if ch.agrees is None:
         return "not checked"
-    if not ch.exact:
-        return "within 5%" if ch.agrees else "estimate off"
+    if not ch.exact:  # within 5%, or inside the estimate's range: the why line says which
+        return "estimate agrees" if ch.agrees else "estimate off"
     return "agrees" if ch.agrees else "DIFFERS"
 
 

@@ -739,6 +739,23 @@ class _Compare:
         self.add(error, said, expected, False, f"at the memory the message states ({rng[0]:,} to {rng[1]:,} bytes) "
                  f"vLLM {self.release} " + ("stops with another text" if expected else "would start"))
 
+    def _card_too_small(self, budget: Any) -> None:
+        """Say so when the logged figures imply more KV cache than the assumed card can hold
+        beside the weights: the card the log ran on had more memory than its preset."""
+        implied = (self.memory.get("implied") or {}).get("kv_cache_memory")
+        if not implied or budget.weights is None or budget.source != "estimate":
+            return
+        room = budget.requested_memory - min(budget.weights.bytes_per_gpu, *(
+            p.low for p in budget.parts if p.name == "weights"))
+        if implied["low"] <= room:
+            return
+        self.explanations.append(
+            f"The logged figures imply {implied['low'] / _GIB:.2f} GiB of KV cache or more, but the {budget.gpu} "
+            f"({budget.gpu_memory_bytes / _GIB:.2f} GiB) requests {budget.requested_memory / _GIB:.2f} GiB at "
+            f"utilization {budget.gpu_memory_utilization} and the weights alone take "
+            f"{(budget.requested_memory - room) / _GIB:.2f} GiB of it: the card this start ran on had more memory "
+            f"than that preset (or other flags); --gpu or --gpu-memory names it.")
+
     # -- the memory
     def memory_budget(self, predicted: Any) -> None:
         """The logged memory lines beside the estimate of the run (``predicted``: the impact
@@ -756,20 +773,24 @@ class _Compare:
             self.memory["predicted"] = None
             return
         budget = predicted.memory
-        kv: dict[str, Any] = {"bytes": budget.kv_cache_memory}
-        pred: dict[str, Any] = {"available_kv_cache_memory": budget.kv_cache_memory}
-        for name in ("low", "high"):
-            value = getattr(budget, f"kv_cache_memory_{name}", None)
-            if value is not None:
-                kv[name] = pred[name] = value
+        # what vLLM logs as "Available KV cache memory" (under 0.34.0's extensible KV cache the
+        # blocks then get a share of it sized after warm-up: ``kv_cache_memory``)
+        kv: dict[str, Any] = {"bytes": budget.available_kv_cache_memory}
+        pred: dict[str, Any] = {"available_kv_cache_memory": budget.available_kv_cache_memory}
+        if budget.is_range:
+            kv["low"] = pred["low"] = budget.available_kv_cache_memory_low
+            kv["high"] = pred["high"] = budget.available_kv_cache_memory_high
+        if budget.kv_cache_memory != budget.available_kv_cache_memory:
+            pred["kv_cache_memory"] = budget.kv_cache_memory
         pred.update(source=budget.source, gpu=budget.gpu, gpu_memory_bytes=budget.gpu_memory_bytes,
                     gpu_memory_utilization=budget.gpu_memory_utilization, requested_memory=budget.requested_memory)
         if budget.weights is not None:
             pred["weights_per_gpu"] = budget.weights.bytes_per_gpu
-        parts = getattr(budget, "parts", None)
+        parts = budget.parts
         if parts:
             pred["parts"] = [p.to_dict() if hasattr(p, "to_dict") else p for p in parts]
         self.memory["predicted"] = pred
+        self._card_too_small(budget)
         avail = self.start.first("available_kv_cache_memory")
         if avail is not None and budget.source == "estimate":
             low, high = gib_range(avail.digits)
@@ -780,9 +801,11 @@ class _Compare:
             self.memory["error"] = error
             expected: Any = _gib_text(kv["bytes"]) if lo_p == hi_p else {"low": _gib_text(lo_p), "high": _gib_text(hi_p)}
             basis = "; ".join(budget.weights.basis) if budget.weights is not None else budget.source
+            said = ("the logged figure lies inside the estimate's range" if within and lo_p != hi_p
+                    else f"{(error or 0) * 100:+.1f}% from the logged")
             self.add(avail, avail.digits, expected, agrees,
                      f"estimated before loading: the memory vLLM requests less what the start takes "
-                     f"({(error or 0) * 100:+.1f}% from the logged); {basis}", exact=False)
+                     f"({said}; the point estimate is {(error or 0) * 100:+.1f}% from it); {basis}", exact=False)
         load = self.start.first("model_loading")
         if load is not None and budget.weights is not None:
             w = budget.weights.bytes_per_gpu
@@ -793,13 +816,16 @@ class _Compare:
                      + "; ".join(budget.weights.basis), exact=False)
         cg = self.start.first("cuda_graph_memory")
         if cg is not None:
-            part = next((p for p in (parts or ()) if "graph" in str(getattr(p, "name", "")).lower()), None)
+            part = next((p for p in parts if p.name == "cuda_graphs"), None)
             if part is None:
                 self.add(cg, cg.digits, None, None, "enginecfg's estimate has no CUDA-graph part", exact=False)
             else:
-                size = getattr(part, "bytes", None)
-                self.add(cg, cg.digits, _gib_text(size) if size is not None else None, None,
-                         "the CUDA-graph part of enginecfg's estimate", exact=False)
+                low, high = gib_range(cg.digits)
+                expected = _gib_text(part.bytes) if part.exact else {"low": _gib_text(part.low),
+                                                                      "high": _gib_text(part.high)}
+                self.add(cg, cg.digits, expected, part.low <= high and part.high >= low,
+                         "the CUDA-graph part of enginecfg's estimate (" + "; ".join(part.basis) + ")"
+                         + ("" if part.subtracted else "; this release does not subtract it"), exact=False)
 
 
 class ObservedStart(Stage):
