@@ -152,12 +152,17 @@ def _cmd_runs(args: argparse.Namespace) -> int:
         raise InvalidInputError.for_value("limit", args.limit, "a positive integer",
                                           flag="--limit")
     if args.vllm_version is not None:
+        import re
+
         from enginecfg.pipeline import rulepacks
 
-        if args.vllm_version.strip() not in rulepacks.releases():
+        # a release this enginecfg speaks for, or one spelt as a release (a store may hold
+        # the runs of a release a newer enginecfg added: the filter then finds those)
+        given = args.vllm_version.strip()
+        if given not in rulepacks.releases() and not re.fullmatch(r"\d+\.\d+\.\d+", given):
             raise InvalidInputError.for_value("vllm_version", args.vllm_version,
-                                              ", ".join(rulepacks.releases()),
-                                              flag="--vllm-version")
+                                              ", ".join(rulepacks.releases()) + ", or another "
+                                              "release number (X.Y.Z)", flag="--vllm-version")
     since = parse_time(args.since, flag="--since") if args.since else None
     until = parse_time(args.until, flag="--until") if args.until else None
     rows = _reader(args).list_runs(model=args.model, architecture=args.architecture,
