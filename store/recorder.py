@@ -346,7 +346,10 @@ class AuditStore:
         if buf is None:
             return
         try:
-            self._recover_once()
+            try:
+                self._recover_once()
+            except Exception:  # the journal is a safety net: it never keeps a run unrecorded
+                pass
             run_row, children = self._rows(buf, **outcome)
             position = self._writer.write(self.engine, run_row, children)
         except Exception as exc:  # never raise into the pipeline
