@@ -72,8 +72,8 @@ def render(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, names: Sequ
     widths = list(natural)
     # a prose column is never narrower than what a short word needs, nor than its quoted values
     floor = {i: max([min(natural[i], min_prose)] + [len(r[i]) for r in cells if _quoted(r[i])]) for i in prose}
-    if sum(natural[i] for i in prose) > room:
-        if prose and room < sum(max(min_prose, floor[i]) for i in prose):
+    if prose and sum(natural[i] for i in prose) > room:  # names alone are never broken
+        if room < sum(max(min_prose, floor[i]) for i in prose):
             return _blocks([c.replace("\n", " ") for c in columns], cells, kept, prose, title, total)
         # shrink the widest prose columns first, each down to its floor
         excess = sum(natural[i] for i in prose) - room
