@@ -36,6 +36,8 @@ OBJECTS = {
     ("pipeline/config.py", "inst"): "an attrs section's back-reference to its engine config",
     ("pipeline/engine_args.py", "text"): "a command-line string argument, not a config view",
     ("pipeline/loading.py", "exc"): "a JSON decoding exception's message",
+    ("pipeline/models/v034/startup.py", "exc"): "a refusal's vLLM exception type, where it names one",
+    ("stages/impact.py", "startup"): "the start-up fact (worked out or not), not a model config",
     ("pipeline/models/kv_cache.py", "s"): "KV-cache spec objects compared field by field",
     ("pipeline/models/kv_cache.py", "merged"): "KV-cache spec objects compared field by field",
     ("pipeline/loadmemo.py", "sec"): "enginecfg's own attrs sections, copied field by field",
