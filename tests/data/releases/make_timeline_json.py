@@ -5,7 +5,7 @@
     python tests/data/releases/make_timeline_json.py --check  # exit 1 if it is stale
 
 A release is a `## X.Y.Z` heading; its rules are the ids in the first column of the table rows
-under it (`| C4a | ...`, `| C1b / F1a | ...`, `| S4, S5, S6 | ...`).
+under it, up to the next `## ` heading (`| C4a | ...`, `| C1b / F1a | ...`, `| S4, S5, S6 | ...`).
 """
 from __future__ import annotations
 
@@ -27,6 +27,9 @@ def parse(text: str) -> dict[str, list[str]]:
         if m:
             release = m.group(1)
             out[release] = []
+            continue
+        if line.startswith("## "):
+            release = None
             continue
         if release is None or not line.startswith("|"):
             continue

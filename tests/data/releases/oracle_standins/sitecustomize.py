@@ -1,4 +1,4 @@
-"""Two more device answers for the release oracle (run_oracle_release.py puts this folder on
+"""Two more device answers for the release oracle (make_release_results.py puts this folder on
 PYTHONPATH, so it also reaches the subprocesses vLLM starts to inspect model classes).
 
 Releases before 0.34.0 ask Triton's active driver for its target while a model module is

@@ -2,12 +2,13 @@
 """The vLLM 0.34.0 oracle (shared/oracle34/run_oracle34.py), made to run the unmodified vLLM of
 an intermediate release (0.20.0 ... 0.33.0) in that release's own venv:
 
-    <venv of vLLM X>/bin/python tests/data/releases/run_oracle_release.py CASES.json -o OUT.json
+    <venv of vLLM X>/bin/python tests/data/releases/make_release_results.py CASES.json -o OUT.json
 
 The platform plugin, the libcuda stub and the 0.19 oracle's snapshot helpers are taken, read-only,
-from shared/oracle34 and shared/oracle (--oracle-dir, default ../shared/oracle34 beside the
-checkout). Per case, as run_oracle34.py: (a) EngineArgs(...).create_engine_config() with the
-usage context OPENAI_API_SERVER; (b) the real model class built on the meta device, then
+from shared/oracle34 and shared/oracle (ORACLE34_DIR, default ../shared/oracle34 beside the
+checkout); the device stand-ins beyond the oracle's are in oracle_standins/. Per case, as
+run_oracle34.py: (a) EngineArgs(...).create_engine_config() with the usage context
+OPENAI_API_SERVER; (b) the real model class built on the meta device, then
 current_platform.update_block_size_for_backend(vllm_config) as the executor calls it after
 load_model(); (c) the release's own KV planning functions at explicit budgets.
 
@@ -695,7 +696,7 @@ def main(argv=None) -> int:
     scrub = [(sys.prefix.rstrip("/") + "/", "$VENV/"),
              (os.path.abspath(ns.cache_dir).rstrip("/") + "/", "$ORACLE_CACHE/"),
              (REPO + "/", ""),
-             (os.path.normpath(os.path.join(ORACLE_DIR, "..")) + "/", "shared/")]
+             (os.path.normpath(os.path.join(ORACLE_DIR, "..")) + "/", "")]
 
     def compact(res: dict) -> dict:
         """What a test compares: no timings, no compilation config, `final` only."""

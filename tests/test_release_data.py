@@ -1,0 +1,124 @@
+"""The ground truth for the releases between vLLM 0.19.0 and 0.34.0 is well-formed.
+
+- ``tests/data/releases/TIMELINE.md`` dates every rule; ``timeline.json`` is exactly what
+  ``make_timeline_json.py`` makes of it: every published release from 0.19.1 to 0.34.0, in
+  order, each rule id once, and every rule id of ``vllm-0.34.0/RULES.md`` either dated or
+  listed with the reason it needs no date.
+- Every release run with its own vLLM (``tests/data/vllm-X.Y.Z/``) holds that release's
+  answers, byte for byte as the oracle wrote them (pinned), on every case that was asked.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from support import DATA, VLLM034
+
+RELEASES = DATA / "releases"
+
+#: every vLLM release after 0.19.0, up to 0.34.0, as published
+PUBLISHED = ["0.19.1", "0.20.0", "0.20.1", "0.20.2", "0.21.0", "0.22.0", "0.22.1", "0.23.0",
+             "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0",
+             "0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0"]
+
+#: the releases whose unmodified vLLM was run: sha256 of each answer file, as the oracle wrote it
+RUN = {}
+
+RULE_ID = re.compile(r"^[CBSKFG]-?\d+(\.\d+)?[a-z]?$")
+
+
+def _maker():
+    spec = importlib.util.spec_from_file_location("make_timeline_json",
+                                                  RELEASES / "make_timeline_json.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _timeline() -> dict[str, list[str]]:
+    return json.loads((RELEASES / "timeline.json").read_text())
+
+
+def _rules_md_ids() -> set[str]:
+    """The rule ids RULES.md defines: its section headings and table rows."""
+    text = (VLLM034 / "RULES.md").read_text()
+    ids = set(re.findall(r"^#{3} ([CBSKF]\d+(?:\.\d+)?)\b", text, re.M))
+    ids |= set(re.findall(r"^([CBSKF]\d+(?:\.\d+)?)\. ", text, re.M))
+    ids |= set(re.findall(r"^- (G-?\d)\. ", text, re.M))
+    ids |= set(re.findall(r"^C3\.\d", text, re.M))
+    ids |= set(re.findall(r"^\| (F\d+b?) \|", text, re.M))
+    return ids
+
+
+def _undated_table() -> set[str]:
+    text = (RELEASES / "TIMELINE.md").read_text()
+    section = text.split("## RULES.md ids with no date of their own", 1)[1]
+    ids: set[str] = set()
+    for line in section.splitlines():
+        if line.startswith("| ") and not line.startswith(("| RULES.md id", "|---")):
+            ids |= set(re.findall(r"[CBSKFG]-?\d+(?:\.\d+)?b?", line.split("|")[1]))
+    return ids
+
+
+def test_timeline_json_is_what_the_script_makes_of_timeline_md():
+    maker = _maker()
+    made = maker.render(maker.parse((RELEASES / "TIMELINE.md").read_text()))
+    assert (RELEASES / "timeline.json").read_text() == made
+
+
+def test_the_timeline_lists_every_published_release_in_order():
+    assert list(_timeline()) == PUBLISHED
+
+
+def test_every_rule_is_dated_once_and_has_a_well_formed_id():
+    ids = [rule for rules in _timeline().values() for rule in rules]
+    assert ids, "no rule dated"
+    assert all(RULE_ID.match(rule) for rule in ids), [r for r in ids if not RULE_ID.match(r)]
+    assert len(ids) == len(set(ids)), sorted({r for r in ids if ids.count(r) > 1})
+
+
+def test_every_rules_md_id_is_dated_or_says_why_not():
+    dated = {rule for rules in _timeline().values() for rule in rules}
+    dated_bases = {re.sub(r"[a-z]$", "", rule) for rule in dated}
+    defined = _rules_md_ids()
+    assert {"C3.3", "C8", "S7", "K6", "F7", "G2"} <= defined  # the parser reads RULES.md
+    missing = sorted(defined - dated - dated_bases - _undated_table())
+    assert missing == []
+
+
+def test_the_epochs_the_issue_names_are_dated_where_the_code_has_them():
+    """The four epochs (and the two the issue quotes) fall where vLLM's own sources put them."""
+    timeline = _timeline()
+    where = {rule: release for release, rules in timeline.items() for rule in rules}
+    assert where["C8"] == "0.20.0"      # hybrid alignment after loading
+    assert where["C3.2b"] == "0.28.0"   # prefix caching on by default for hybrids
+    assert where["C7e"] == "0.32.0"     # Mamba cache mode `all` gone
+    assert where["K6a"] == "0.20.1"     # "GPU KV cache size" = concurrency x max_model_len
+    assert where["K6b"] == "0.27.0"     # concurrency summed over groups
+    assert where["C3.3"] == "0.34.0"    # block size 64
+
+
+def _answers(release: str) -> dict:
+    folder = DATA / f"vllm-{release}"
+    name = f"public-{release.replace('.', '')}.json.gz"
+    with gzip.open(folder / name, "rt") as f:
+        return json.load(f)
+
+
+@pytest.mark.parametrize("release", sorted(RUN))
+def test_a_run_release_holds_its_own_answers_byte_for_byte(release):
+    folder = DATA / f"vllm-{release}"
+    for name, digest in RUN[release].items():
+        assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest, name
+    answers = _answers(release)
+    assert answers["vllm_version"] == release
+    asked = json.loads((VLLM034 / "public.json").read_text())
+    assert [r["name"] for r in answers["results"]] == [c["name"] for c in asked]
+    assert release in _timeline()
