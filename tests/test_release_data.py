@@ -106,9 +106,8 @@ def test_the_epochs_the_issue_names_are_dated_where_the_code_has_them():
 
 
 def _answers(release: str) -> dict:
-    folder = DATA / f"vllm-{release}"
-    name = f"public-{release.replace('.', '')}.json.gz"
-    with gzip.open(folder / name, "rt") as f:
+    major, minor = release.split(".")[:2]
+    with gzip.open(DATA / f"vllm-{release}" / f"public-{major}{int(minor):02d}.json.gz", "rt") as f:
         return json.load(f)
 
 

@@ -97,6 +97,9 @@ def setup_environment(ns) -> None:
     os.environ["ORACLE_VLLM_GPU_MEM_BYTES"] = str(int(ns.gpu_mem_mib) * 2**20)
     os.environ["ORACLE_VLLM_NUM_GPUS"] = str(ns.num_gpus)
     o19._prepend_pythonpath(PLUGIN_DIR)
+    for extra in reversed(ns.extra_path or []):
+        # a package overlay (an older transformers) in front of the venv's, for every process
+        o19._prepend_pythonpath(os.path.abspath(extra))
     # one more device answer, for this process and vLLM's subprocesses (its docstring)
     o19._prepend_pythonpath(os.path.join(HERE, "oracle_standins"))
     importlib.import_module("sitecustomize")  # this process started before the path was set
@@ -583,6 +586,13 @@ def main(argv=None) -> int:
     ap.add_argument("--only", help="run only cases whose name contains this")
     ap.add_argument("--shard", default="0/1", help="i/n: run every n-th case from i")
     ap.add_argument("--all-logs", action="store_true")
+    ap.add_argument("--extra-path", action="append", default=[],
+                    help="a folder of packages put in front of the venv's (e.g. an older "
+                         "transformers, installed with pip --target)")
+    ap.add_argument("--splice-into", metavar="BASE",
+                    help="then replace these cases in BASE (a results file of the same release) "
+                         "by this run's answers, BASE's top level saying so under `spliced`")
+    ap.add_argument("--why", default="", help="with --splice-into: the reason, recorded")
     ns = ap.parse_args(argv)
     budgets = [float(x) if "." in x else int(x) for x in ns.budgets_gib.split(",")]
 
@@ -697,6 +707,8 @@ def main(argv=None) -> int:
              (os.path.abspath(ns.cache_dir).rstrip("/") + "/", "$ORACLE_CACHE/"),
              (REPO + "/", ""),
              (os.path.normpath(os.path.join(ORACLE_DIR, "..")) + "/", "")]
+    scrub += [(os.path.abspath(p).rstrip("/") + "/", f"$EXTRA_PATH{i}/")
+              for i, p in enumerate(ns.extra_path)]
 
     def compact(res: dict) -> dict:
         """What a test compares: no timings, no compilation config, `final` only."""
@@ -806,7 +818,34 @@ def main(argv=None) -> int:
               file=sys.stderr, flush=True)
         dump()
     dump()
+    if ns.splice_into:
+        splice(ns.splice_into, ns.output, ns.why)
     return 0
+
+
+def splice(base_path: str, patch_path: str, why: str) -> None:
+    """Every answer of PATCH replaces the answer of the same name in BASE (order kept)."""
+    with open(base_path) as f:
+        base = json.load(f)
+    with open(patch_path) as f:
+        patch = json.load(f)
+    if patch["vllm_version"] != base["vllm_version"]:
+        raise SystemExit(f"{patch_path} is vLLM {patch['vllm_version']}, "
+                         f"{base_path} {base['vllm_version']}")
+    answers = {r["name"]: r for r in patch["results"]}
+    names = [r["name"] for r in base["results"]]
+    missing = sorted(set(answers) - set(names))
+    if missing:
+        raise SystemExit(f"not in {base_path}: {missing}")
+    base["results"] = [answers.get(n, r) for n, r in zip(names, base["results"])]
+    base.setdefault("spliced", []).append({
+        "cases": sorted(answers), "transformers_version": patch["transformers_version"],
+        "why": why})
+    tmp = base_path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(json.dumps(base, separators=(",", ":"), default=str) + "\n")
+    os.replace(tmp, base_path)
+    print(f"{len(answers)} answers replaced in {base_path}", file=sys.stderr)
 
 
 if __name__ == "__main__":
