@@ -211,6 +211,44 @@ def install_build_stubs():
     if getattr(tu, "_aux_stream", None) is None:
         tu._aux_stream = StandInCudaStream()
         STUBS_USED["aux_stream"] = "vllm.utils.torch_utils._aux_stream = stand-in stream"
+    import_with_workspaces_on_meta()
+
+
+#: MLA backend modules that allocate a workspace on the "cuda" device when imported (the
+#: backend selector imports each candidate while an MLA layer is built); as
+#: tests/data/vllm-0.34.0/make_results_device.py does for CUTLASS MLA, they are imported once
+#: with that allocation on the meta device. Nothing reads a workspace before a forward.
+WORKSPACE_MODULES = ("vllm.v1.attention.backends.mla.flashinfer_mla",
+                     "vllm.v1.attention.backends.mla.cutlass_mla")
+
+
+def import_with_workspaces_on_meta():
+    import importlib
+    import importlib.util
+
+    import torch
+    for name in WORKSPACE_MODULES:
+        if name in sys.modules or importlib.util.find_spec(name) is None:
+            continue
+        originals = {f: getattr(torch, f) for f in ("zeros", "empty")}
+
+        def on_meta(fn):
+            def alloc(*args, **kwargs):
+                device = kwargs.get("device")
+                if device is not None and torch.device(device).type == "cuda":
+                    kwargs["device"] = "meta"
+                return fn(*args, **kwargs)
+            return alloc
+        for f, fn in originals.items():
+            setattr(torch, f, on_meta(fn))
+        try:
+            importlib.import_module(name)
+            STUBS_USED[name] = "imported with its CUDA workspace on meta"
+        except Exception as e:  # noqa: BLE001  (the selector will meet the same error)
+            STUBS_USED[name] = f"import failed: {type(e).__name__}: {e}"
+        finally:
+            for f, fn in originals.items():
+                setattr(torch, f, fn)
 
 
 def init_dist_once(vc):
@@ -849,4 +887,9 @@ def splice(base_path: str, patch_path: str, why: str) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # everything is written; skip the interpreter's teardown, where threads vLLM started
+    # (and the gloo world) can keep the process alive long after the last answer
+    os._exit(code)
