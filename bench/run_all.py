@@ -13,6 +13,8 @@ Runs, each in its own process (so one's imports and caches never flatter another
   scale;
 * ``plan``: bench/plan_bench.py — ``enginecfg plan`` over TP 1, 2, 4, 8 x two KV dtypes after
   start-up and as a whole process, and one ``impact`` computation;
+* ``memory-budget``: bench/memory_budget_bench.py — the memory budget's error against every
+  measured start-up log (not a timing);
 * ``gpu-kernels`` and ``gpu-validation``: bench/gpu_kernels.py and
   bench/gpu_validation_bench.py, only when a CUDA device is present.
 
@@ -42,6 +44,7 @@ SUITE: dict[str, tuple[str, list[str], list[str], bool]] = {
     "pipeline": ("pipeline_bench.py", [], ["--repeat", "5", "--startup-runs", "3"], False),
     "store": ("store_bench.py", [], ["--runs", "50", "--repeat", "1", "--changes", "20000"], False),
     "plan": ("plan_bench.py", [], ["--repeat", "3", "--startup-runs", "2"], False),
+    "memory-budget": ("memory_budget_bench.py", [], [], False),
     "gpu-kernels": ("gpu_kernels.py", [], ["--steps", "50"], True),
     "gpu-validation": ("gpu_validation_bench.py", [], ["--warm-runs", "2"], True),
 }

@@ -190,6 +190,12 @@ class StageContext:
         """Publish a derived fact of this run (e.g. ``"pages"``) into the run document."""
         self._run.facts[name] = value
 
+    @property
+    def changes(self) -> tuple:
+        """The changes the earlier stages of this run made, in order (``Change`` records with
+        their reasons and explanations)."""
+        return tuple(self._run.changes)
+
     def fact(self, name: str) -> Any:
         """The fact *name* an earlier stage of this run recorded (None when none did): a
         later step builds on an earlier one's decision (the start-up step's backends, say)."""

@@ -11,8 +11,10 @@ Options (``Pipeline(impact=...)``: a dict of them, or an
 their meaning: ``gpu`` (a preset of :mod:`enginecfg.pipeline.models.gpus`, default the H200),
 ``gpu_memory_gib`` (the card's memory instead of the preset's), ``gpu_memory_utilization``
 (0.9), ``kv_cache_memory`` or vLLM's spelling ``kv_cache_memory_bytes`` (bytes per GPU;
-skips the weights estimate; 0 reads as unset), ``num_gpu_blocks_override`` (the block count),
-``contexts`` (context lengths for the concurrency figures).  A ``--max-model-len -1`` run
+skips the memory budget's estimate; 0 reads as unset), ``num_gpu_blocks_override`` (the block count),
+``contexts`` (context lengths for the concurrency figures), ``estimate_cudagraphs`` (vLLM's
+``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``: subtract its CUDA graph estimate; None, the
+release's default), ``enforce_eager`` (``--enforce-eager``: no CUDA graphs).  A ``--max-model-len -1`` run
 gets the start-up auto-fit.  The fact is an
 :class:`~enginecfg.pipeline.models.capacity.Impact`; a model whose per-layer pattern
 enginecfg does not know, or a config field the figures need but the stages do not, records an
@@ -100,6 +102,13 @@ def parse_options(options: Any, card: Gpu | None = None) -> ImpactOptions:
         raise InvalidInputError.for_value(
             "num_gpu_blocks_override", blocks, "a positive number of blocks (vLLM accepts fewer "
             "but cannot start an engine without one)", flag="--num-gpu-blocks-override")
+    for name, flag in (("estimate_cudagraphs", "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"),
+                       ("enforce_eager", "--enforce-eager")):
+        value = out[name]
+        if not (isinstance(value, bool) or (value is None and name == "estimate_cudagraphs")):
+            raise InvalidInputError.for_value(name, value, "true or false" + (" (or null: the release's default)"
+                                                                            if name == "estimate_cudagraphs" else ""),
+                                              flag=flag)
     ctxs = out["contexts"]
     if not isinstance(ctxs, (list, tuple)) or not all(
             isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in ctxs):
@@ -133,6 +142,7 @@ class ImpactStage(Stage):
                                    kv_cache_memory=opts.kv_cache_memory, contexts=opts.contexts,
                                    num_gpu_blocks_override=opts.num_gpu_blocks_override,
                                    auto_fit_max_model_len=cfg.engine_args.get("max_model_len") == -1,
+                                   estimate_cudagraphs=opts.estimate_cudagraphs, enforce_eager=opts.enforce_eager,
                                    **start)
         except EngineCfgError as exc:
             return ImpactUnavailable(str(exc), exc.field)

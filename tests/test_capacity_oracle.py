@@ -3,8 +3,13 @@
 ``tests/capacity_oracle/expected.json`` holds what vLLM 0.19.0's own code made of
 ``--gpu-memory-utilization``, ``--kv-cache-memory-bytes``, ``--num-gpu-blocks-override`` and
 ``--max-model-len -1`` on the fixture configs (``make_expected.py`` beside it says how, and
-what a GPU-less oracle can and cannot answer: the weights are enginecfg's estimate, handed
-in as ``inputs.json``).  Every figure and every start-up error must match."""
+what a GPU-less oracle can and cannot answer: the memory the profiling would take is not
+known to it, so it was handed a number, ``inputs.json``'s ``weights_per_gpu``, and answered at
+the KV-cache memory that left: each row's ``available_memory``).  The memory each utilization
+requests must match, and every figure and every start-up error at the memory the oracle was
+asked at.  What vLLM's worker really takes from the request (the weights, the activation peak,
+the memory outside torch, the CUDA graphs) is enginecfg's estimate, held against real
+start-up logs in ``tests/test_memory_budget.py``."""
 
 from __future__ import annotations
 
@@ -29,6 +34,14 @@ def _impact(case, options, **extra):
     return result.impact
 
 
+def _at_oracle_memory(case, row, options, **extra):
+    """The figures at the KV-cache memory the oracle answered at (``--kv-cache-memory-bytes``
+    of that many bytes: the same arithmetic from the memory on; vLLM's 0 means unset, and no
+    row has it)."""
+    assert row["available_memory"] != 0
+    return _impact(case, dict(options, kv_cache_memory_bytes=row["available_memory"]), **extra)
+
+
 def _same_figures(imp, row):
     """The figures of one oracle row: its start-up error, or its blocks, tokens and concurrency."""
     if row["error"] is not None:
@@ -42,24 +55,33 @@ def _same_figures(imp, row):
         assert imp.concurrency[int(n)] == x
 
 
-def test_the_cards_and_weights_handed_to_the_oracle_are_enginecfgs():
+def test_the_cards_handed_to_the_oracle_are_enginecfgs():
     for name, card in INPUTS["cards"].items():
         assert gpus.GPUS[name].memory_bytes == card["memory_bytes"]
         assert gpus.GPUS[name].free_at_start_bytes == card["free_at_start_bytes"]
-    for case in INPUTS["cases"]:
-        imp = _impact(case, None)
-        assert imp.memory.weights.bytes_per_gpu == case["weights_per_gpu"]
+    # the oracle answered at the memory its request left after the bytes it was handed
+    for case in EXPECTED["cases"]:
+        for row in case["utilization"]:
+            assert row["available_memory"] == row["requested_memory"] - case["weights_per_gpu"]
 
 
 @pytest.mark.parametrize("name", CASES)
 def test_gpu_memory_utilization(name):
     case = CASES[name]
     for row in case["utilization"]:
-        imp = _impact(case, {"gpu": row["gpu"], "gpu_memory_utilization": row["gpu_memory_utilization"]})
+        options = {"gpu": row["gpu"], "gpu_memory_utilization": row["gpu_memory_utilization"]}
+        imp = _impact(case, options)
         assert imp.memory.requested_memory == row["requested_memory"]  # ceil(total x utilization)
-        assert imp.memory.kv_cache_memory == max(row["available_memory"], 0)
         assert imp.memory.source == "estimate"
-        _same_figures(imp, row)
+        # the KV cache gets what the request leaves after every part the worker takes
+        taken = sum(p.bytes for p in imp.memory.parts if p.subtracted)
+        assert imp.memory.kv_cache_memory == max(row["requested_memory"] - taken, 0)
+        at = _at_oracle_memory(case, row, {"gpu": row["gpu"]})
+        if row["error"] is not None and row["error"].startswith("ValueError: Free memory on device"):
+            # the worker's free-memory check comes first and needs the utilization
+            assert not imp.starts and imp.start_error == row["error"]
+            continue
+        _same_figures(at, row)
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -83,7 +105,8 @@ def test_kv_cache_memory_bytes(name):
 def test_num_gpu_blocks_override(name):
     case = CASES[name]
     for row in case["num_gpu_blocks_override"]:
-        imp = _impact(case, {"gpu": row["gpu"], "num_gpu_blocks_override": row["num_gpu_blocks_override"]})
+        imp = _at_oracle_memory(case, row, {"gpu": row["gpu"],
+                                            "num_gpu_blocks_override": row["num_gpu_blocks_override"]})
         assert imp.memory.num_gpu_blocks_override == row["num_gpu_blocks_override"]
         _same_figures(imp, row)
         if row["error"] is None:
@@ -102,7 +125,9 @@ def test_max_model_len_auto_fit(name):
         options = {"gpu": row["gpu"]}
         if row["kv_cache_memory_bytes"]:
             options["kv_cache_memory_bytes"] = row["kv_cache_memory_bytes"]
-        imp = _impact(case, options, max_model_len=-1)
+            imp = _impact(case, options, max_model_len=-1)
+        else:
+            imp = _at_oracle_memory(case, row, options, max_model_len=-1)
         _same_figures(imp, row)
         assert imp.auto_fit == (row["error"] is None and row["max_model_len"] < row["configured_max_model_len"])
 

@@ -26,6 +26,7 @@ ROOM_OF = {
     "enginecfg._layout": "base",
     "enginecfg.pipeline.hf": "hf",
     "enginecfg.pipeline.models": "models",
+    "enginecfg.pipeline.logs": "logs",
     "enginecfg.pipeline": "engine",
     "enginecfg.pipeline.loading": "loading",
     "enginecfg.pipeline.loadmemo": "loading",
@@ -50,8 +51,9 @@ ALLOWED = {
     "kernels": {"base"},                              # Triton kernels: no configs, no stages
     "store": {"base", "engine", "migrations"},        # listens to events; runs its migrations
     "migrations": {"base", "store"},                  # the store's schema, applied by Alembic
-    "commands": PIPELINE | {"stages", "store"},      # library functions the CLI wires up
-    "app": PIPELINE | {"stages", "kernels", "store", "migrations", "commands"},
+    "logs": {"base"},                                 # a vLLM start-up log read back: text -> values
+    "commands": PIPELINE | {"stages", "store", "logs"},  # library functions the CLI wires up
+    "app": PIPELINE | {"stages", "kernels", "store", "migrations", "commands", "logs"},
 }
 
 #: rooms whose own modules may be imported from outside only by the names their __init__ lists

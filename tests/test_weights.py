@@ -35,6 +35,9 @@ def test_bytes_follow_dtype_quantisation_and_tp():
     assert any("4.5 bits" in line for line in fp4.basis)
     tp4 = estimate_weights(_cfg("qwen3.5-27b", tensor_parallel_size=4))
     one = estimate_weights(_cfg("qwen3.5-27b"))
-    assert tp4.bytes_total == one.bytes_total and tp4.bytes_per_gpu == -(-one.bytes_total // 4)
+    # a rank holds a quarter of the sharded weights (the vocabulary padded to 64 and split, KV
+    # heads replicated where fewer than ranks) and every norm
+    assert tp4.bytes_total == one.bytes_total
+    assert one.bytes_total / 4 <= tp4.bytes_per_gpu <= one.bytes_total / 4 * 1.01
     f32 = estimate_weights(_cfg("mamba-130m-hf", dtype="float32"))
     assert f32.bytes_total == 2 * estimate_weights(_cfg("mamba-130m-hf")).bytes_total

@@ -155,6 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
     from enginecfg.cli.upgrade import register as register_upgrade
 
     register_upgrade(sub)
+    from enginecfg.cli.check_log import register as register_check_log
+
+    register_check_log(sub)
     for sp in _subparsers(parser):
         sp.formatter_class = _Help
         _add_globals(sp, here=False)

@@ -182,6 +182,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         capacity_rows,
         release_rows,
         source_rows,
+        startup_log_rows,
         validation_rows,
         who_ran,
     )
@@ -201,6 +202,11 @@ def _cmd_show(args: argparse.Namespace) -> int:
     out.append(render(["key", "value"], validation_rows(run), names=(0,),
                       title="GPU validation"))
     out.append(render(["key", "value"], capacity_rows(run), names=(0,), title="capacity"))
+    observed = startup_log_rows(run)
+    if observed:
+        source = (run.get("result") or {}).get("startup_log", {}).get("source")
+        out.append(render(["line", "logged line", "logged", "enginecfg", ""], observed, names=(0, 4),
+                          title=f"start-up log checked ({source}; enginecfg check-log)"))
     out.append(render(["#", "stage", "origin", "outcome", "changes", "seconds", "error"],
                       [[s["stage_order"], s["stage"], s["origin"], s["outcome"], s["n_changes"],
                         None if s["duration_s"] is None else f"{s['duration_s']:.6f}", s["error"]]

@@ -13,6 +13,7 @@ anything is read: :func:`vllm_serve_refusal` gives its answer.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from enginecfg.pipeline.engine_args import BOOL, ENGINE_ARGS, EngineArg, parse_flag_text
@@ -208,16 +209,38 @@ def add_memory_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--kv-cache-memory-bytes", "--kv-cache-memory", dest="kv_cache_memory", type=_bytes,
                    default=None, metavar="BYTES",
                    help="KV-cache bytes per GPU (k/m/g/t and K/M/G/T suffixes allowed); vLLM then ignores "
-                        "the utilization and the figures skip the weights estimate; 0: unset")
+                        "the utilization and the figures skip the memory budget's estimate; 0: unset")
     g.add_argument("--num-gpu-blocks-override", dest="num_gpu_blocks_override", type=int, default=None,
                    metavar="N", help="KV-cache blocks, instead of the number the memory gives")
+    g.add_argument("--enforce-eager", dest="enforce_eager", action="store_true", default=None,
+                   help="vLLM's --enforce-eager: no CUDA graphs are captured, so the memory budget takes no "
+                        "CUDA graph estimate (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS in the environment says "
+                        "whether vLLM subtracts the estimate: off in 0.19.0, on in 0.34.0)")
+
+
+#: vLLM's environment switch for its CUDA graph estimate, read from enginecfg's environment as
+#: vLLM reads it from its own (0: off, any other integer: on)
+ESTIMATE_CUDAGRAPHS_ENV = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
 
 
 def memory_options(ns: argparse.Namespace) -> dict[str, Any]:
-    """The memory flags given (those left out are absent: the defaults apply)."""
+    """The memory flags given (those left out are absent: the defaults apply), and vLLM's
+    ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` where the environment sets it."""
+    import os
+
     names = {"gpu": "gpu", "gpu_memory": "gpu_memory_gib", "gpu_memory_utilization": "gpu_memory_utilization",
-             "kv_cache_memory": "kv_cache_memory", "num_gpu_blocks_override": "num_gpu_blocks_override"}
-    return {option: getattr(ns, attr) for attr, option in names.items() if getattr(ns, attr, None) is not None}
+             "kv_cache_memory": "kv_cache_memory", "num_gpu_blocks_override": "num_gpu_blocks_override",
+             "enforce_eager": "enforce_eager"}
+    out = {option: getattr(ns, attr) for attr, option in names.items() if getattr(ns, attr, None) is not None}
+    raw = os.environ.get(ESTIMATE_CUDAGRAPHS_ENV, "").strip()
+    if raw and hasattr(ns, "gpu"):
+        try:
+            out["estimate_cudagraphs"] = bool(int(raw))
+        except ValueError:
+            sys.stderr.write(f"enginecfg: error: invalid {ESTIMATE_CUDAGRAPHS_ENV}: got {raw!r}; allowed: an "
+                             "integer (0: off, else on), as vLLM reads it\n")
+            raise SystemExit(2) from None
+    return out
 
 
 def print_gpus() -> None:

@@ -43,23 +43,43 @@ _MARKS = {"concurrency": "c", "context": "x", "granularity": "g"}
 
 
 # --------------------------------------------------------------------------- printing
+def _gib_range(low: int, high: int) -> str:
+    return f"{low / _GIB:.2f}" if low == high else f"{low / _GIB:.2f}-{high / _GIB:.2f}"
+
+
 def _memory_lines(imp) -> list[str]:
-    from enginecfg.cli.tables import paragraph
+    """The memory section: what vLLM requests, every part its worker takes with its basis and
+    range (none left out), and what the KV cache gets."""
+    from enginecfg.cli.tables import paragraph, render
 
     mem = imp.memory
     gpu = f"{mem.gpu} {mem.gpu_memory_bytes / _GIB:.2f} GiB"
     out = []
-    if mem.source == "estimate":
-        w = mem.weights
-        out.append(paragraph(
-            f"Memory: {gpu} x {mem.gpu_memory_utilization:g} utilization = "
-            f"{mem.requested_memory / _GIB:.2f} GiB for vLLM - weights {w.bytes_per_gpu / _GIB:.2f} GiB per GPU "
-            f"(estimated) = {mem.kv_cache_memory / _GIB:.2f} GiB for the KV cache."))
-        out.append(paragraph("Weights basis: " + "; ".join(w.basis) + ".", indent="  ", hanging="  "))
-    else:
+    if mem.source != "estimate":
         out.append(paragraph(f"Memory: {mem.kv_cache_memory / _GIB:.2f} GiB for the KV cache "
                              f"(--kv-cache-memory-bytes {mem.kv_cache_memory_bytes}; vLLM ignores the "
-                             f"utilization; {gpu})."))
+                             f"utilization and skips the memory profiling; {gpu})."))
+        return out
+    kv = f"{mem.kv_cache_memory / _GIB:.2f} GiB"
+    if mem.is_range:
+        kv += (f" (range {_gib_range(mem.kv_cache_memory_low, mem.kv_cache_memory_high)} GiB; uncertain: "
+               + ", ".join(p.title for p in mem.parts if p.name in mem.uncertain) + ")")
+    out.append(paragraph(f"Memory: {gpu} x {mem.gpu_memory_utilization:g} utilization = "
+                         f"{mem.requested_memory / _GIB:.2f} GiB requested by vLLM; its worker takes the parts "
+                         f"below and leaves {kv} for the KV cache."))
+    rows = [["requested", f"{mem.requested_memory / _GIB:.2f}", "", ""]]
+    for p in mem.parts:
+        rows.append([p.title, f"{p.bytes / _GIB:.2f}", _gib_range(p.low, p.high), "yes" if p.subtracted else "no"])
+    if any(p.step == "warmup" for p in mem.parts):
+        rows.insert(1 + len([p for p in mem.parts if p.step == "profile"]),
+                    ["= \"Available KV cache memory\" (vLLM logs it)", f"{mem.available_kv_cache_memory / _GIB:.2f}",
+                     _gib_range(mem.available_kv_cache_memory_low, mem.available_kv_cache_memory_high), ""])
+    rows.append(["= KV cache", f"{mem.kv_cache_memory / _GIB:.2f}",
+                 _gib_range(mem.kv_cache_memory_low, mem.kv_cache_memory_high), ""])
+    out.append(render(["part", "GiB", "range GiB", "taken"], rows, names=(1, 2, 3)))
+    for p in mem.parts:
+        out.append(paragraph(f"{p.title[0].upper() + p.title[1:]}: " + "; ".join(p.basis) + ".",
+                             indent="  ", hanging="  "))
     return out
 
 
@@ -91,6 +111,16 @@ def _kv_lines(imp) -> list[str]:
     if imp.starts:
         out.append(paragraph(f"KV cache: {imp.num_blocks:,} blocks = {imp.kv_tokens:,} tokens "
                              f"(vLLM: \"GPU KV cache size: {imp.kv_tokens:,} tokens\")."))
+    r = imp.kv_range
+    if r is not None and (imp.starts or r.starts[1]):
+        conc = r.max_concurrency
+        text = (f"Over the memory's range ({_gib_range(*r.memory)} GiB): {r.num_blocks[0]:,}-{r.num_blocks[1]:,} "
+                f"blocks = {r.kv_tokens[0]:,}-{r.kv_tokens[1]:,} tokens")
+        if conc[0] is not None and conc[1] is not None:
+            text += f", {_fmt_conc(conc[0])}-{_fmt_conc(conc[1])} requests of max_model_len"
+        if r.starts[0] != r.starts[1]:
+            text += "; at its low end vLLM would not start" if not r.starts[0] else ""
+        out.append(paragraph(text + "."))
     if imp.auto_fit:
         out.append(paragraph(f"max_model_len: {imp.max_model_len:,}, chosen by vLLM's start-up auto-fit of "
                              f"--max-model-len -1 (the model allows more)."))
@@ -101,6 +131,15 @@ def _concurrency_table(imp) -> str | None:
     from enginecfg.cli.tables import render
 
     if imp.starts:
+        r = imp.kv_range
+        if r is not None:
+            def span(x):
+                return "-" if x is None or x[0] is None else f"{_fmt_conc(x[0])}-{_fmt_conc(x[1])}"
+            conc = [[f"{n:,}", _fmt_conc(x), span(r.concurrency.get(n))] for n, x in imp.concurrency.items()]
+            conc.append([f"{imp.max_model_len:,} (max_model_len)", _fmt_conc(imp.max_concurrency),
+                         span(r.max_concurrency)])
+            return render(["context", "requests", "over the memory's range"], conc, names=(0, 1, 2),
+                          title="Concurrent requests:")
         conc = [[f"{n:,}", _fmt_conc(x)] for n, x in imp.concurrency.items()]
         conc.append([f"{imp.max_model_len:,} (max_model_len)", _fmt_conc(imp.max_concurrency)])
         return render(["context", "requests"], conc, names=(0, 1), title="Concurrent requests:")
@@ -253,6 +292,10 @@ def print_plan(p) -> None:
     if any(r.ok and not r.starts for r in p.rows):
         notes.append(f"Rows marked as not starting: vLLM {releases} would stop at start-up (--json: "
                      "start_error; explain says why); they are never marked best.")
+    ranged = [r.impact.kv_range for r in p.rows if r.ok and r.impact.kv_range is not None]
+    if ranged:
+        notes.append("KV tokens and concurrency at the memory budget's point estimate; the activation peak "
+                     "and the other estimated parts make it a range (--json: kv_range; explain lists each part).")
     from enginecfg.cli.tables import paragraph
 
     print("\n".join([text] + [paragraph(n, hanging="  ") for n in notes]))

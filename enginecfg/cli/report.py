@@ -153,11 +153,20 @@ def impact_lines(result) -> list[str]:
     if not imp.starts:
         return out
     mem = imp.memory
-    basis = "estimated weights" if mem.source == "estimate" else "--kv-cache-memory-bytes"
-    return [f"KV cache ({mem.gpu}, {mem.kv_cache_memory / 2**30:.2f} GiB per GPU, {basis}): vLLM would "
+    if mem.source == "estimate":
+        basis = "what vLLM's worker leaves after the weights, the profiling run and the memory outside torch"
+        if mem.is_range:
+            basis += (f"; range {mem.kv_cache_memory_low / 2**30:.2f}-{mem.kv_cache_memory_high / 2**30:.2f} GiB, "
+                      f"the parts being estimates")
+    else:
+        basis = "--kv-cache-memory-bytes"
+    line = (f"KV cache ({mem.gpu}, {mem.kv_cache_memory / 2**30:.2f} GiB per GPU, {basis}): vLLM would "
             f"log \"GPU KV cache size: {imp.kv_tokens:,} tokens\" and \"Maximum concurrency for "
-            f"{imp.max_model_len:,} tokens per request: {imp.max_concurrency:.2f}x\" (enginecfg explain "
-            f"for the details)."]
+            f"{imp.max_model_len:,} tokens per request: {imp.max_concurrency:.2f}x\"")
+    r = imp.kv_range
+    if r is not None:
+        line += f" ({r.kv_tokens[0]:,}-{r.kv_tokens[1]:,} tokens over the memory's range)"
+    return [line + " (enginecfg explain for the details)."]
 
 
 def start_lines(imp, release: str = "0.19.0") -> list[str]:

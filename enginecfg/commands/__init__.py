@@ -10,6 +10,8 @@ The command line (:mod:`enginecfg.cli`) only parses arguments and prints what th
     e.impact.kv_tokens, e.impact.concurrency_at(8192), [f.id for f in e.findings]
     p = plan("org/name", {"tensor_parallel_size": [1, 2, 4], "kv_cache_dtype": ["auto", "fp8"]})
     p.best_row("concurrency").setting
+    c = check_log(open("start.log").read(), model="path/to/model")
+    [(ch.name, ch.logged, ch.expected, ch.agrees) for ch in c.checks]
     for outcome in run(["model-a", "org/name"], enable_prefix_caching=True):
         outcome.exit_code, outcome.result or outcome.error
 
@@ -18,6 +20,7 @@ Face repo ids, with the files beside the config vLLM reads).  This room sits abo
 pipeline, the stages and the store, and below the command line: it never imports the CLI.
 """
 
+from enginecfg.commands.check_log import LogCheck, LogLineCheck, check_log
 from enginecfg.commands.explain import Explanation, explain
 from enginecfg.commands.findings import ArgumentCause, ChangeCause, Finding, findings
 from enginecfg.commands.plan import OBJECTIVES, Plan, PlanRow, plan
@@ -31,6 +34,9 @@ __all__ = [
     "plan",
     "upgrade",
     "Upgrade",
+    "check_log",
+    "LogCheck",
+    "LogLineCheck",
     "findings",
     "Explanation",
     "Plan",

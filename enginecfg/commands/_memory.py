@@ -19,7 +19,8 @@ __all__ = ["memory_options", "figures_pipeline", "curve_contexts", "curve", "MEM
 MEMORY_ARGUMENTS = {"gpu": "gpu", "gpu_memory_gib": "gpu_memory_gib",
                     "gpu_memory_utilization": "gpu_memory_utilization",
                     "kv_cache_memory_bytes": "kv_cache_memory", "kv_cache_memory": "kv_cache_memory",
-                    "num_gpu_blocks_override": "num_gpu_blocks_override"}
+                    "num_gpu_blocks_override": "num_gpu_blocks_override", "enforce_eager": "enforce_eager",
+                    "estimate_cudagraphs": "estimate_cudagraphs"}
 
 
 def split_memory(arguments: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -318,12 +318,19 @@ def _start_findings(result: RunResult, impact: Impact) -> list[Finding]:
     if mem.kv_cache_memory <= 0 or error.startswith("ValueError: Cannot auto-fit"):
         if mem.source == "estimate":
             weights = mem.weights.bytes_per_gpu
-            figures.update(weights_per_gpu=weights, usable_bytes=mem.requested_memory)
-            text = (f"The weights alone, an estimated {weights / _GIB:,.1f} GiB per GPU, exceed the "
-                    f"{mem.requested_memory / _GIB:,.1f} GiB vLLM may use ({mem.gpu}: "
-                    f"{mem.gpu_memory_bytes / _GIB:,.2f} GiB x {mem.gpu_memory_utilization:g}): no memory is "
-                    f"left for the KV cache (raise --tensor-parallel-size, use a larger GPU or a quantised "
-                    f"checkpoint); {quote}")
+            taken = sum(p.bytes for p in mem.parts if p.subtracted)
+            figures.update(weights_per_gpu=weights, usable_bytes=mem.requested_memory, taken_bytes=taken)
+            where = (f"{mem.requested_memory / _GIB:,.1f} GiB vLLM may use ({mem.gpu}: "
+                     f"{mem.gpu_memory_bytes / _GIB:,.2f} GiB x {mem.gpu_memory_utilization:g})")
+            if weights >= mem.requested_memory or taken <= weights:
+                head = f"The weights alone, an estimated {weights / _GIB:,.1f} GiB per GPU, exceed the {where}"
+            else:
+                others = ", ".join(f"{p.title} {p.bytes / _GIB:,.2f} GiB" for p in mem.parts
+                                   if p.subtracted and p.name != "weights" and p.bytes)
+                head = (f"The weights, an estimated {weights / _GIB:,.1f} GiB per GPU, and what vLLM's worker takes "
+                        f"besides ({others}) exceed the {where}")
+            text = (f"{head}: no memory is left for the KV cache (raise --tensor-parallel-size, use a larger GPU "
+                    f"or a quantised checkpoint); {quote}")
             cause = _cause(result, "parallel_config.tensor_parallel_size", "tensor_parallel_size",
                            "--tensor-parallel-size")
         else:

@@ -10,7 +10,7 @@ What it pins, and why:
 - the model's own facts vLLM derives (``--dtype``, ``--max-model-len``);
 - the pooling a pooling model resolved (``--runner pooling``, ``--pooler-config``);
 - vLLM's memory flags the caller gave (``--gpu-memory-utilization``,
-  ``--kv-cache-memory-bytes``, ``--num-gpu-blocks-override``), and every other ``vllm serve``
+  ``--kv-cache-memory-bytes``, ``--num-gpu-blocks-override``, ``--enforce-eager``), and every other ``vllm serve``
   option of a pasted command line, as it was given.
 
 What it leaves out: a value vLLM would decide again differently when given as a flag.  A
@@ -118,6 +118,8 @@ def serve_flags(result: RunResult, *, memory: Mapping[str, Any] | None = None,
             value = (memory or {}).get("kv_cache_memory_bytes")
         if value is not None:
             flags += [flag, str(value)]
+    if (memory or {}).get("enforce_eager"):
+        flags.append("--enforce-eager")
     return flags + _keep(extra, NOT_TAKEN.get(release, frozenset()))
 
 

@@ -12,7 +12,8 @@ from typing import Any
 
 from enginecfg.pipeline.errors import InvalidInputError
 
-__all__ = ["who_ran", "release_rows", "source_rows", "validation_rows", "capacity_rows", "parse_time"]
+__all__ = ["who_ran", "release_rows", "source_rows", "validation_rows", "capacity_rows", "startup_log_rows",
+           "parse_time"]
 
 _REL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -137,4 +138,26 @@ def capacity_rows(run: dict[str, Any]) -> list[list[Any]]:
                      f"{mem.get('gpu_memory_utilization')})"
                      if isinstance(mem.get("kv_cache_memory"), (int, float))
                      and isinstance(mem.get("gpu_memory_bytes"), (int, float)) else ""])
+    return rows
+
+
+def startup_log_rows(run: dict[str, Any]) -> list[list[Any]]:
+    """A ``check-log`` run's observation (the ``startup_log`` fact): one row per logged line
+    checked, ``[line, logged line, logged, enginecfg, verdict]``; none for another run."""
+    result = run.get("result") if isinstance(run.get("result"), dict) else {}
+    observed = result.get("startup_log")
+    if not isinstance(observed, dict):
+        return []
+
+    def text(v: Any) -> str:
+        if isinstance(v, dict) and "low" in v and "high" in v:
+            return f"{text(v['low'])} to {text(v['high'])}"
+        return "-" if v is None else f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
+
+    rows = []
+    for c in observed.get("checks") or []:
+        verdict = "not checked" if c.get("agrees") is None else (
+            ("agrees" if c.get("agrees") else "differs") if c.get("exact", True)
+            else ("within 5%" if c.get("agrees") else "estimate off"))
+        rows.append([c.get("line"), c.get("name"), text(c.get("logged")), text(c.get("expected")), verdict])
     return rows

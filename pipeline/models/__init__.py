@@ -28,6 +28,8 @@ Each fact about a model family lives here once, as data or a small pure function
 - :mod:`.kv_cache` -- vLLM's KV-cache grouping, page and block arithmetic, capacity and
   concurrency (``kv_cache_utils``), re-implemented;
 - :mod:`.weights` -- the weights' bytes estimated from the config's shapes;
+- :mod:`.memory` -- vLLM's worker memory budget: the weights, the profiling run's activation
+  peak, the memory outside torch and the CUDA graph estimate, each with its basis and range;
 - :mod:`.capacity` -- the two together with a memory budget: the ``impact`` figures;
 - :mod:`.startup` -- the engine start as values (each kind of layer and its attention
   backend, the block size the engine starts with, why it would not start), the same for
@@ -56,6 +58,7 @@ from enginecfg.pipeline.models import (
     kv_cache,
     kv_specs,
     mamba_state,
+    memory,
     model_files,
     pages,
     pooling,
@@ -67,5 +70,5 @@ from enginecfg.pipeline.models import (
 )
 
 __all__ = ["architectures", "backends", "capacity", "derive", "dtypes", "engine_defaults", "engine_start", "gpus",
-           "kv_cache", "kv_specs", "mamba_state", "model_files", "pages", "pooling", "quant", "startup", "v034",
+           "kv_cache", "kv_specs", "mamba_state", "memory", "model_files", "pages", "pooling", "quant", "startup", "v034",
            "weights", "weights_dtype"]

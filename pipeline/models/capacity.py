@@ -1,7 +1,7 @@
 """What a resolved config costs in KV cache: the figures vLLM prints only after loading.
 
 Puts :mod:`.kv_specs` (what each layer keeps), :mod:`.kv_cache` (vLLM's grouping and block
-arithmetic) and :mod:`.weights` (what the weights leave free) together into one value,
+arithmetic) and :mod:`.memory` (what vLLM's worker leaves the KV cache) together into one value,
 :class:`Impact`: the memory budget and its basis, each KV-cache group with its page size,
 tokens per block and bytes per token of context, the Mamba padding, the layer padding and
 the block rounding in bytes and percent, the KV capacity in tokens, the concurrency at
@@ -15,8 +15,11 @@ The memory is taken as vLLM 0.19.0's worker takes it (``v1/worker/gpu_worker.py`
 
 - ``gpu_memory_utilization``: vLLM requests ``ceil(total memory x utilization)`` bytes of
   the card (the total the driver reports, :mod:`.gpus`) and gives the KV cache what is left
-  of them after the weights and the profiling run; enginecfg subtracts its weights estimate
-  (the activation peak and CUDA graphs are not counted);
+  of them after the weights and the profiling run: enginecfg subtracts each part vLLM's
+  worker takes (:mod:`.memory`: the weights, the activation peak, the memory outside torch,
+  and the CUDA graph estimate under ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1``), each
+  with its basis, and where a part is known only once the engine runs, its range; the KV
+  figures are given at the point estimate and over the range (:class:`KVRange`);
 - ``kv_cache_memory`` (``--kv-cache-memory-bytes``): when set (and not 0, which vLLM reads as
   unset), exactly that many bytes per GPU, the utilization ignored;
 - ``num_gpu_blocks_override``: the block count replaces the one the memory gives, after the
@@ -48,12 +51,13 @@ from enginecfg.pipeline.models import kv_cache as kc
 from enginecfg.pipeline.models import kv_specs
 from enginecfg.pipeline.models.engine_defaults import max_num_batched_tokens
 from enginecfg.pipeline.models.gpus import DEFAULT_GPU, Gpu, custom_gpu, find_gpu, selected_backend_error
+from enginecfg.pipeline.models.memory import MemoryPart, budget_range, parts_019
 from enginecfg.pipeline.models.weights import WeightsEstimate, estimate_weights
 
 __all__ = [
     "H200_GIB", "DEFAULT_UTILIZATION", "DEFAULT_CONTEXTS", "FIGURES", "ImpactOptions", "WeightsFigures",
-    "MemoryBudget", "GroupFigures", "MambaPadding", "Padding", "BlockRounding", "Impact",
-    "ImpactUnavailable", "memory_budget", "impact", "concurrency_curve", "start_messages",
+    "MemoryBudget", "GroupFigures", "MambaPadding", "Padding", "BlockRounding", "KVRange", "Impact",
+    "ImpactUnavailable", "memory_budget", "budget_from_parts", "impact", "concurrency_curve", "start_messages",
 ]
 
 #: the figures of configs seen before in this process: the arithmetic is pure, and an engine
@@ -95,7 +99,7 @@ class ImpactOptions(_Immutable):
     """What the figures assume about the GPU and vLLM's memory flags: the card (a preset of
     :mod:`.gpus`, ``--gpu``) and its memory (``--gpu-memory``: None, the preset's own), vLLM's
     share of it (``--gpu-memory-utilization``), or the KV-cache bytes outright
-    (``--kv-cache-memory-bytes``: no weights estimate; 0 reads as unset, as in vLLM), the block
+    (``--kv-cache-memory-bytes``: no memory estimate; 0 reads as unset, as in vLLM), the block
     count that replaces the one the memory gives (``--num-gpu-blocks-override``), and the
     context lengths the concurrency is given at."""
 
@@ -105,6 +109,11 @@ class ImpactOptions(_Immutable):
     contexts: tuple[int, ...] = attrs.field(default=DEFAULT_CONTEXTS, converter=tuple)
     gpu: str = DEFAULT_GPU.name
     num_gpu_blocks_override: int | None = None
+    #: ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``: subtract vLLM's CUDA graph estimate (None:
+    #: the release's default, off in 0.19.0 and on in 0.34.0)
+    estimate_cudagraphs: bool | None = None
+    #: ``--enforce-eager``: no CUDA graphs are captured (and none estimated)
+    enforce_eager: bool = False
 
     @property
     def card(self) -> Gpu:
@@ -122,7 +131,8 @@ class ImpactOptions(_Immutable):
         return {"gpu": self.gpu, "gpu_memory_gib": card.memory_gib, "gpu_memory_bytes": card.memory_bytes,
                 "gpu_memory_utilization": self.gpu_memory_utilization,
                 "kv_cache_memory": self.kv_cache_memory,
-                "num_gpu_blocks_override": self.num_gpu_blocks_override}
+                "num_gpu_blocks_override": self.num_gpu_blocks_override,
+                "estimate_cudagraphs": self.estimate_cudagraphs, "enforce_eager": self.enforce_eager}
 
 
 @attrs.frozen
@@ -144,13 +154,26 @@ class WeightsFigures(_Immutable):
                 "bytes_per_gpu": self.bytes_per_gpu, "basis": list(self.basis)}
 
 
+def _same(field: str):
+    return attrs.Factory(lambda self: getattr(self, field), takes_self=True)
+
+
 @attrs.frozen
 class MemoryBudget(_Immutable):
     """The KV-cache bytes of one GPU and how they were arrived at: ``source`` is
     ``"estimate"`` (the memory vLLM requests, ``ceil(GPU memory x utilization)``, minus the
-    weights) or ``"--kv-cache-memory"`` (``--kv-cache-memory-bytes`` given; ``weights`` is
-    then None).  It also says what else the figures assumed: the GPU preset, the flag's own
-    value and the block-count override (None: not given)."""
+    parts its worker subtracts: the weights, the profiling run's activation peak, the memory
+    outside torch and, where the release subtracts it, the CUDA graph estimate) or
+    ``"--kv-cache-memory"`` (``--kv-cache-memory-bytes`` given; ``weights`` is then None and
+    there are no parts).  It also says what else the figures assumed: the GPU preset, the
+    flag's own value and the block-count override (None: not given).
+
+    ``parts`` are the :class:`~enginecfg.pipeline.models.memory.MemoryPart` s, each with its
+    basis and range; ``kv_cache_memory_low`` / ``kv_cache_memory_high`` the range the KV-cache
+    bytes lie in (equal to ``kv_cache_memory`` when every part is exact), ``uncertain`` the
+    parts that make it a range.  ``available_kv_cache_memory`` (and its range) is what vLLM
+    logs as "Available KV cache memory"; it is ``kv_cache_memory`` except where the release
+    sizes the KV cache again after warmup (0.34.0's extensible KV cache)."""
 
     gpu_memory_bytes: int
     gpu_memory_utilization: float
@@ -161,6 +184,24 @@ class MemoryBudget(_Immutable):
     requested_memory: int = 0
     kv_cache_memory_bytes: int | None = None
     num_gpu_blocks_override: int | None = None
+    parts: tuple[MemoryPart, ...] = attrs.field(default=(), converter=tuple)
+    kv_cache_memory_low: int = _same("kv_cache_memory")
+    kv_cache_memory_high: int = _same("kv_cache_memory")
+    available_kv_cache_memory: int = _same("kv_cache_memory")
+    available_kv_cache_memory_low: int = _same("kv_cache_memory_low")
+    available_kv_cache_memory_high: int = _same("kv_cache_memory_high")
+
+    @property
+    def uncertain(self) -> tuple[str, ...]:
+        """The subtracted parts that are ranges (they make the KV-cache bytes a range)."""
+        return tuple(p.name for p in self.parts if p.subtracted and not p.exact)
+
+    @property
+    def is_range(self) -> bool:
+        return self.kv_cache_memory_low != self.kv_cache_memory_high
+
+    def part(self, name: str) -> MemoryPart | None:
+        return next((p for p in self.parts if p.name == name), None)
 
     def to_dict(self) -> dict[str, Any]:
         return {"gpu": self.gpu, "gpu_memory_bytes": self.gpu_memory_bytes,
@@ -169,7 +210,27 @@ class MemoryBudget(_Immutable):
                 "kv_cache_memory": self.kv_cache_memory, "source": self.source,
                 "kv_cache_memory_bytes": self.kv_cache_memory_bytes,
                 "num_gpu_blocks_override": self.num_gpu_blocks_override,
-                "weights": self.weights.to_dict() if self.weights is not None else None}
+                "weights": self.weights.to_dict() if self.weights is not None else None,
+                "kv_cache_memory_low": self.kv_cache_memory_low,
+                "kv_cache_memory_high": self.kv_cache_memory_high,
+                "available_kv_cache_memory": self.available_kv_cache_memory,
+                "available_kv_cache_memory_low": self.available_kv_cache_memory_low,
+                "available_kv_cache_memory_high": self.available_kv_cache_memory_high,
+                "parts": [p.to_dict() for p in self.parts], "uncertain": list(self.uncertain)}
+
+
+def budget_from_parts(card: Gpu, utilization: float, requested: int, parts: tuple[MemoryPart, ...],
+                      weights: WeightsEstimate, **common: Any) -> MemoryBudget:
+    """The budget of an estimate: what *requested* leaves after the subtracted *parts*, the
+    logged "Available KV cache memory" after the profiling step, the KV cache's bytes after
+    every step (see :func:`enginecfg.pipeline.models.memory.budget_range`)."""
+    kv, kv_low, kv_high = budget_range(requested, parts, step="warmup")
+    av, av_low, av_high = budget_range(requested, parts, step="profile")
+    common.setdefault("gpu", card.name)
+    return MemoryBudget(card.memory_bytes, utilization, kv, "estimate", WeightsFigures.from_estimate(weights),
+                        requested_memory=requested, parts=parts, kv_cache_memory_low=kv_low,
+                        kv_cache_memory_high=kv_high, available_kv_cache_memory=av,
+                        available_kv_cache_memory_low=av_low, available_kv_cache_memory_high=av_high, **common)
 
 
 @attrs.frozen
@@ -252,6 +313,28 @@ class BlockRounding(_Immutable):
 
 
 @attrs.frozen
+class KVRange(_Immutable):
+    """The KV figures over the range the KV-cache memory lies in (its low end and its high
+    end, :attr:`MemoryBudget.kv_cache_memory_low` / ``_high``): each a ``(low, high)`` pair,
+    the concurrency per context length (None above max_model_len), and whether vLLM would
+    start at each end."""
+
+    memory: tuple[int, int]
+    num_blocks: tuple[int, int]
+    kv_tokens: tuple[int, int]
+    max_concurrency: tuple[float | None, float | None]
+    concurrency: Mapping[int, tuple[float, float] | None] = attrs.field(converter=_read_only)
+    max_model_len_fits: tuple[int, int] = (0, 0)
+    starts: tuple[bool, bool] = (True, True)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kv_cache_memory": list(self.memory), "num_blocks": list(self.num_blocks),
+                "kv_tokens": list(self.kv_tokens), "max_concurrency": list(self.max_concurrency),
+                "concurrency": {str(n): (list(x) if x is not None else None) for n, x in self.concurrency.items()},
+                "max_model_len_fits": list(self.max_model_len_fits), "starts": list(self.starts)}
+
+
+@attrs.frozen
 class Impact(_Immutable):
     """The KV-cache figures of a resolved config on one GPU.
 
@@ -290,6 +373,8 @@ class Impact(_Immutable):
     start_error: str | None = None
     blocks_from_memory: int | None = None
     auto_fit: bool = False
+    #: the figures over the KV-cache memory's range, where the memory is a range (None: exact)
+    kv_range: KVRange | None = None
 
     @property
     def attention_groups(self) -> tuple[GroupFigures, ...]:
@@ -328,6 +413,8 @@ class Impact(_Immutable):
             out["blocks_from_memory"] = self.blocks_from_memory
         if self.auto_fit:
             out["auto_fit"] = True
+        if self.kv_range is not None:
+            out["kv_range"] = self.kv_range.to_dict()
         return out
 
 
@@ -362,10 +449,12 @@ def requested_memory(total_bytes: int, utilization: float) -> int:
 def memory_budget(cfg, *, gpu_memory_gib: float | None = None,
                   gpu_memory_utilization: float = DEFAULT_UTILIZATION,
                   kv_cache_memory: int | None = None, specs: dict | None = None,
-                  gpu: str | Gpu = DEFAULT_GPU.name, num_gpu_blocks_override: int | None = None) -> MemoryBudget:
-    """The KV-cache bytes of one GPU, and how they were arrived at (see the module doc).
-    The estimate may leave nothing (0 bytes, the weights alone take more); a negative
-    ``kv_cache_memory`` is kept as given (vLLM takes it, and stops at start-up)."""
+                  gpu: str | Gpu = DEFAULT_GPU.name, num_gpu_blocks_override: int | None = None,
+                  estimate_cudagraphs: bool | None = None, enforce_eager: bool = False) -> MemoryBudget:
+    """The KV-cache bytes of one GPU under vLLM 0.19.0, and how they were arrived at (see the
+    module doc and :mod:`enginecfg.pipeline.models.memory`).  The estimate may leave nothing
+    (0 bytes: the parts alone take more); a negative ``kv_cache_memory`` is kept as given
+    (vLLM takes it, and stops at start-up)."""
     card = _card(gpu, gpu_memory_gib)
     total = card.memory_bytes
     requested = requested_memory(total, gpu_memory_utilization)
@@ -374,9 +463,12 @@ def memory_budget(cfg, *, gpu_memory_gib: float | None = None,
     if kv_cache_memory:  # vLLM: 0 and None both mean "profile the memory instead"
         return MemoryBudget(total, gpu_memory_utilization, int(kv_cache_memory), "--kv-cache-memory", None,
                             **common)
+    if specs is None:
+        specs = kv_specs.layer_specs(cfg)
     weights = estimate_weights(cfg, specs)
-    return MemoryBudget(total, gpu_memory_utilization, max(requested - weights.bytes_per_gpu, 0), "estimate",
-                        WeightsFigures.from_estimate(weights), **common)
+    parts = parts_019(cfg, card, weights, specs, estimate_cudagraphs=estimate_cudagraphs, enforce_eager=enforce_eager)
+    common.pop("requested_memory")
+    return budget_from_parts(card, gpu_memory_utilization, requested, parts, weights, **common)
 
 
 def start_messages(card: Gpu, budget: MemoryBudget) -> str | None:
@@ -464,7 +556,8 @@ def impact(cfg, *, gpu_memory_gib: float | None = None,
            contexts: Sequence[int] = DEFAULT_CONTEXTS,
            disable_hybrid_kv_cache_manager: bool = False, gpu: str = DEFAULT_GPU.name,
            num_gpu_blocks_override: int | None = None, auto_fit_max_model_len: bool = False,
-           startup_block_size: int | None = None) -> Impact:
+           startup_block_size: int | None = None, estimate_cudagraphs: bool | None = None,
+           enforce_eager: bool = False) -> Impact:
     """The KV-cache figures of a resolved config on one GPU (see the module doc).
 
     ``auto_fit_max_model_len``: the caller asked for ``--max-model-len -1`` (auto), which vLLM
@@ -477,7 +570,8 @@ def impact(cfg, *, gpu_memory_gib: float | None = None,
     budget = memory_budget(cfg, gpu_memory_gib=gpu_memory_gib, gpu=gpu,
                            gpu_memory_utilization=gpu_memory_utilization,
                            kv_cache_memory=kv_cache_memory, specs=specs,
-                           num_gpu_blocks_override=num_gpu_blocks_override)
+                           num_gpu_blocks_override=num_gpu_blocks_override,
+                           estimate_cudagraphs=estimate_cudagraphs, enforce_eager=enforce_eager)
     available = budget.kv_cache_memory
     # vLLM's order at start-up: the worker's memory request, the model's layers (a backend
     # the caller chose must serve every attention layer), then the KV cache
@@ -527,6 +621,20 @@ def impact(cfg, *, gpu_memory_gib: float | None = None,
     if cc.enable_prefix_caching:
         attention = [g.spec.block_size for g in groups if not isinstance(g.spec, kc.MambaSpec)]
         granularity = min(attention) if attention else cc.mamba_block_size
+    kv_range = None
+    if budget.is_range:
+        def at(memory: int) -> tuple:
+            k = kc.kv_cache_config_from_groups(groups, max(memory, 0))
+            if num_gpu_blocks_override is not None:
+                k = _overridden(k, num_gpu_blocks_override)
+            conc = {n: kc.max_concurrency(k, _limits(cfg, n)) if n <= max_len else None for n in contexts}
+            ok = worker_error is None and auto_fit_error is None and kc.check_groups_fit(groups, limits, memory) is None
+            return (k.num_blocks, kc.kv_tokens(k), kc.max_concurrency(k, limits), conc,
+                    kc.group_estimate_max_model_len(groups, limits, memory), ok)
+        lo, hi = at(budget.kv_cache_memory_low), at(budget.kv_cache_memory_high)
+        kv_range = KVRange((budget.kv_cache_memory_low, budget.kv_cache_memory_high), (lo[0], hi[0]), (lo[1], hi[1]),
+                           (lo[2], hi[2]), {n: (None if lo[3][n] is None else (lo[3][n], hi[3][n])) for n in contexts},
+                           (lo[4], hi[4]), (lo[5], hi[5]))
     return Impact(
         memory=budget,
         max_model_len=max_len,
@@ -548,6 +656,7 @@ def impact(cfg, *, gpu_memory_gib: float | None = None,
         start_error=start_error,
         blocks_from_memory=blocks_from_memory,
         auto_fit=auto_fit_max_model_len and max_len != mc.max_model_len,
+        kv_range=kv_range,
     )
 
 
@@ -562,7 +671,8 @@ def concurrency_curve(cfg, options: "ImpactOptions", contexts: Sequence[int], *,
                  kv_cache_memory=options.kv_cache_memory,
                  num_gpu_blocks_override=options.num_gpu_blocks_override, contexts=(),
                  auto_fit_max_model_len=auto_fit_max_model_len, startup_block_size=startup_block_size,
-                 disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager)
+                 disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
+                 estimate_cudagraphs=options.estimate_cudagraphs, enforce_eager=options.enforce_eager)
     if not fig.groups:
         return ()
     specs = kv_specs.layer_specs(cfg, block_size=startup_block_size)

@@ -54,6 +54,9 @@ class Gpu:
     listed_mib: int = 0
     #: free memory once a process's CUDA context exists on an idle card (None: not measured)
     free_at_start_bytes: int | None = None
+    #: the GPU has no memory of its own and shares the system's (DGX Spark): its total is that
+    #: pool, and vLLM reads the free memory from the OS
+    unified: bool = False
 
     @property
     def memory_gib(self) -> float:
@@ -71,19 +74,41 @@ class Gpu:
     def to_dict(self) -> dict:
         return {"name": self.name, "device_name": self.device_name, "memory_bytes": self.memory_bytes,
                 "memory_gib": round(self.memory_gib, 2), "capability": self.capability_text,
-                "basis": self.basis, "aliases": list(self.aliases)}
+                "basis": self.basis, "aliases": list(self.aliases), "unified": self.unified}
 
 
 def _gpu(name: str, mib: int, cap: tuple[int, int], device: str, *aliases: str, measured: str = "",
-         memory_bytes: int | None = None, free_at_start: int | None = None) -> Gpu:
+         memory_bytes: int | None = None, free_at_start: int | None = None, unified: bool = False) -> Gpu:
     return Gpu(name, memory_bytes if memory_bytes is not None else mib * _MIB, cap, device, tuple(aliases),
-               measured, mib, free_at_start)
+               measured, mib, free_at_start, unified)
 
 
 #: measured on an NVIDIA H200 (driver 580.159.04, PyTorch 2.11.0+cu130): mem_get_info() right
 #: after the CUDA context was created
 _H200_MEASURED = ("torch.cuda.mem_get_info() on an NVIDIA H200, driver 580.159.04: 150,109,880,320 bytes "
                   "total; 149,557,477,376 free once the CUDA context exists")
+
+#: deviceQuery on an RTX 3090 (CUDA 11.8): "Total amount of global memory: 24268 MBytes (25447170048
+#: bytes)", the figure ``torch.cuda.get_device_properties(0).total_memory`` reports (a public setup
+#: guide; the same bytes appear in several projects' hard-coded RTX 3090 totals)
+_RTX3090_MEASURED = ("deviceQuery / torch.cuda.get_device_properties() on an RTX 3090 (driver for CUDA 11.8): "
+                     "25,447,170,048 bytes (24,268 MiB); nvidia-smi lists 24,576 MiB")
+#: deviceQuery on an RTX 5090 (driver for CUDA 12.8), NVIDIA/nccl issue #1637: "32120 MBytes
+#: (33680457728 bytes)"; another host with driver 570.133.04 printed 33,677,180,928
+_RTX5090_MEASURED = ("deviceQuery on an RTX 5090, driver for CUDA 12.8 (github.com/NVIDIA/nccl/issues/1637): "
+                     "33,680,457,728 bytes (32,120 MiB); another driver reports 3 MiB less")
+#: ``torch.cuda.get_device_properties()`` on an L40S printed
+#: ``_CudaDeviceProperties(name='NVIDIA L40S', major=8, minor=9, total_memory=45589MB, ...)`` (a public
+#: notebook; torch prints whole MiB), 479 MiB below the 46,068 MiB nvidia-smi lists
+_L40S_MEASURED = ("torch.cuda.get_device_properties() on an L40S: total_memory=45589MB (whole MiB); nvidia-smi "
+                  "lists 46,068 MiB")
+#: DGX Spark's GB10 has no memory of its own: CUDA reports the unified LPDDR5X pool, 121.69 GiB as
+#: vLLM's start-up check prints it (vLLM reads the free memory from the OS there, not from CUDA);
+#: nvidia-smi lists no memory for it
+_GB10_BYTES = round(121.69 * 2**30)
+_GB10_MEASURED = ("the unified memory pool CUDA reports on a DGX Spark, 121.69 GiB as vLLM's start-up message "
+                  "prints it (rounded to 0.01 GiB); shared with the CPU, and vLLM takes the OS's available "
+                  "memory as the free memory there")
 
 #: the cards deployments use, by preset name (memory as the driver reports it where measured,
 #: else as ``nvidia-smi`` lists it)
@@ -97,11 +122,22 @@ GPUS: dict[str, Gpu] = {g.name: g for g in (
     _gpu("B200", 183359, (10, 0), "NVIDIA B200"),
     _gpu("A100-80GB", 81920, (8, 0), "NVIDIA A100-SXM4-80GB", "A100"),
     _gpu("A100-40GB", 40960, (8, 0), "NVIDIA A100-SXM4-40GB"),
-    _gpu("L40S", 46068, (8, 9), "NVIDIA L40S"),
+    _gpu("L40S", 46068, (8, 9), "NVIDIA L40S", measured=_L40S_MEASURED, memory_bytes=45589 * _MIB),
     _gpu("L40", 46068, (8, 9), "NVIDIA L40"),
     _gpu("L4", 23034, (8, 9), "NVIDIA L4"),
     _gpu("A10G", 23028, (8, 6), "NVIDIA A10G", "A10"),
     _gpu("RTX-4090", 24564, (8, 9), "NVIDIA GeForce RTX 4090", "4090"),
+    _gpu("RTX-3090", 24576, (8, 6), "NVIDIA GeForce RTX 3090", "3090", measured=_RTX3090_MEASURED,
+         memory_bytes=25_447_170_048),
+    _gpu("RTX-5090", 32607, (12, 0), "NVIDIA GeForce RTX 5090", "5090", measured=_RTX5090_MEASURED,
+         memory_bytes=33_680_457_728),
+    _gpu("RTX-A6000", 49140, (8, 6), "NVIDIA RTX A6000", "A6000"),
+    _gpu("RTX-PRO-6000", 97887, (12, 0), "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+         "RTX PRO 6000 Blackwell", "PRO6000"),
+    _gpu("GB10", 0, (12, 1), "NVIDIA GB10", "DGX Spark", "Spark", measured=_GB10_MEASURED,
+         memory_bytes=_GB10_BYTES, unified=True),
+    _gpu("GB200", 189471, (10, 0), "NVIDIA GB200"),
+    _gpu("GB300", 284208, (10, 3), "NVIDIA GB300"),
 )}
 
 #: the GPU every figure assumes unless told otherwise

@@ -1,23 +1,35 @@
-"""How much GPU memory the weights take, estimated from the config alone.
+"""How much GPU memory the weights take on one rank, estimated from the config alone.
 
-vLLM measures the KV-cache budget after loading the weights: ``gpu_memory_utilization``
-times the GPU's memory, minus the weights, minus the activation peak of a profiling run.
-To give capacity figures before anything is loaded, this module counts parameters from the
-shapes the config implies — embeddings, attention / MLA projections, Mamba / gated-delta-net
-/ short-conv mixers (sized from the same state shapes the stages compute), dense or MoE
-feed-forward blocks, and a vision tower when the config has one — and prices them by dtype
-and quantisation, divided over the tensor-parallel ranks.
+vLLM measures the KV-cache budget after loading the weights ("Model loading took ... GiB"):
+the memory it requests, minus the weights as loaded, the activation peak of a profiling run
+and the memory outside torch (:mod:`.memory` puts the parts together).  To give capacity
+figures before anything is loaded, this module counts parameters from the shapes the config
+implies — embeddings, attention / MLA projections, Mamba / gated-delta-net / short-conv mixers
+(sized from the same state shapes the stages compute), dense or MoE feed-forward blocks, the
+routers, the norms, and a vision tower when the config has one — and prices them as vLLM
+stores them on each tensor-parallel rank:
 
-It is an estimate and says so: norms, biases and small gates are left out, a quantised
-checkpoint is priced at its method's bits for the linear layers of the decoder (embeddings,
-LM head and vision tower stay in the model dtype), and the activation peak and CUDA graphs
-vLLM also subtracts are not counted (``--kv-cache-memory`` skips the estimate entirely).
+- the embeddings and the LM head as ``VocabParallelEmbedding`` shards them: the vocabulary
+  padded to a multiple of 64, divided over the ranks (one copy when they are tied);
+- the attention projections per rank, KV heads replicated where there are fewer than ranks;
+  the mixers, feed-forward and expert weights divided over the ranks; norms and routers
+  replicated on every rank;
+- quantized linear layers packed as the method stores them, scales included (fp8: 1 byte;
+  NVFP4: 4-bit values and an fp8 scale per 16, 4.5 bits; MXFP4: 4.25 bits; GPTQ/AWQ int4:
+  4-bit values with a 16-bit scale and a 4-bit zero per group of 128, about 4.16 bits), per
+  kind of layer where the checkpoint says so (ModelOpt's ``quantized_layers``, the excluded
+  modules); embeddings, LM head, norms, routers and the vision tower stay in the model dtype.
+
+It is an estimate and says so: its range (``low``/``high``) covers the small tensors it does
+not count (biases, the Mamba A/D/dt vectors, rotary caches, kernel repacking of quantized
+layouts) and the layers it may price in the wrong format.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 from enginecfg.pipeline.hf import typed
@@ -27,7 +39,7 @@ from enginecfg.pipeline.models.dtypes import dtype_size
 from enginecfg.pipeline.models import kv_cache as kc
 from enginecfg.pipeline.models import kv_specs
 
-__all__ = ["WeightsEstimate", "estimate_weights", "QUANT_BITS"]
+__all__ = ["WeightsEstimate", "estimate_weights", "QUANT_BITS", "FORMAT_BYTES", "FORMAT_WORDS", "VOCAB_PADDING"]
 
 #: bits per weight of a quantised linear layer (block scales included)
 QUANT_BITS = {
@@ -37,12 +49,39 @@ QUANT_BITS = {
 }
 
 
+#: bytes per parameter of a linear layer stored in each format, scales included
+FORMAT_BYTES = {
+    "fp8": 1.0,                           # one byte; per-tensor, per-channel or 128x128 block scales
+    "nvfp4": 0.5 + 1 / 16,                # 4-bit values, one fp8 scale per 16
+    "mxfp4": 0.5 + 1 / 32,                # 4-bit values, one 8-bit exponent per 32
+    "int4": 0.5 + (2 + 0.5) / 128,        # GPTQ/AWQ: 4-bit values, fp16 scale and 4-bit zero per 128
+    "int8": 1.0 + 2 / 128,
+}
+#: the formats in words
+FORMAT_WORDS = {"fp8": "8 bits", "nvfp4": "4.5 bits: 4-bit values, an fp8 scale per 16",
+                "mxfp4": "4.25 bits: 4-bit values, an 8-bit exponent per 32",
+                "int4": "4.16 bits: 4-bit values, an fp16 scale and a 4-bit zero per 128", "int8": "8.1 bits"}
+#: vLLM pads the vocabulary of its embedding and LM head to a multiple of this
+#: (``vocab_parallel_embedding.DEFAULT_VOCAB_PADDING_SIZE``)
+VOCAB_PADDING = 64
+#: what the estimate may miss, as a share of the weights: unquantized, and quantized checkpoints
+_SLACK = {False: (0.01, 0.02), True: (0.03, 0.06)}
+#: small tensors the model allocates while it loads beside its weights (rotary cos/sin caches,
+#: kernel workspaces), at most
+_BUFFERS = 96 * 2**20
+
+
 @dataclass
 class WeightsEstimate:
     params: int
     bytes_total: int
     bytes_per_gpu: int
     basis: list[str] = field(default_factory=list)
+    #: the range the weights of one rank lie in (see the module doc)
+    low: int = 0
+    high: int = 0
+    #: bytes of one rank by kind of weight (embeddings, lm_head, attention, ...)
+    components: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"params": self.params, "bytes_total": self.bytes_total,
@@ -170,34 +209,137 @@ def _vision(cfg) -> int:
     return depth * (4 * h * h + 2 * h * inter)
 
 
-def _quant_bits(cfg) -> tuple[float | None, str]:
+def _fmt_name(method: str, algo: str) -> tuple[str | None, str]:
+    """(format, words) of a quantization method and algorithm; None: not a linear format
+    this module prices (the model dtype)."""
+    m, a = method.lower(), algo.upper()
+    if "FP4" in a or m in ("modelopt_fp4", "nvfp4"):
+        return "nvfp4", f"{method} {algo or 'NVFP4'}"
+    if m == "mxfp4" or "MXFP4" in a:
+        return "mxfp4", f"{method} MXFP4"
+    if a.startswith("FP8") or "FP8" in a or m in ("fp8", "modelopt", "fbgemm_fp8", "ptpc_fp8"):
+        return "fp8", f"{method}{' ' + algo if algo else ''}"
+    if m in ("awq", "gptq", "awq_marlin", "gptq_marlin", "auto_round", "inc") or "INT4" in a or "W4A16" in a:
+        return "int4", f"{method} int4"
+    if m in ("bitsandbytes", "gguf"):
+        return "nvfp4", f"{method}: priced as 4.5 bits"
+    bits = QUANT_BITS.get(m)
+    if bits is not None:
+        return ("fp8" if bits >= 8 else "nvfp4"), f"{method}: priced as {bits:g} bits"
+    return "fp8", f"{method}: priced as fp8"
+
+
+#: the kinds of linear layer, and the words in a module name that say which one it is (an
+#: expert's path says "experts"; a dense or shared-expert MLP "mlp" or "feed_forward")
+_KINDS = ("attention", "mixers", "feed-forward", "experts")
+_MARKERS = {"experts": (".experts", "experts."),
+            "attention": ("self_attn", ".attention", "attn.q", "attn.k", "attn.v", "attn.o"),
+            "mixers": ("linear_attn", "mixer", ".mamba", "conv1d", "in_proj", "out_proj"),
+            "feed-forward": (".mlp", "mlp.", "feed_forward", "shared_expert", "gate_proj", "up_proj", "down_proj")}
+
+
+def _kind_of(name: str) -> str | None:
+    for kind in ("experts", "attention", "mixers", "feed-forward"):
+        if any(m in name for m in _MARKERS[kind]):
+            return kind
+    return None
+
+
+def _formats(cfg) -> tuple[dict[str, str | None], str]:
+    """The storage format of each kind of linear layer ({kind: format or None for the model
+    dtype}) and the words that say so."""
     mc = cfg.model_config
     quant = _g(mc.hf_config, "quantization_config")
     method = mc.quantization
-    # method and algorithm are read as text and compared, as the loader read them
-    if not method and isinstance(quant, dict):
+    if not method and isinstance(quant, Mapping):
         method = typed.key(quant, QUANT_FIELD, "quant_method", typed.ANY)
+    kinds: dict[str, str | None] = {k: None for k in _KINDS}
     if not method:
-        return None, ""
+        return kinds, ""
+    method = str(method)
     algo = str(typed.key(quant, QUANT_FIELD, "quant_algo", typed.ANY, default="")).upper() \
-        if isinstance(quant, dict) else ""
-    if "FP4" in algo or method in ("modelopt_fp4", "nvfp4"):
-        return 4.5, f"{method} {algo or 'fp4'}: 4.5 bits per linear weight (4-bit values, fp8 block scales)"
-    if algo == "MIXED_PRECISION" or str(method).endswith("mixed"):
-        return 4.5, f"{method} mixed precision: priced as 4.5 bits per linear weight (its largest part)"
-    bits = QUANT_BITS.get(str(method).lower(), 8.0)
-    return bits, f"{method}{' ' + algo if algo else ''}: {bits:g} bits per linear weight"
+        if isinstance(quant, Mapping) else ""
+    layers = quant.get("quantized_layers") if isinstance(quant, Mapping) else None
+    if isinstance(layers, Mapping) and layers:
+        # ModelOpt mixed precision: each kind of layer in the format most of its entries name
+        seen: dict[str, dict[str, int]] = {}
+        for name, info in layers.items():
+            kind = _kind_of(str(name))
+            if kind is None or not isinstance(info, Mapping):
+                continue
+            a = str(info.get("quant_algo", "")).upper()
+            seen.setdefault(kind, {}).setdefault(a, 0)
+            seen[kind][a] += 1
+        words = []
+        for kind in _KINDS:
+            if kind in seen:
+                a = max(seen[kind], key=seen[kind].get)
+                kinds[kind] = _fmt_name(method, a)[0]
+                words.append(f"{kind} {a} ({FORMAT_WORDS[kinds[kind]]})" if kinds[kind] else f"{kind} {a} "
+                             "(not a format vLLM quantizes: the model dtype)")
+        text = f"{method} {algo or 'mixed precision'}, per kind of layer: " + ", ".join(words)
+    else:
+        fmt, text = _fmt_name(method, algo)
+        kinds = {k: fmt for k in _KINDS}
+        text += f": {FORMAT_WORDS[fmt]} per linear weight"
+    # the checkpoint's exclusions: a pattern that names a kind of layer keeps that kind in the
+    # model dtype (patterns name each layer; the kind is what they share)
+    kept = []
+    if isinstance(quant, Mapping):
+        for key in ("ignore", "exclude_modules", "modules_to_not_convert", "ignored_layers"):
+            v = quant.get(key)
+            for pattern in v if isinstance(v, (list, tuple)) else ():
+                kind = _kind_of(str(pattern))
+                if kind is not None and kinds[kind] is not None:
+                    kinds[kind] = None
+                    kept.append(kind)
+    if kept:
+        text += "; left in the model dtype by the checkpoint's exclusions: " + ", ".join(kept)
+    return kinds, text
+
+
+def _attention_per_rank(cfg, text, hidden: int, specs) -> int:
+    """The attention projections one rank holds (KV heads replicated where fewer than ranks)."""
+    heads = _n(text, "num_attention_heads", 0)
+    gate = 2 if _g(text, "attn_output_gate") else 1
+    tp = cfg.parallel_config.tensor_parallel_size
+    per = 0
+    for s in specs.values():
+        if isinstance(s, kc.MLAAttentionSpec):
+            nope, rope = _n(text, "qk_nope_head_dim", 128), _n(text, "qk_rope_head_dim", 64)
+            v, kv_rank, q_rank = _n(text, "v_head_dim", 128), _n(text, "kv_lora_rank", 512), _n(text, "q_lora_rank")
+            h = -(-heads // tp)
+            q = hidden * h * (nope + rope) if not q_rank else hidden * q_rank + q_rank * h * (nope + rope)
+            per += q + hidden * (kv_rank + rope) + kv_rank * h * (nope + v) + h * v * hidden
+        elif isinstance(s, (kc.FullAttentionSpec, kc.SlidingWindowSpec)):
+            h = -(-heads // tp)
+            hd = s.head_size
+            per += gate * hidden * h * hd + 2 * hidden * s.num_kv_heads * hd + h * hd * hidden
+    return per
+
+
+def _norms(cfg, text, hidden: int, n_layers: int, specs) -> int:
+    """The norm weights, replicated on every rank: two per decoder layer, the final one, and
+    the query/key norms of attention layers that have them."""
+    qk = 0
+    if _g(text, "use_qk_norm") or str(_g(text, "model_type", "")).startswith(("qwen3", "gemma")):
+        qk = sum(2 * s.head_size for s in specs.values()
+                 if isinstance(s, (kc.FullAttentionSpec, kc.SlidingWindowSpec))
+                 and not isinstance(s, kc.MLAAttentionSpec))
+    per_layer = 4 if (cfg.model_config.architecture or "").startswith("Gemma") else 2
+    return per_layer * hidden * n_layers + hidden + qk
 
 
 def estimate_weights(cfg, specs: dict | None = None) -> WeightsEstimate:
-    """Parameter count and bytes of the weights for the resolved config (``specs``: the
-    layers' KV-cache specs when the caller has them already)."""
+    """Parameter count and bytes of the weights for the resolved config, per rank as vLLM
+    loads them (``specs``: the layers' KV-cache specs when the caller has them already)."""
     mc = cfg.model_config
     text = mc.hf_text_config
     hidden = _n(text, "hidden_size", 0)
     vocab = _n(text, "vocab_size", _n(mc.hf_config, "vocab_size", 0))
     n_layers = _n(text, "num_hidden_layers", 0)
     tied = _g(text, "tie_word_embeddings", _g(mc.hf_config, "tie_word_embeddings", False))
+    tp = cfg.parallel_config.tensor_parallel_size
     embed = vocab * hidden * (1 if tied else 2)
     if specs is None:
         specs = kv_specs.layer_specs(cfg)
@@ -205,26 +347,63 @@ def estimate_weights(cfg, specs: dict | None = None) -> WeightsEstimate:
     mats = _ffn_matrices(text)
     dense = mats * hidden * _n(text, "intermediate_size", 0)
     moe = _moe(text, hidden, mats)
-    ffn = 0
+    experts_total = _n(text, "num_experts", _n(text, "n_routed_experts", _n(text, "num_local_experts", 0)))
+    router = hidden * experts_total
+    ffn = experts = routers = 0
+    shared_inter = _n(text, "shared_expert_intermediate_size", _n(text, "moe_shared_expert_intermediate_size", 0))
+    if not shared_inter and _n(text, "n_shared_experts"):
+        shared_inter = _n(text, "n_shared_experts") * _n(text, "moe_intermediate_size", _n(text, "intermediate_size", 0))
+    shared = mats * hidden * shared_inter
     for kind in _ffn_kinds(cfg, text, n_layers):
-        ffn += {"dense": dense, "moe": moe, "both": dense + moe}.get(kind, 0)
+        if kind in ("moe", "both"):
+            experts += moe - router - shared
+            ffn += shared
+            routers += router
+        if kind in ("dense", "both"):
+            ffn += dense
     if (mc.architecture or "").startswith("Zamba2"):
         ffn += _n(text, "num_mem_blocks", 1) * dense
     vision = _vision(cfg)
-    linear = attn + mixer + ffn
-    params = embed + linear + vision
+    norms = _norms(cfg, text, hidden, n_layers, specs)
+    params = embed + attn + mixer + ffn + experts + routers + vision
     model_bytes = dtype_size(mc.dtype)
-    bits, quant_note = _quant_bits(cfg)
-    linear_bytes = linear * (bits / 8 if bits else model_bytes)
-    total = int(embed * model_bytes + linear_bytes + vision * model_bytes)
-    tp = cfg.parallel_config.tensor_parallel_size
-    per_gpu = -(-total // tp)
+    formats, quant_note = _formats(cfg)
+
+    def price(kind: str, n: int) -> int:
+        fmt = formats.get(kind)
+        return int(n * (FORMAT_BYTES[fmt] if fmt else model_bytes))
+
+    padded = -(-vocab // VOCAB_PADDING) * VOCAB_PADDING
+    per_vocab = -(-padded // tp) * hidden
+    components = {
+        "embeddings": per_vocab * model_bytes,
+        "lm_head": 0 if tied else per_vocab * model_bytes,
+        "attention": price("attention", _attention_per_rank(cfg, text, hidden, specs)),
+        "recurrent mixers": price("mixers", -(-mixer // tp)),
+        "feed-forward": price("feed-forward", -(-ffn // tp)),
+        "experts": price("experts", -(-experts // tp)),
+        "routers": routers * model_bytes,
+        "norms": norms * model_bytes,
+        "vision": -(-vision // tp) * model_bytes,
+    }
+    per_gpu = sum(components.values())
+    total = int(embed * model_bytes + price("attention", attn) + price("mixers", mixer) + price("feed-forward", ffn)
+                + price("experts", experts) + (routers + vision + norms) * model_bytes)
+    quantized = any(f is not None for f in formats.values())
+    lo, hi = _SLACK[quantized]
+    low, high = int(per_gpu * (1 - lo)), int(per_gpu * (1 + hi)) + _BUFFERS
+    gib = 2**30
+    shown = ", ".join(f"{k} {v / gib:.2f}" for k, v in components.items() if v)
     basis = [
         f"{params / 1e9:.2f} B parameters from the config's shapes: embeddings {embed / 1e9:.2f} B"
         f"{' (tied)' if tied else ''}, attention {attn / 1e9:.2f} B, recurrent mixers "
-        f"{mixer / 1e9:.2f} B, feed-forward {ffn / 1e9:.2f} B, vision {vision / 1e9:.2f} B",
-        quant_note or f"all weights in {mc.dtype} ({model_bytes} bytes each)",
-        f"divided over tensor parallel size {tp}",
-        "not counted: norms, biases, the activation peak and CUDA graphs vLLM also subtracts",
+        f"{mixer / 1e9:.2f} B, feed-forward {(ffn + experts + routers) / 1e9:.2f} B, vision {vision / 1e9:.2f} B",
+        (quant_note + f"; the rest in {mc.dtype}") if quant_note else
+        f"all weights in {mc.dtype} ({model_bytes} bytes each)",
+        f"per rank of tensor parallel size {tp} (GiB): {shown}; the vocabulary padded to {padded:,} and "
+        f"split over the ranks, KV heads replicated where fewer than ranks, norms and routers on every rank",
+        f"range {low / gib:.2f}-{high / gib:.2f} GiB: what the count leaves out (biases, Mamba A/D/dt "
+        f"vectors, rotary caches, kernel layouts{' of the quantized layers' if quantized else ''})",
     ]
-    return WeightsEstimate(params=params, bytes_total=total, bytes_per_gpu=per_gpu, basis=basis)
+    return WeightsEstimate(params=params, bytes_total=total, bytes_per_gpu=per_gpu, basis=basis, low=low, high=high,
+                           components=components)

@@ -53,7 +53,8 @@ class Impact034Stage(ImpactStage):
                 gpu_memory_gib=opts.card.memory_gib,
                 gpu_memory_utilization=opts.gpu_memory_utilization if self.utilization_given else default_utilization,
                 kv_cache_memory=opts.kv_cache_memory, contexts=opts.contexts,
-                extensible=extensible, num_gpu_blocks_override=opts.num_gpu_blocks_override)
+                extensible=extensible, num_gpu_blocks_override=opts.num_gpu_blocks_override,
+                estimate_cudagraphs=opts.estimate_cudagraphs, enforce_eager=opts.enforce_eager)
         except EngineCfgError as exc:
             figures = ImpactUnavailable(str(exc), exc.field)
         except (ArithmeticError, TypeError, ValueError, KeyError, IndexError) as exc:

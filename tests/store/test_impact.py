@@ -141,9 +141,10 @@ def test_a_nan_concurrency_held_in_its_column_before_still_verifies(store, monke
 
 
 def test_the_memory_a_run_assumed_is_stored_and_queryable(store):
-    """``--gpu-memory-utilization 0.5`` stores the 0.5 figures, and what each figure assumed
-    (GPU, its memory, utilization, KV bytes, override, whether vLLM starts) is in columns."""
-    half = Pipeline(gpu_validation="off", impact={"gpu_memory_utilization": 0.5}).run(
+    """``--gpu-memory-utilization 0.6`` stores the 0.6 figures, and what each figure assumed
+    (GPU, its memory, utilization, KV bytes, override, whether vLLM starts) is in columns (at 0.5
+    the profiling run's peak leaves Qwen3.5-27B too little for one request of max_model_len)."""
+    half = Pipeline(gpu_validation="off", impact={"gpu_memory_utilization": 0.6}).run(
         EngineConfig.from_pretrained(QWEN))
     small = Pipeline(gpu_validation="off", impact={"gpu": "A100-40GB"}).run(EngineConfig.from_pretrained(QWEN))
     fixed = Pipeline(gpu_validation="off", impact={"kv_cache_memory_bytes": 20 * 2**30,
@@ -153,7 +154,7 @@ def test_the_memory_a_run_assumed_is_stored_and_queryable(store):
     assert half.impact.kv_tokens < default.impact.kv_tokens
     r = store.get_run(half.run_id)
     assert r["kv_tokens"] == half.impact.kv_tokens and r["max_concurrency"] == half.impact.max_concurrency
-    assert (r["gpu"], r["gpu_memory_bytes"], r["gpu_memory_utilization"]) == ("H200", 150_109_880_320, 0.5)
+    assert (r["gpu"], r["gpu_memory_bytes"], r["gpu_memory_utilization"]) == ("H200", 150_109_880_320, 0.6)
     assert r["kv_cache_memory"] == half.impact.memory.kv_cache_memory and r["starts"] is True
     assert r["kv_cache_memory_bytes"] is None and r["num_gpu_blocks_override"] is None
     r = store.get_run(small.run_id)
@@ -166,7 +167,7 @@ def test_the_memory_a_run_assumed_is_stored_and_queryable(store):
     assert listed[small.run_id]["starts"] is False and listed[small.run_id]["gpu"] == "A100-40GB"
     # history, why and diff take the figures
     hist = store.field_history("impact.memory.gpu_memory_utilization")
-    assert [h["value"] for h in hist] == [0.9, 0.9, 0.9, 0.5]
+    assert [h["value"] for h in hist] == [0.9, 0.9, 0.9, 0.6]
     assert [h["value"] for h in store.field_history("impact.starts")] == [True, True, False, True]
     assert store.field_history("impact.concurrency.8192")[0]["value"] == default.impact.concurrency[8192]
     assert store.field_history("impact.groups.3.block_size")[0]["value"] == 784
@@ -175,7 +176,7 @@ def test_the_memory_a_run_assumed_is_stored_and_queryable(store):
     store.check_field("impact.max_concurrency")
     store.check_field("impact.memory.gpu")
     diff = {d["field"]: d for d in store.diff_runs(half.run_id, default.run_id)["differences"]}
-    assert diff["impact.memory.gpu_memory_utilization"]["a"] == 0.5
+    assert diff["impact.memory.gpu_memory_utilization"]["a"] == 0.6
     assert store.verify().ok
 
 
@@ -220,4 +221,22 @@ def test_runs_recorded_before_the_memory_columns_still_verify(store, monkeypatch
     assert store.get_run(old.run_id)["hash_layout"] == 2 and store.get_run(old.run_id)["gpu"] is None
     new = _run()
     assert store.get_run(new.run_id)["hash_layout"] == hashing.current_layout() >= 3
+    assert store.verify().ok
+
+
+def test_the_memory_budget_and_its_range_are_recorded_and_followed(store):
+    """The budget's parts and the KV figures over its range are in the hashed result: ``history``,
+    ``why`` and ``diff`` take them as they take the other figures."""
+    a = _run()
+    b = Pipeline(gpu_validation="off", impact={"estimate_cudagraphs": True}).run(EngineConfig.from_pretrained(QWEN))
+    ra = store.get_run(a.run_id)
+    memory = ra["result"]["impact"]["memory"]
+    assert [p["name"] for p in memory["parts"]] == ["weights", "activation_peak", "non_torch", "cuda_graphs"]
+    assert memory["kv_cache_memory_low"] < memory["kv_cache_memory"] < memory["kv_cache_memory_high"]
+    assert ra["result"]["impact"]["kv_range"]["kv_tokens"] == list(a.impact.kv_range.kv_tokens)
+    hist = store.field_history("impact.memory.kv_cache_memory_low")
+    assert [h["value"] for h in hist] == [b.impact.memory.kv_cache_memory_low, a.impact.memory.kv_cache_memory_low]
+    store.check_field("impact.kv_range.kv_tokens")
+    diff = {d["field"]: d for d in store.diff_runs(a.run_id, b.run_id)["differences"]}
+    assert diff["impact.memory.parts.3.subtracted"] == {**diff["impact.memory.parts.3.subtracted"], "a": False, "b": True}
     assert store.verify().ok

@@ -39,8 +39,8 @@ from enginecfg.pipeline.models import capacity
 from enginecfg.pipeline.models import kv_cache as kc
 from enginecfg.pipeline.models import kv_specs
 from enginecfg.pipeline.models.kv_cache import cdiv
-from enginecfg.pipeline.models.capacity import (BlockRounding, GroupFigures, Impact, MambaPadding, MemoryBudget,
-                                                Padding)
+from enginecfg.pipeline.models.capacity import (BlockRounding, GroupFigures, Impact, KVRange, MambaPadding,
+                                                MemoryBudget, Padding)
 from enginecfg.pipeline.models.v034 import backends as be
 from enginecfg.pipeline.models.v034 import config_time
 from enginecfg.pipeline.models.v034 import startup as st
@@ -324,7 +324,8 @@ def _figures(g: Group, per_request_one: int) -> GroupFigures:
 def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capacity.H200_GIB,
            gpu_memory_utilization: float = 1.0, kv_cache_memory: int | None = None,
            contexts: Sequence[int] = capacity.DEFAULT_CONTEXTS, extensible: bool = True,
-           num_gpu_blocks_override: int | None = None) -> Impact:
+           num_gpu_blocks_override: int | None = None, estimate_cudagraphs: bool | None = None,
+           enforce_eager: bool = False) -> Impact:
     """0.34.0's KV-cache figures of a resolved config: *startup* is ``(block_size,
     mamba_block_size, mamba_page_size_padded, disable_hybrid_kv_cache_manager, backends)``
     (:func:`startup_key`), *gpu* ``(name, device name, memory bytes, capability)``;
@@ -341,11 +342,17 @@ def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capa
                               "--kv-cache-memory", None, gpu=card.name, kv_cache_memory_bytes=int(kv_cache_memory),
                               num_gpu_blocks_override=num_gpu_blocks_override)
     else:
-        budget = capacity.memory_budget(cfg, gpu_memory_gib=None,  # the card carries its memory
-                                        gpu_memory_utilization=gpu_memory_utilization,
-                                        specs=kv_specs.layer_specs(cfg, block_size=start.block_size),
-                                        gpu=card, num_gpu_blocks_override=num_gpu_blocks_override,
-                                        kv_cache_memory=kv_cache_memory)
+        from enginecfg.pipeline.models.v034 import memory
+        from enginecfg.pipeline.models.weights import estimate_weights
+
+        specs = kv_specs.layer_specs(cfg, block_size=start.block_size)
+        weights = estimate_weights(cfg, specs)
+        requested = capacity.requested_memory(card.memory_bytes, gpu_memory_utilization)
+        parts = memory.parts(cfg, card, weights, specs, requested=requested, extensible=extensible,
+                             estimate_cudagraphs=estimate_cudagraphs, enforce_eager=enforce_eager)
+        budget = capacity.budget_from_parts(card, gpu_memory_utilization, requested, parts, weights,
+                                            gpu=card.name, num_gpu_blocks_override=num_gpu_blocks_override,
+                                            kv_cache_memory_bytes=kv_cache_memory)
     available = budget.kv_cache_memory
     mnbt = config_time.max_num_batched_tokens(cfg, card)
     if not p.groups:
@@ -394,6 +401,27 @@ def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capa
     layers = sum(len(g.layers) for g in p.groups)
     attention = [g.block_size for g in p.groups if not isinstance(g.spec, kc.MambaSpec)]
     rows = [_figures(g, _blocks(g.layers[0], 1, 0, cc.mamba_cache_mode)) for g in p.groups]
+    kv_range = None
+    if budget.is_range:
+        def at(memory: int) -> tuple:
+            planned = num_gpu_blocks_override * bpb if num_gpu_blocks_override is not None else memory
+            n = max(planned // bpb, 0)
+            est = 0
+            if bpb * per_request(1) <= planned - bpb:
+                lo_, hi_, est = 1, mml, 1
+                while lo_ <= hi_:
+                    mid = (lo_ + hi_) // 2
+                    if bpb * per_request(mid) <= planned - bpb:
+                        est, lo_ = mid, mid + 1
+                    else:
+                        hi_ = mid - 1
+            conc = n / per_request(mml)
+            return (n, int(conc * mml), conc, {c: (n / per_request(c) if c <= mml else None) for c in contexts}, est,
+                    planned - bpb > 0 and needed <= planned - bpb)
+        lo, hi = at(budget.kv_cache_memory_low), at(budget.kv_cache_memory_high)
+        kv_range = KVRange((budget.kv_cache_memory_low, budget.kv_cache_memory_high), (lo[0], hi[0]), (lo[1], hi[1]),
+                           (lo[2], hi[2]), {c: (None if lo[3][c] is None else (lo[3][c], hi[3][c])) for c in contexts},
+                           (lo[4], hi[4]), (lo[5], hi[5]))
     return Impact(
         memory=budget, max_model_len=mml, max_num_batched_tokens=mnbt, groups=rows, num_blocks=blocks,
         kv_tokens=int(concurrency * mml), max_concurrency=concurrency,
@@ -406,7 +434,7 @@ def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capa
                                      round(100.0 * (available - blocks * bpb) / available, 2) if available else 0.0),
         prefix_cache_granularity=(min(attention) if attention else cc.mamba_block_size)
         if cc.enable_prefix_caching else None,
-        blocks_from_memory=blocks_from_memory)
+        blocks_from_memory=blocks_from_memory, kv_range=kv_range)
 
 
 @dataclass(frozen=True)
