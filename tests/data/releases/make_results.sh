@@ -64,6 +64,21 @@ for s in "${steps[@]}"; do
                   "$DEST/vllm_serve_flags.json" > "$OUT/flags.log" 2>&1) \
                 || echo "the flag dump failed: $OUT/flags.log" >&2 ;;
     pack)
+      # in the order of public.json, each `config_dir` as public.json writes it (a run may ask
+      # the same cases in another order, e.g. by argument set, and by absolute folder)
+      "$PY" - "$ORACLE/cases/public.json" "$OUT/public.json" <<'PY'
+import json, sys
+asked = json.load(open(sys.argv[1]))
+answers = json.load(open(sys.argv[2]))
+by_name = {r["name"]: r for r in answers["results"]}
+results = []
+for case in asked:
+    if case["name"] in by_name:
+        results.append(dict(by_name[case["name"]], config_dir=case["config_dir"]))
+answers["results"] = results
+with open(sys.argv[2], "w") as f:
+    f.write(json.dumps(answers, separators=(",", ":"), default=str) + "\n")
+PY
       gzip -n -9 -c "$OUT/public.json" > "$DEST/public-$TAG.json.gz"
       gzip -n -9 -c "$OUT/examples.json" > "$DEST/examples-$TAG.json.gz" ;;
     *) echo "unknown step $s" >&2; exit 2 ;;

@@ -149,17 +149,17 @@ def _short(value) -> str:
 
 
 def render(releases: dict[str, dict[str, dict]]) -> str:
-    names = sorted(set.intersection(*(set(r) for r in releases.values())))
     lines = ["# What changed between the releases run here (generated)", "",
-             "Written by `summarize_releases.py` from the answers kept under `tests/data/`: "
-             f"the {len(names)} public cases every release below answered, compared field by "
-             "field between neighbouring releases. 0.19.0 is the fixtures (config time only: "
-             "its start-up and KV fields are not compared). TIMELINE.md dates the rule behind "
-             "each difference.", "",
-             "Releases: " + ", ".join(releases), ""]
+             "Written by `summarize_releases.py` from the answers kept under `tests/data/`: the "
+             "public cases two neighbouring releases both answered, compared field by field. "
+             "0.19.0 is the fixtures (config time only: its start-up and KV fields are not "
+             "compared). TIMELINE.md dates the rule behind each difference.", "",
+             "Releases: " + ", ".join(f"{v} ({len(r)} cases)" for v, r in releases.items()), ""]
     versions = list(releases)
     for a, b in zip(versions, versions[1:]):
-        lines += [f"## {a} → {b}", "", "| field | cases that differ | for example |", "|---|---|---|"]
+        names = sorted(set(releases[a]) & set(releases[b]))
+        lines += [f"## {a} → {b}", "", f"{len(names)} cases answered by both.", "",
+                  "| field | cases that differ | for example |", "|---|---|---|"]
         fields = [f for f in releases[b][names[0]] if f in releases[a][names[0]]]
         for field in fields:
             diffs = [n for n in names if releases[a][n].get(field) != releases[b][n].get(field)]
