@@ -80,7 +80,9 @@ with open(sys.argv[2], "w") as f:
     f.write(json.dumps(answers, separators=(",", ":"), default=str) + "\n")
 PY
       gzip -n -9 -c "$OUT/public.json" > "$DEST/public-$TAG.json.gz"
-      gzip -n -9 -c "$OUT/examples.json" > "$DEST/examples-$TAG.json.gz" ;;
+      if [ -f "$OUT/examples.json" ]; then
+        gzip -n -9 -c "$OUT/examples.json" > "$DEST/examples-$TAG.json.gz"
+      fi ;;
     *) echo "unknown step $s" >&2; exit 2 ;;
   esac
 done
