@@ -29,7 +29,24 @@ PUBLISHED = ["0.19.1", "0.20.0", "0.20.1", "0.20.2", "0.21.0", "0.22.0", "0.22.1
              "0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0"]
 
 #: the releases whose unmodified vLLM was run: sha256 of each file, as the oracle wrote it
-RUN = {}
+RUN = {
+    "0.20.0": {
+        "examples-020.json.gz":
+            "9574aa3537178ed5ef77c9bbf16828ea9a5250edcfdf4f843d2113cb0ae05922",
+        "public-020.json.gz":
+            "3d189b461ce64238390149a295eecb18aeb9f1704a23aa77fd09551e96163f2f",
+        "vllm_serve_flags.json":
+            "c073099dab9c6bc93dc7f23f5cff7cccdc16c52c880867bc00b54bf6866412e0",
+    },
+    "0.28.0": {
+        "examples-028.json.gz":
+            "d4f14de3a40a38f439502d4cd4d96609805c079bd2f6e5af52b3c4a2bc55270f",
+        "public-028.json.gz":
+            "b6a18cf1cd99c89aa02c017cf94db5df0aa6adb39171401829953c9c39941399",
+        "vllm_serve_flags.json":
+            "9947b789cb1416732cf0098814abbeab1830a454d011b65172232ac96c9192fb",
+    },
+}
 
 #: releases whose run was cut short: their answers cover part of the public cases, in order
 PARTIAL = set()
