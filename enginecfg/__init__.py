@@ -33,6 +33,7 @@ from enginecfg.pipeline.errors import (
     EngineCfgError,
     FrozenConfigError,
     InvalidInputError,
+    RunInterruptedError,
     StageError,
     StageOrderError,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "FrozenConfigError",
     "StageError",
     "StageOrderError",
+    "RunInterruptedError",
     "events",
     "describe_stages",
     "BUILTIN_STAGES",

@@ -19,6 +19,7 @@ __all__ = [
     "FrozenConfigError",
     "StageError",
     "StageOrderError",
+    "RunInterruptedError",
 ]
 
 
@@ -98,6 +99,16 @@ class StageError(ConfigRejectedError):
 
 class StageOrderError(InvalidInputError):
     """The stage set cannot be ordered: a cycle, an unknown name, or two stages of one name."""
+
+
+class RunInterruptedError(EngineCfgError):
+    """A run that ended before it could finish: interrupted (Ctrl-C, ``KeyboardInterrupt``
+    raised by a stage), or its process gone while a stage ran (``os._exit``, a signal, a
+    crash; the audit store records such a run from its journal).  Exit code 130, as for an
+    interrupted command."""
+
+    exit_code = 130
+    status = "interrupted"
 
 
 class FrozenConfigError(EngineCfgError, AttributeError):

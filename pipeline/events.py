@@ -72,6 +72,13 @@ class RunStarted:
     #: where the model's files came from and each file's sha256 (repo id + commit, or the
     #: folder); None for an in-memory config or one that failed to load
     source: dict[str, Any] | None = None
+    #: the vLLM release whose rules decide the run, and the GPU it assumes (``Gpu.to_dict()``);
+    #: None from an emitter that does not say (a run that never ends is recorded with them)
+    vllm_version: str | None = None
+    gpu: dict[str, Any] | None = None
+    #: each stage's origin, in ``stages``' order ("built-in" or "<distribution> <version>");
+    #: None from an emitter that does not say
+    origins: tuple[str, ...] | None = None
 
 
 @_frozen
@@ -147,7 +154,7 @@ class RunFinished:
 class RunFailed:
     run_id: str
     finished_at: float
-    status: str                       # "rejected" | "invalid"
+    status: str                       # "rejected" | "invalid" | "interrupted"
     error: dict[str, Any]             # {"type", "message", "field"}
     stage: str | None
     document: dict[str, Any]          # the run document as far as it got

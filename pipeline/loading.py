@@ -289,6 +289,8 @@ def _raise_load_error(err: dict[str, Any]) -> None:
     field), and so is a config class crashing on a value; any other refusal (a class-level
     validator, as vLLM saw too) is vLLM's answer."""
     message = err["message"]
+    if err.get("type") == "InvalidInputError":  # refused before transformers saw it (hf.limits)
+        raise InvalidInputError(message, field=err.get("field"), stage="loading")
     m = _FIELD_ERROR.search(message)
     if m:
         raise InvalidInputError(f"invalid hf_config.{m[1]} in config.json: " + " ".join(message.split()),

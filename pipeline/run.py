@@ -9,7 +9,9 @@ where it comes from; either way ``run_failed`` is published before the error pro
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import time
 import uuid
 from typing import Any, Iterable, Sequence
@@ -21,16 +23,16 @@ from enginecfg.pipeline.arg_order import ENGINE, FINAL, STEP_ORDER
 from enginecfg.pipeline.config import BaseEngineConfig, ConfigState
 from enginecfg.pipeline.document import Change, Message, RunResult, document
 from enginecfg.pipeline.engine_args import ENGINE_ARGS, check_names
-from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError, StageError
+from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError, RunInterruptedError, StageError
 from enginecfg.pipeline.jsonvalue import fingerprint, to_json
 from enginecfg.pipeline.models.gpus import DEFAULT_GPU, Gpu, find_gpu
 from enginecfg.pipeline.ordering import order_stages
 from enginecfg.pipeline.plugins import discover_stages
 from enginecfg.pipeline import rulepacks
-from enginecfg.pipeline.stage import Stage, StageContext
+from enginecfg.pipeline.stage import Stage, StageContext, capped
 from enginecfg.pipeline.suggest import did_you_mean
 
-__all__ = ["Pipeline", "RELEASE_ENV"]
+__all__ = ["Pipeline", "RELEASE_ENV", "release_from_env"]
 
 #: the environment variable naming the vLLM release a pipeline speaks for when none is given
 RELEASE_ENV = "ENGINECFG_VLLM_VERSION"
@@ -41,7 +43,17 @@ def _release(vllm_version: str | None) -> str | None:
     else None (the default release)."""
     if vllm_version is not None:
         return vllm_version
-    return os.environ.get(RELEASE_ENV, "").strip() or None
+    return release_from_env()
+
+
+def release_from_env() -> str | None:
+    """``$ENGINECFG_VLLM_VERSION`` (None: unset or empty); a release no pack speaks for is
+    refused, naming the variable and the releases there are."""
+    value = os.environ.get(RELEASE_ENV, "").strip() or None
+    if value is not None and value not in rulepacks.releases():
+        raise InvalidInputError.for_value("vllm_version", value, ", ".join(rulepacks.releases()),
+                                          flag=RELEASE_ENV)
+    return value
 
 
 def _gpu(gpu: "Gpu | str | None") -> Gpu:
@@ -91,9 +103,12 @@ class _Run:
         events.validation_checked.send(self.run_id, event=events.ValidationChecked(
             run_id=self.run_id, **{k: to_json(v) for k, v in fields.items()}))
 
-    def sweep(self, stage: Stage, before: dict[str, Any], ctx: StageContext) -> int:
-        """Record every change the stage made that its context did not report."""
-        known = before if isinstance(before, ConfigState) else None
+    def sweep(self, stage: Stage, before: dict[str, Any], ctx: StageContext, *,
+              full: bool = False) -> int:
+        """Record every change the stage made that its context did not report.  ``full``:
+        read every field again, not only those of sections assigned to (a plugin's stage may
+        change a field past the section's assignment hook)."""
+        known = before if isinstance(before, ConfigState) and not full else None
         after = self.cfg.state(since=known)
         self.last_state = after
         found = 0
@@ -215,7 +230,9 @@ class Pipeline:
                 run_id=run.run_id, started_at=time.time(), model=cfg.model,
                 architecture=cfg.model_config.architecture, engine_args=to_json(cfg.engine_args),
                 input_config=input_doc, input_fingerprint=fingerprint(input_doc),
-                stages=tuple(self.stage_names), source=to_json(cfg.source)))
+                stages=tuple(self.stage_names), source=to_json(cfg.source),
+                vllm_version=self.vllm_version, gpu=self.gpu.to_dict(),
+                origins=tuple(st.origin for st in self.stages)))
         for seq, (lvl, msg) in enumerate(cfg.load_messages, 1):
             events.warning_issued.send(run.run_id, event=events.WarningIssued(
                 run_id=run.run_id, seq=seq, stage="loading", level=lvl, message=msg))
@@ -272,15 +289,22 @@ class Pipeline:
         before = run.last_state
         n_before = len(run.changes)
         ctx = StageContext(run, stage, cfg)
+        # a plugin's stage: what it prints goes to stderr (stdout carries the report or the
+        # run document), and the config is read whole after it (a change made past the
+        # config's own assignment, object.__setattr__, is still the plugin's)
+        plugin = stage.origin != "built-in"
         try:
-            applies = bool(stage.applies(cfg))
+            with _output_to_stderr(plugin):
+                applies = bool(stage.applies(cfg))
         except EngineCfgError as exc:
-            self._fail(run, order, stage, exc, t0, (before, ctx))
+            self._fail(run, order, stage, exc, t0, (before, ctx, plugin))
         except (Exception, SystemExit) as exc:
             self._fail(run, order, stage, self._wrap(stage, exc, "deciding whether it applies"), t0,
-                       (before, ctx))
+                       (before, ctx, plugin))
+        except BaseException as exc:  # KeyboardInterrupt: recorded, then raised on
+            self._interrupted(run, order, stage, exc, t0, (before, ctx, plugin))
         if not applies:
-            n = run.sweep(stage, before, ctx)
+            n = run.sweep(stage, before, ctx, full=plugin)
             if events.stage_finished.receivers:
                 events.stage_finished.send(run.run_id, event=events.StageFinished(
                     run_id=run.run_id, stage=stage.name, order=order, outcome="skipped",
@@ -290,12 +314,15 @@ class Pipeline:
             events.stage_started.send(run.run_id, event=events.StageStarted(
                 run_id=run.run_id, stage=stage.name, order=order, origin=stage.origin))
         try:
-            stage.run(cfg, ctx)
+            with _output_to_stderr(plugin):
+                stage.run(cfg, ctx)
         except EngineCfgError as exc:
-            self._fail(run, order, stage, exc, t0, (before, ctx))
+            self._fail(run, order, stage, exc, t0, (before, ctx, plugin))
         except (Exception, SystemExit) as exc:
-            self._fail(run, order, stage, self._wrap(stage, exc, "running"), t0, (before, ctx))
-        run.sweep(stage, before, ctx)
+            self._fail(run, order, stage, self._wrap(stage, exc, "running"), t0, (before, ctx, plugin))
+        except BaseException as exc:  # KeyboardInterrupt: recorded, then raised on
+            self._interrupted(run, order, stage, exc, t0, (before, ctx, plugin))
+        run.sweep(stage, before, ctx, full=plugin)
         n = len(run.changes) - n_before
         if events.stage_finished.receivers:
             events.stage_finished.send(run.run_id, event=events.StageFinished(
@@ -305,17 +332,33 @@ class Pipeline:
     @staticmethod
     def _wrap(stage: Stage, exc: Exception, doing: str) -> StageError:
         err = StageError(f"stage {stage.name!r} ({stage.origin}) failed while {doing}: "
-                         f"{type(exc).__name__}: {exc}", stage=stage.name, origin=stage.origin)
+                         f"{type(exc).__name__}: {capped(_text_of(exc))}", stage=stage.name,
+                         origin=stage.origin)
         err.__cause__ = exc
         return err
 
+    def _interrupted(self, run: _Run, order: int, stage: Stage, exc: BaseException, t0: float,
+                     sweep: tuple[dict, StageContext, bool]) -> None:
+        """A stage was interrupted (``KeyboardInterrupt``: Ctrl-C, or raised by a plugin): the
+        run fails as interrupted, is published (and so recorded), and *exc* goes on up."""
+        err = RunInterruptedError(f"the run was interrupted while stage {stage.name!r} "
+                                  f"({stage.origin}) ran: {type(exc).__name__}"
+                                  + (f": {capped(_text_of(exc))}" if str(exc) else ""),
+                                  stage=stage.name)
+        try:
+            self._fail(run, order, stage, err, t0, sweep)
+        except RunInterruptedError:
+            pass
+        raise exc
+
     def _fail(self, run: _Run, order: int, stage: Stage, exc: EngineCfgError, t0: float,
-              sweep: tuple[dict, StageContext] | None) -> None:
+              sweep: tuple[dict, StageContext, bool] | None) -> None:
         if exc.stage is None:
             exc.stage = stage.name
         if sweep is not None:
+            before, ctx, plugin = sweep
             try:
-                run.sweep(stage, *sweep)
+                run.sweep(stage, before, ctx, full=plugin)
             except Exception:  # the record of a failing stage is best effort
                 pass
         events.stage_finished.send(run.run_id, event=events.StageFinished(
@@ -394,8 +437,27 @@ class Pipeline:
         events.run_started.send(run_id, event=events.RunStarted(
             run_id=run_id, started_at=time.time(), model=model, architecture=None,
             engine_args=to_json(engine_args), input_config={}, input_fingerprint=fingerprint({}),
-            stages=tuple(self.stage_names)))
+            stages=tuple(self.stage_names), vllm_version=self.vllm_version, gpu=self.gpu.to_dict(),
+            origins=tuple(st.origin for st in self.stages)))
         return self._publish_failure(run_id, exc, None, model=model, engine_args=engine_args)
+
+
+@contextlib.contextmanager
+def _output_to_stderr(plugin: bool):
+    """While a plugin's stage runs, what it prints to stdout goes to stderr (``print`` in a
+    stage is a diagnostic; stdout carries the report or the run document)."""
+    if not plugin:
+        yield
+        return
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
+
+
+def _text_of(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # an exception whose text cannot be made
+        return repr(type(exc))
 
 
 def _failed_model(path: Any) -> str:

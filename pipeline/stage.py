@@ -31,9 +31,24 @@ from enginecfg.pipeline.jsonvalue import to_json
 if TYPE_CHECKING:
     from enginecfg.pipeline.config import EngineConfig
 
-__all__ = ["Stage", "StageContext", "LEVELS"]
+__all__ = ["Stage", "StageContext", "LEVELS", "MAX_TEXT", "capped"]
 
 LEVELS = ("INFO", "WARNING")
+
+#: the longest reason, explanation or message a stage's change or log line keeps, in
+#: characters.  vLLM's reasons are log lines, and the built-in reasons, explanations and
+#: messages stay under 600 characters on every fixture config under both releases; a
+#: plugin's text beyond this is cut, and says so, so that the run document, the audit
+#: record and every listing stay of a readable size.
+MAX_TEXT = 10_000
+
+
+def capped(text: str, limit: int = MAX_TEXT) -> str:
+    """*text* cut to *limit* characters, the cut said at its end (the length it had)."""
+    if not isinstance(text, str) or len(text) <= limit:
+        return text
+    note = f" [... cut: {len(text):,} characters, the first {limit:,} kept]"
+    return text[:limit] + note
 
 
 class Stage:
@@ -105,6 +120,32 @@ class Stage:
         return f"<Stage {self.name} ({self.origin})>"
 
 
+def _not_json(value: Any, where: str = "it") -> str | None:
+    """Why *value* is not JSON data (None when it is), naming where in it."""
+    todo = [(where, value, 0)]
+    while todo:
+        path, item, depth = todo.pop()
+        if depth > 100:
+            return f"{path} is nested more than 100 levels deep (or contains itself)"
+        if item is None or isinstance(item, (str, bool, int, float)):
+            continue
+        if isinstance(item, dict):
+            for key, sub in item.items():
+                if not isinstance(key, str):
+                    return f"{path} has a key {key!r} of type {type(key).__name__}, not text"
+                todo.append((f"{path}[{key!r}]", sub, depth + 1))
+        elif isinstance(item, (list, tuple)):
+            todo.extend((f"{path}[{i}]", sub, depth + 1) for i, sub in enumerate(item))
+        elif callable(getattr(type(item), "to_dict", None)):
+            try:
+                todo.append((f"{path}.to_dict()", item.to_dict(), depth + 1))
+            except Exception as exc:  # noqa: BLE001 - the plugin's object, reported
+                return f"{path}.to_dict() raised {type(exc).__name__}"
+        else:
+            return f"{path} is of type {type(item).__name__}, not JSON data"
+    return None
+
+
 @functools.lru_cache(maxsize=None)
 def _field_names(cls: type) -> frozenset[str]:
     return frozenset(attrs.fields_dict(cls))
@@ -144,6 +185,7 @@ class StageContext:
         """
         if level not in LEVELS:
             raise InvalidInputError.for_value("level", level, ", ".join(LEVELS))
+        reason, explanation = capped(reason), capped(explanation)
         path = f"{section}.{field}"
         old = self.get(section, field)
         if section == "hf_config":
@@ -173,7 +215,7 @@ class StageContext:
         """Log a message without a change (``level`` "INFO" or "WARNING")."""
         if level not in LEVELS:
             raise InvalidInputError.for_value("level", level, ", ".join(LEVELS))
-        self._run.record_message(self._stage, level, message)
+        self._run.record_message(self._stage, level, capped(message))
 
     def info(self, message: str) -> None:
         self.warn(message, level="INFO")
@@ -187,7 +229,20 @@ class StageContext:
         self._run.record_check(self._stage, fields)
 
     def record(self, name: str, value: Any) -> None:
-        """Publish a derived fact of this run (e.g. ``"pages"``) into the run document."""
+        """Publish a derived fact of this run (e.g. ``"pages"``) into the run document.
+
+        The value is JSON data (dicts with text keys, lists, text, numbers, true/false, null)
+        or a value object whose ``to_dict()`` is; anything else (an ``object()``, a set, a
+        socket) is refused with :class:`InvalidInputError` naming the fact, since the
+        document and the audit record could only keep its ``repr``."""
+        if self._stage.origin != "built-in":  # the built-ins' facts are value objects
+            problem = _not_json(value)
+            if problem is not None:
+                raise InvalidInputError(
+                    f"invalid fact {name!r} of stage {self._stage.name!r} ({self._stage.origin}): "
+                    f"{problem}; allowed: JSON data (dicts with text keys, lists, text, numbers, "
+                    "true, false, null) or a value object whose to_dict() gives it",
+                    field=f"facts.{name}", stage=self._stage.name)
         self._run.facts[name] = value
 
     @property

@@ -10,11 +10,12 @@ The pipeline never imports this package; the store only subscribes to
 :mod:`enginecfg.pipeline.events`.
 
 Its parts: ``recorder`` (the subscriber, :class:`AuditStore`), ``rows`` (row building),
-``dialects`` (the SQL of SQLite and PostgreSQL), ``connection`` (the kept connection,
-locks, retries), ``mirror`` (checkpoints written elsewhere), ``queries`` and ``verify``
-(reading), ``checkpoint`` (signed checkpoints), ``downgrade`` (schema downgrades that
-refuse to lose history), ``engine`` (URLs, engines, migrations), ``models`` and
-``hashing``.
+``journal`` (the runs under way, recorded should their process end first), ``dialects``
+(the SQL of SQLite and PostgreSQL), ``connection`` (the kept connection, locks, retries),
+``mirror`` (checkpoints written elsewhere), ``queries`` and ``verify`` (reading),
+``checkpoint`` (signed checkpoints), ``files`` (keys, checkpoints and exports read within a
+bound), ``downgrade`` (schema downgrades that refuse to lose history), ``engine`` (URLs,
+engines, lock timeouts, migrations), ``models`` and ``hashing``.
 """
 
 if __name__ == "store":  # imported by its bare name from a checkout root on sys.path

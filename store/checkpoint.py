@@ -35,6 +35,14 @@ import attrs
 from sqlalchemy import select
 
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError
+from enginecfg.store.files import (
+    CHECKPOINT_FILE_LIMIT,
+    CHECKPOINT_LINE_LIMIT,
+    KEY_FILE_LIMIT,
+    TooLarge,
+    read_bounded,
+    size_text,
+)
 from enginecfg.store.hashing import canonical
 from enginecfg.store.models import ChainHead, Run
 from enginecfg.store.verify import Problem, VerifyResult, verify
@@ -50,6 +58,7 @@ __all__ = [
     "load_key",
     "parse_key",
     "generate_key",
+    "public_key_path",
     "make_checkpoint",
     "sign",
     "check_signature",
@@ -176,11 +185,15 @@ def load_key(key_file: str | os.PathLike | None = None, *,
     if key_file is not None:
         path = Path(key_file)
         try:
-            data = path.read_bytes()
+            data = read_bounded(path, KEY_FILE_LIMIT)
         except OSError as exc:
             raise CheckpointError(f"invalid --key-file {str(path)!r}: cannot read it "
                                   f"({exc.strerror or exc}); allowed: a readable key file",
                                   field="key_file") from None
+        except TooLarge as exc:
+            raise CheckpointError(f"invalid --key-file {str(path)!r}: {exc}; allowed: a key file "
+                                  f"(an Ed25519 PEM key or a shared secret, at most "
+                                  f"{size_text(KEY_FILE_LIMIT)})", field="key_file") from None
         return parse_key(data, str(path))
     value = (os.environ if env is None else env).get(KEY_ENV)
     if not value:
@@ -191,22 +204,74 @@ def load_key(key_file: str | os.PathLike | None = None, *,
 
 def generate_key(private_path: str | os.PathLike,
                  public_path: str | os.PathLike | None = None) -> AuditKey:
-    """Write a new Ed25519 private key (mode 0600) and its public key; returns the key.
-    An existing private key file is never overwritten (``FileExistsError``)."""
+    """Write a new Ed25519 private key (mode 0600) and its public key (default: the private
+    key's path with ``.pub.pem``); returns the key.
+
+    Neither file is ever overwritten, and both are made or neither: the two paths must name
+    two different files that do not exist yet (:class:`CheckpointError` otherwise, naming
+    the path), and both are created before either is written."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    private_path = Path(private_path)
-    public_path = Path(public_path) if public_path else private_path.with_suffix(".pub.pem")
+    private_path = _new_key_path(private_path, "out", "--out")
+    public_path = _new_key_path(private_path.with_suffix(".pub.pem") if public_path is None
+                                else public_path, "public", "--public")
+    if os.path.abspath(private_path) == os.path.abspath(public_path):
+        raise CheckpointError(f"invalid public (--public): got {str(public_path)!r}, the path "
+                              "of the private key; allowed: another path, so that one key does "
+                              "not overwrite the other", field="public")
+    fds: list[tuple[int, Path]] = []
+    try:
+        for path, mode in ((private_path, 0o600), (public_path, 0o644)):
+            try:
+                fds.append((os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), path))
+            except FileExistsError:
+                flag = "--out" if path is private_path else "--public"
+                raise CheckpointError(f"invalid {flag[2:]} ({flag}): got {str(path)!r}, which "
+                                      "exists; allowed: a path that does not exist yet (an "
+                                      "existing key is never overwritten)",
+                                      field=flag[2:]) from None
+            except OSError as exc:
+                flag = "--out" if path is private_path else "--public"
+                raise CheckpointError(f"invalid {flag[2:]} ({flag}): got {str(path)!r}: cannot "
+                                      f"create it ({exc.strerror or exc}); allowed: a new file "
+                                      "in a folder you can write", field=flag[2:]) from None
+    except BaseException:
+        for fd, path in fds:  # made here a moment ago, still empty: not a key of anyone's
+            os.close(fd)
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        raise
     key = Ed25519PrivateKey.generate()
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                             serialization.NoEncryption())
-    fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(pem)
-    public_path.write_bytes(key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    public = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                           serialization.PublicFormat.SubjectPublicKeyInfo)
+    for (fd, _), data in zip(fds, (pem, public)):
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
     return parse_key(pem, str(private_path))
+
+
+def public_key_path(private_path: str | os.PathLike,
+                    public_path: str | os.PathLike | None = None) -> Path:
+    """Where :func:`generate_key` writes the public key: *public_path*, else the private
+    key's path with the suffix ``.pub.pem``."""
+    return Path(private_path).with_suffix(".pub.pem") if public_path is None else Path(public_path)
+
+
+def _new_key_path(value: str | os.PathLike, field: str, flag: str) -> Path:
+    """*value* as the path of a key file to create (not empty, not a folder)."""
+    text = os.fspath(value)
+    if not isinstance(text, str) or not text.strip() or text.endswith(("/", os.sep)) \
+            or os.path.isdir(text):
+        raise CheckpointError.for_value(field, text, "the path of a new file (an existing key "
+                                        "is never overwritten)", flag=flag)
+    return Path(text)
 
 
 # -- making and checking one checkpoint ---------------------------------------------------
@@ -217,8 +282,8 @@ def _now_iso() -> str:
 
 
 def _head_and_runs(conn) -> tuple[Any, list[Any]]:
-    head = conn.execute(select(ChainHead.position, ChainHead.head_hash, ChainHead.store_id)
-                        .where(ChainHead.id == 1)).one()
+    head = conn.execute(select(ChainHead.position, ChainHead.head_hash, ChainHead.store_id,
+                               ChainHead.created_at).where(ChainHead.id == 1)).one()
     # runs are append-only and the head names a committed position: reading up to it is a
     # consistent view even while other writers append
     runs = conn.execute(select(Run.chain_pos, Run.id, Run.row_hash)
@@ -232,7 +297,8 @@ def _unsigned(head: Any, runs: Sequence[Any]) -> dict[str, Any]:
         raise NotIntactError(f"the chain head (position {head.position}) does not name the last "
                              "run: run `audit verify` first")
     digests = b"".join(bytes.fromhex(r.row_hash)[:DIGEST_BYTES] for r in runs)
-    return {"format": FORMAT, "store_id": head.store_id, "position": head.position,
+    return {"format": FORMAT, "store_id": head.store_id,
+            "store_created_at": head.created_at, "position": head.position,
             "run_id": last.id if last is not None else None, "head_hash": head.head_hash,
             "created_at": _now_iso(), "digest_bytes": DIGEST_BYTES,
             "digests": base64.b64encode(digests).decode("ascii")}
@@ -264,6 +330,23 @@ def make_checkpoint(store, key: AuditKey, *, verify_first: bool = True) -> dict[
     return sign(_unsigned(head, runs), key)
 
 
+def _digest(row_hash: Any, width: int) -> bytes | None:
+    """The first *width* bytes of a stored row hash (None: not a hex hash, an altered one)."""
+    try:
+        return bytes.fromhex(row_hash)[:width]
+    except (TypeError, ValueError):
+        return None
+
+
+def _iso_time(ts: Any) -> str:
+    if not isinstance(ts, (int, float)) or isinstance(ts, bool):
+        return repr(ts)
+    try:
+        return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).isoformat().replace("+00:00", "Z")
+    except (OverflowError, OSError, ValueError):
+        return repr(ts)
+
+
 def _describe(doc: Mapping[str, Any], where: str) -> str:
     return f"checkpoint {where} (position {doc.get('position')}, {doc.get('created_at')})"
 
@@ -280,6 +363,10 @@ def check_signature(doc: Mapping[str, Any], keys: Sequence[AuditKey], where: str
         if not isinstance(doc.get(name), kind) or isinstance(doc.get(name), bool):
             raise CheckpointError(f"invalid checkpoint {where}: field {name!r} is "
                                   f"{doc.get(name)!r}", field="checkpoint")
+    created = doc.get("store_created_at")  # absent from checkpoints made before it was signed
+    if created is not None and (isinstance(created, bool) or not isinstance(created, (int, float))):
+        raise CheckpointError(f"invalid checkpoint {where}: field 'store_created_at' is "
+                              f"{created!r}", field="checkpoint")
     matching = [k for k in keys if k.key_id == doc["key_id"] and k.alg == doc["alg"]]
     if not matching:
         given = ", ".join(f"{k.key_id} ({k.alg}, {k.source})" for k in keys) or "none"
@@ -298,7 +385,9 @@ def check_against(store, doc: Mapping[str, Any], where: str) -> list[Problem]:
     """Problems that keep ``store`` from extending the (signature-checked) checkpoint ``doc``."""
     what = _describe(doc, where)
     with store.engine.connect() as conn:
-        sid = conn.execute(select(ChainHead.store_id).where(ChainHead.id == 1)).scalar()
+        store_row = conn.execute(select(ChainHead.store_id, ChainHead.created_at)
+                                 .where(ChainHead.id == 1)).one_or_none()
+        sid, created = store_row if store_row is not None else (None, None)
         runs = conn.execute(select(Run.chain_pos, Run.id, Run.row_hash)
                             .where(Run.chain_pos <= doc["position"])
                             .order_by(Run.chain_pos)).all()
@@ -306,6 +395,13 @@ def check_against(store, doc: Mapping[str, Any], where: str) -> list[Problem]:
         return [Problem("checkpoint_other_db", f"{what} is of audit database "
                         f"{doc['store_id']}, this database is {sid}: the wrong database or "
                         "checkpoint was given, or the database was re-created", "chain_head")]
+    # the store's creation time, which `audit verify` and `export --all` show, is held to
+    # the one the checkpoint signed (checkpoints made before it was signed carry none)
+    if "store_created_at" in doc and doc["store_created_at"] != created:
+        return [Problem("checkpoint_mismatch", f"the database does not extend {what}: the "
+                        f"store's creation time reads {_iso_time(created)}, the checkpoint "
+                        f"signed {_iso_time(doc['store_created_at'])}: the store record "
+                        "(chain_head) was altered", "chain_head")]
     width = doc["digest_bytes"]
     try:
         digests = base64.b64decode(doc["digests"], validate=True)
@@ -317,7 +413,7 @@ def check_against(store, doc: Mapping[str, Any], where: str) -> list[Problem]:
             return [Problem("checkpoint_mismatch", f"the database does not extend {what}: "
                             f"position {i} is missing (the next run is {run.id} at position "
                             f"{run.chain_pos})", "runs", run.id, i)]
-        if have_digests and bytes.fromhex(run.row_hash)[:width] != digests[(i - 1) * width:i * width]:
+        if have_digests and _digest(run.row_hash, width) != digests[(i - 1) * width:i * width]:
             return [Problem("checkpoint_mismatch", f"the database does not extend {what}: "
                             f"run {run.id} (position {i}) is not the run the checkpoint saw "
                             "there; the history was rewritten from this run on", "runs",
@@ -345,12 +441,17 @@ def read_checkpoints(source: str) -> list[tuple[str, dict[str, Any]]]:
         return _read_mirror_db(source)
     path = Path(source)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bounded(path, CHECKPOINT_FILE_LIMIT, CHECKPOINT_LINE_LIMIT).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         why = getattr(exc, "strerror", None) or exc
         raise CheckpointError(f"invalid --checkpoint {source!r}: cannot read it ({why}); "
                               "allowed: a checkpoint file or a mirror database URL",
                               field="checkpoint") from None
+    except TooLarge as exc:
+        raise CheckpointError(f"invalid --checkpoint {source!r}: {exc}; allowed: a checkpoint "
+                              f"file (at most {size_text(CHECKPOINT_FILE_LIMIT)}, each line at "
+                              f"most {size_text(CHECKPOINT_LINE_LIMIT)}) or a mirror database "
+                              "URL", field="checkpoint") from None
     try:
         data = json.loads(text)
         docs = data if isinstance(data, list) else [data]
@@ -388,7 +489,8 @@ def read_mirror(target: str) -> list[tuple[str, dict[str, Any]]]:
     if "://" in target:
         return _read_mirror_db(target, empty_ok=True)
     path = Path(target)
-    if not path.exists() or (path.is_file() and not path.read_bytes().strip()):
+    if not path.exists() or (path.is_file() and path.stat().st_size <= 4096
+                             and not path.read_bytes().strip()):
         return []
     return read_checkpoints(target)
 

@@ -3,10 +3,11 @@
 :class:`Writer` appends runs to one database.  It writes through one connection kept from
 run to run (no pool checkout, reset or liveness ping per run, which on PostgreSQL is a round
 trip of its own), under a write lock (:func:`enginecfg.store.engine.write_lock`: a thread
-lock, and for a SQLite file a cross-process file lock the kernel hands to the next waiter at
-once), and tries a run again when the database answered with a lock timeout or a
-serialisation conflict, or when the kept connection turned out lost (a server restart, an
-idle timeout).  A forked child neither uses nor closes its parent's connections.  The
+lock, and for a SQLite file a cross-process file lock), and tries a run again when the
+database answered with a busy lock or a serialisation conflict, or when the kept connection
+turned out lost (a server restart, an idle timeout).  A lock held longer than the store's lock
+timeout (a writer stopped while holding it) ends the write with
+:class:`~enginecfg.store.engine.StoreBusyError`, not with another wait.  A forked child neither uses nor closes its parent's connections.  The
 write-ahead log of a SQLite file is checkpointed by a thread beside the writer
 (:mod:`enginecfg.store.walcheckpoint`).  The statements themselves are
 :mod:`enginecfg.store.dialects`'.
@@ -29,9 +30,16 @@ from enginecfg.store.models import Run
 from enginecfg.store.rows import CHILD_ORDER
 from enginecfg.store.walcheckpoint import WalCheckpointer
 
-__all__ = ["Writer", "is_transient", "WRITE_ATTEMPTS"]
+__all__ = ["Writer", "is_transient", "is_lock_timeout", "WRITE_ATTEMPTS"]
 
 WRITE_ATTEMPTS = 5
+
+
+def is_lock_timeout(exc: BaseException) -> bool:
+    """PostgreSQL gave up waiting for a lock (``lock_timeout``, SQLSTATE 55P03): a writer
+    holds it, and trying again would wait as long again."""
+    code = getattr(exc, "sqlstate", None) or getattr(getattr(exc, "orig", None), "sqlstate", None)
+    return code == "55P03"
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -84,13 +92,17 @@ class Writer:
         # the run's hash too, but for the three chain fields read inside the lock
         prepared = PreparedRunHash(run_row, hashes)
         position = None
+        start, timeout = time.monotonic(), _eng.lock_timeout()
         for attempt in range(WRITE_ATTEMPTS):
             transient = False
-            with self.lock:
+            with self.lock:  # StoreBusyError after the lock timeout
                 conn = self.connection(engine)
                 try:
                     position = self._write_once(conn, st, run_row, run_params, prepared, child_params)
                 except Exception as exc:
+                    if is_lock_timeout(exc) or (is_transient(exc)
+                                                and time.monotonic() - start >= timeout):
+                        raise _eng.busy(engine.url, timeout) from exc  # a writer holds it
                     transient = is_transient(exc)
                     lost = not transient and self.drop(conn)
                     if lost:  # it may have gone after the commit: then the run is there
@@ -199,7 +211,7 @@ class Writer:
     def close(self) -> None:
         """Close the kept connection, the lock file and the checkpointer."""
         if self.lock is not None:
-            with self.lock:  # not while another thread writes on it
+            with self.lock.threads:  # not while another thread of ours writes on it
                 self.drop(close=True)
             self.lock.close()
             self.lock = None

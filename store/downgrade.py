@@ -22,6 +22,7 @@ from sqlalchemy import Connection, Engine
 
 from enginecfg.pipeline.errors import InvalidInputError
 from enginecfg.store import engine as _eng
+from enginecfg.store.files import EXPORT_LINE_LIMIT, TooLarge, bounded_lines
 from enginecfg.store.models import AuditLoss
 from enginecfg.store.queries import EXPORT_FORMAT, store_state
 from enginecfg.store.rows import Identity
@@ -67,7 +68,13 @@ def plan(engine: Engine, target: str) -> DowngradePlan:
     while rev is not None:
         chain.append(rev)
         rev = script.get_revision(rev.down_revision) if rev.down_revision else None
-    target = (target or "").strip()
+    given = target
+    target = (target or "").strip() if isinstance(target, str) else target
+    ids = [r.revision for r in chain]
+    allowed = ", ".join(ids[1:] + ["base"]) if len(ids) > 1 else "base"
+    if not isinstance(target, str) or not target:
+        raise InvalidInputError.for_value("revision", given, f"a revision below the current one "
+                                          f"({current or 'base'}): {allowed}, or -N")
     if target.startswith("-") and target[1:].isdigit():
         n = int(target[1:])
         if not 1 <= n <= len(chain):
@@ -79,11 +86,9 @@ def plan(engine: Engine, target: str) -> DowngradePlan:
     else:
         try:
             found = script.get_revision(target)
-        except CommandError:
+        except (CommandError, AssertionError):  # Alembic asserts on what it cannot resolve
             found = None
-        ids = [r.revision for r in chain]
         if found is None or found.revision not in ids:
-            allowed = ", ".join(ids[1:] + ["base"]) if len(ids) > 1 else "base"
             raise InvalidInputError.for_value("revision", target, f"a revision below the "
                                               f"current one ({current or 'base'}): {allowed}, "
                                               "or -N")
@@ -108,7 +113,7 @@ def check_export(path: str, state: dict[str, Any]) -> str:
     header = trailer = None
     try:
         with open(path, "rb") as fh:
-            for n, line in enumerate(fh, start=1):
+            for n, line in enumerate(bounded_lines(fh, EXPORT_LINE_LIMIT), start=1):
                 digest.update(line)
                 if trailer is not None:
                     raise refuse(f"line {n} follows the closing line")
@@ -129,6 +134,8 @@ def check_export(path: str, state: dict[str, Any]) -> str:
                     trailer = item
     except OSError as exc:
         raise refuse(f"cannot read it ({exc.strerror or exc})") from None
+    except TooLarge as exc:
+        raise refuse(f"{exc} (no row of an export is)") from None
     if header is None:
         raise refuse("it is empty")
     if trailer is None:

@@ -1,18 +1,25 @@
 """Opening an audit database: URL defaults, SQLite pragmas, write locking, migrations.
 
 SQLite is the embedded default, shared by every engine process on a host, so its
-connections run in WAL mode (readers never block the writer), with a 30 s busy timeout
-(a writer waits for the lock instead of failing) and foreign keys on.  The driver's own
+connections run in WAL mode (readers never block the writer), with a busy timeout (a writer
+waits for the lock instead of failing) and foreign keys on.  The driver's own
 implicit transactions are switched off and this module emits ``BEGIN`` itself: a write
 transaction starts with ``BEGIN IMMEDIATE``, which takes SQLite's write lock up front, so
 concurrent writers queue on the busy timeout rather than deadlocking on a lock upgrade
 half-way through.  Before that ``BEGIN``, enginecfg's own writers of one file queue on a
-cross-process file lock (:func:`write_lock`, ``flock`` on ``<database>.lock``): the kernel
-wakes the next waiter as soon as the holder releases it, whereas SQLite's busy handler
-sleeps and retries, which under contention wastes most of the time asleep.  The busy
+cross-process file lock (:func:`write_lock`, ``flock`` on ``<database>.lock``), polled at
+a millisecond's grain, so the next waiter goes as soon as the holder releases it, whereas
+SQLite's busy handler sleeps up to a tenth of a second between tries, which under contention
+wastes most of the time asleep.  The busy
 timeout stays as the fallback for writers that do not take the file lock.  PostgreSQL
 needs none of this; its writers serialise on the ``chain_head`` row (``SELECT ... FOR
 UPDATE``).
+
+No wait is without end: a writer that stopped while holding a lock (a process suspended
+with Ctrl-Z, hung on a dead disk) would otherwise hold up every other one for good.  Each
+lock is waited for at most :func:`lock_timeout` seconds (``ENGINECFG_DB_LOCK_TIMEOUT``,
+default 30): the file lock, SQLite's busy timeout, PostgreSQL's ``lock_timeout``; then
+:class:`StoreBusyError` says which store is held and for how long it was waited for.
 
 Alembic is imported only to migrate: an audited run on an up-to-date database reads the
 revision it is at (one query) and the newest revision (from the revision files' headers)
@@ -23,17 +30,19 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import URL, make_url
 
+from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError
 from enginecfg.store.walcheckpoint import BACKSTOP_PAGES, WalCheckpointer
 
 if TYPE_CHECKING:
@@ -41,11 +50,19 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUSY_TIMEOUT_S",
+    "LOCK_TIMEOUT_ENV",
+    "StoreBusyError",
+    "lock_timeout",
     "ENV_VAR",
     "default_url",
     "normalise_url",
     "display_url",
     "make_engine",
+    "check_url",
+    "check_readable",
+    "known_revisions",
+    "StoreNotReadyError",
+    "SUPPORTED_URLS",
     "write_connection",
     "one_snapshot",
     "write_lock",
@@ -59,10 +76,44 @@ __all__ = [
 ]
 
 ENV_VAR = "ENGINECFG_DB"
+#: the default of :func:`lock_timeout`
 BUSY_TIMEOUT_S = 30.0
+LOCK_TIMEOUT_ENV = "ENGINECFG_DB_LOCK_TIMEOUT"
 _WRITE_OPTION = "enginecfg_write"
 # pg_advisory_xact_lock key taken while migrating, so concurrent first uses migrate once
 _MIGRATE_LOCK_KEY = 0x656E67636667  # "engcfg"
+
+
+class StoreBusyError(EngineCfgError):
+    """Another writer held the audit store's lock for longer than :func:`lock_timeout` (a
+    stopped or hung process, most often); nothing was written.  Exit code 2."""
+
+    exit_code = 2
+
+
+def lock_timeout() -> float:
+    """How long a writer waits for the store's lock, in seconds: ``ENGINECFG_DB_LOCK_TIMEOUT``
+    (a number > 0), else :data:`BUSY_TIMEOUT_S`."""
+    raw = os.environ.get(LOCK_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return BUSY_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < 10 ** 6:  # NaN, inf and nonpositive numbers fall here
+        raise InvalidInputError.for_value(LOCK_TIMEOUT_ENV, raw, "a number of seconds above 0 "
+                                          "and below 1000000 (default 30)")
+    return value
+
+
+def busy(url: Any, waited: float, holder: str = "another writer") -> StoreBusyError:
+    """The error of a lock wait given up after *waited* seconds."""
+    return StoreBusyError(
+        f"the audit store {display_url(url)} is locked: {holder} has held its write lock for "
+        f"more than {waited:g} s (a stopped or hung enginecfg process, or a transaction left "
+        f"open); nothing was written. Resume or end that process and try again "
+        f"({LOCK_TIMEOUT_ENV} sets how long to wait)", field="db")
 
 
 def default_url() -> str:
@@ -82,6 +133,32 @@ def normalise_url(url: str | URL) -> URL:
     return u
 
 
+#: the databases the audit store is kept in, as their URLs are written
+SUPPORTED_URLS = ("sqlite:///PATH (a file, the default), or postgresql://USER:PASSWORD@HOST[:PORT]"
+                  "/DATABASE (PostgreSQL through psycopg 3, which enginecfg installs)")
+_BACKENDS = ("sqlite", "postgresql")
+
+
+def check_url(url: str | URL) -> URL:
+    """``url`` parsed (:func:`normalise_url`), refused with :class:`InvalidInputError` unless
+    it names a database the store is kept in: SQLite or PostgreSQL (the writer speaks their
+    SQL only, :mod:`enginecfg.store.dialects`)."""
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        u = normalise_url(url)
+    except (ArgumentError, ValueError, TypeError) as exc:
+        raise InvalidInputError(f"invalid database URL {display_url(url)}: "
+                                f"{' '.join(str(exc).split())}; allowed: {SUPPORTED_URLS}",
+                                field="db") from None
+    backend = u.get_backend_name()
+    if backend not in _BACKENDS:
+        raise InvalidInputError(f"invalid database URL {display_url(u)}: the audit store is kept "
+                                f"in SQLite or PostgreSQL, not {backend}; allowed: {SUPPORTED_URLS}",
+                                field="db")
+    return u
+
+
 def display_url(url: str | URL) -> str:
     """The URL with its password hidden, for messages (an unparsable one is quoted as given,
     with anything between ``:`` and ``@`` masked, so that reporting it never fails)."""
@@ -97,7 +174,7 @@ def _sqlite_on_connect(dbapi_conn, _record) -> None:
     dbapi_conn.isolation_level = None  # BEGIN is emitted by _sqlite_on_begin
     cur = dbapi_conn.cursor()
     try:
-        cur.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        cur.execute(f"PRAGMA busy_timeout = {int(lock_timeout() * 1000)}")
         cur.execute("PRAGMA foreign_keys = ON")
         try:
             cur.execute("PRAGMA journal_mode = WAL")
@@ -119,8 +196,12 @@ def _sqlite_on_begin(conn: Connection) -> None:
 
 
 def _sqlite_read_only(dbapi_conn, _record) -> None:
+    """A reader's connection: it waits as a writer would, and writes nothing, not even the
+    file's journal mode (an empty file stays empty)."""
+    dbapi_conn.isolation_level = None  # BEGIN is emitted by _sqlite_on_begin
     cur = dbapi_conn.cursor()
     try:
+        cur.execute(f"PRAGMA busy_timeout = {int(lock_timeout() * 1000)}")
         cur.execute("PRAGMA query_only = ON")  # every write statement is refused
     finally:
         cur.close()
@@ -130,33 +211,123 @@ def make_engine(url: str | URL, *, read_only: bool = False, **kwargs) -> Engine:
     """An engine for ``url`` with the audit store's connection settings.  ``read_only``:
     every connection refuses to write (SQLite ``query_only``; PostgreSQL read-only
     transactions), and a SQLite file that does not exist is not created."""
-    u = normalise_url(url)
+    u = check_url(url)
     if u.get_backend_name() == "sqlite":
         if u.database and u.database != ":memory:" and not u.database.startswith("file:"):
             path = Path(u.database).expanduser()
             if read_only and not path.exists():
-                from enginecfg.pipeline.errors import InvalidInputError
-
-                raise InvalidInputError(f"invalid --db {display_url(u)}: the file {path} does "
-                                        "not exist; allowed: an existing audit database",
-                                        field="db")
-            path.parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(u, connect_args={"timeout": BUSY_TIMEOUT_S}, **kwargs)
-        event.listen(engine, "connect", _sqlite_on_connect)
+                raise StoreNotReadyError(
+                    f"the audit store {display_url(u)} does not exist: nothing was ever recorded "
+                    f"in {path} (a mistyped --db, or no run recorded there yet); allowed: the URL "
+                    "of an existing audit store",
+                    field="db")
+            if not read_only:
+                path.parent.mkdir(parents=True, exist_ok=True)
+        engine = _create(u, connect_args={"timeout": lock_timeout()}, **kwargs)
+        event.listen(engine, "connect", _sqlite_read_only if read_only else _sqlite_on_connect)
         event.listen(engine, "begin", _sqlite_on_begin)
-        if read_only:
-            event.listen(engine, "connect", _sqlite_read_only)
         return engine
     kwargs.setdefault("pool_pre_ping", True)
-    if read_only and u.get_backend_name() == "postgresql":
-        # the URL's own options (a search_path, say) are kept: connect_args would replace them
-        args = dict(kwargs.get("connect_args") or {})
-        given = args.get("options") or u.query.get("options") or ""
-        if isinstance(given, tuple):
-            given = " ".join(given)
-        args["options"] = (given + " -c default_transaction_read_only=on").strip()
-        kwargs["connect_args"] = args
-    return create_engine(u, **kwargs)
+    # the URL's own options (a search_path, say) are kept: connect_args would replace them
+    args = dict(kwargs.get("connect_args") or {})
+    given = args.get("options") or u.query.get("options") or ""
+    if isinstance(given, tuple):
+        given = " ".join(given)
+    given += f" -c lock_timeout={int(lock_timeout() * 1000)}"
+    if read_only:
+        given += " -c default_transaction_read_only=on"
+    args["options"] = given.strip()
+    kwargs["connect_args"] = args
+    return _create(u, **kwargs)
+
+
+def _create(u: URL, **kwargs) -> Engine:
+    """``create_engine``; a driver that is not installed is named, with the URLs that work."""
+    try:
+        return create_engine(u, **kwargs)
+    except ModuleNotFoundError as exc:
+        raise InvalidInputError(f"invalid database URL {display_url(u)}: its driver "
+                                f"{u.get_driver_name()} is not installed (no module named "
+                                f"{exc.name!r}); allowed: {SUPPORTED_URLS}", field="db") from None
+
+
+class StoreNotReadyError(InvalidInputError):
+    """A command that only reads was pointed at a database that holds no audit store at the
+    schema revision this enginecfg reads: none at all (a mistyped URL, an empty file), or one
+    to be upgraded first (reads never migrate), or one a newer enginecfg wrote."""
+
+
+def known_revisions() -> set[str]:
+    """Every revision id of the migrations shipped."""
+    from enginecfg.migrations import versions
+
+    found = set()
+    for file in Path(versions.__file__).resolve().parent.glob("*.py"):
+        rev = _REVISION.search(file.read_text(encoding="utf-8"))
+        if rev:
+            found.add(rev[1])
+    return found
+
+
+def check_readable(engine: Engine, url: str | URL) -> None:
+    """Refuse, with :class:`StoreNotReadyError`, a database a read cannot use as it is: one
+    holding no audit store (the message says what it holds), or a store at another schema
+    revision than this enginecfg's newest (below it: ``enginecfg db upgrade`` first; reads
+    never migrate)."""
+    from sqlalchemy.exc import DBAPIError
+
+    shown = display_url(url)
+    try:
+        current = current_revision(engine)
+    except DBAPIError as exc:
+        raise StoreNotReadyError(f"the database {shown} holds no audit store: it cannot be read "
+                                 f"as one ({' '.join(str(exc.orig).split())}); allowed: the URL of "
+                                 "an audit store", field="db") from None
+    head = head_revision()
+    if current == head:
+        return
+    if current is None and _has_table(engine, "audit_losses"):
+        raise StoreNotReadyError(
+            f"the audit store {shown} was downgraded to base: only its record of that loss "
+            "(audit_losses) is left; run `enginecfg db upgrade --db URL` to read it (a command "
+            "that only reads never migrates the store)", field="db")
+    if current is None:
+        raise StoreNotReadyError(f"the database {shown} holds no audit store: {_found(engine)}; "
+                                 "nothing was ever recorded there (a command that only reads "
+                                 "creates no store); allowed: the URL of an audit store",
+                                 field="db")
+    if current in known_revisions():
+        raise StoreNotReadyError(
+            f"the audit store {shown} is at schema revision {current}, and this enginecfg reads "
+            f"revision {head}: run `enginecfg db upgrade --db URL` first (a command that only "
+            "reads never migrates the store)", field="db")
+    raise StoreNotReadyError(f"the audit store {shown} is at schema revision {current}, which this "
+                             f"enginecfg does not know (its newest is {head}): it was written by "
+                             "a newer enginecfg; read it with that version", field="db")
+
+
+def _has_table(engine: Engine, name: str) -> bool:
+    with engine.connect() as conn:
+        return inspect(conn).has_table(name)
+
+
+def _found(engine: Engine) -> str:
+    """What a database without the audit store holds, in words."""
+    path = _sqlite_file(engine)
+    if path is not None:
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            size = None
+        if size == 0:
+            return f"the file {path} is empty (0 bytes)"
+    with engine.connect() as conn:
+        tables = sorted(inspect(conn).get_table_names())
+    where = f"the file {path}" if path is not None else "its schema"
+    if not tables:
+        return f"{where} holds no table"
+    shown = ", ".join(tables[:8]) + (f" and {len(tables) - 8} more" if len(tables) > 8 else "")
+    return f"{where} holds other tables ({shown}), none of the audit store's"
 
 
 @contextmanager
@@ -187,11 +358,17 @@ class WriteLock:
     thread lock is taken and SQLite's busy timeout does the rest.
     """
 
-    def __init__(self, path: str | None):
+    def __init__(self, path: str | None, url: Any = None):
         self.path = path
+        self._url = url if url is not None else f"sqlite:///{path}"
         self._thread = threading.Lock()
         self._fd: int | None = None
         self._pid = 0
+
+    @property
+    def threads(self) -> threading.Lock:
+        """The lock of this process's threads alone (closing needs no other process's turn)."""
+        return self._thread
 
     def _file(self) -> int | None:
         if self.path is None:
@@ -205,17 +382,37 @@ class WriteLock:
         return self._fd
 
     def __enter__(self) -> "WriteLock":
-        self._thread.acquire()
+        timeout = lock_timeout()
+        start = time.monotonic()
+        if not self._thread.acquire(timeout=timeout):
+            raise busy(self._url, timeout, "another thread of this process")
         try:
             fd = self._file()
             if fd is not None:
-                import fcntl
-
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                self._flock(fd, start + timeout, timeout)
         except BaseException:
             self._thread.release()
             raise
         return self
+
+    def _flock(self, fd: int, deadline: float, timeout: float) -> None:
+        """Take the file lock, waiting until *deadline* at most (:class:`StoreBusyError`).
+        The wait polls: a short sleep first, so that a lock released a moment later is taken
+        within a millisecond or two, growing to a few milliseconds while it stays held."""
+        import fcntl
+
+        pause = 0.0005
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                pass
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise busy(self._url, timeout)
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.005)
 
     def __exit__(self, *exc: object) -> None:
         try:
@@ -244,7 +441,8 @@ def _sqlite_file(engine: Engine) -> str | None:
 def write_lock(engine: Engine) -> WriteLock:
     """The :class:`WriteLock` for *engine*'s database (a file lock only for a SQLite file)."""
     path = _sqlite_file(engine)
-    return WriteLock(path + ".lock" if path is not None and os.name == "posix" else None)
+    return WriteLock(path + ".lock" if path is not None and os.name == "posix" else None,
+                     engine.url)
 
 
 def wal_checkpointer(engine: Engine) -> WalCheckpointer | None:
@@ -311,12 +509,20 @@ def current_revision(engine: Engine) -> str | None:
 
 
 def _run_locked(engine: Engine, fn) -> None:
-    with write_connection(engine) as conn:
-        if conn.dialect.name == "postgresql":
-            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATE_LOCK_KEY})
-        cfg = alembic_config()
-        cfg.attributes["connection"] = conn
-        fn(cfg)
+    from sqlalchemy.exc import OperationalError
+
+    try:
+        with write_connection(engine) as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATE_LOCK_KEY})
+            cfg = alembic_config()
+            cfg.attributes["connection"] = conn
+            fn(cfg)
+    except OperationalError as exc:  # the lock timeout passed: a writer holds the store
+        code = getattr(exc.orig, "sqlstate", None)
+        if code == "55P03" or (code is None and "locked" in str(exc.orig).lower()):
+            raise busy(engine.url, lock_timeout()) from exc
+        raise
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:

@@ -82,6 +82,9 @@ LAYOUT_STEPS: list[Mapping[str, tuple[str, ...]]] = [
     # 4: the vLLM release whose rules decided the run (revision 0010_release); from this
     #    layout on ``gpu`` also names the start-up GPU of a run without KV-cache figures
     {"runs": ("vllm_version",)},
+    # 5: every column a command shows (revision 0011_hashed_explanations): the explanation
+    #    of each change (``why``, ``show``, the page), and the layout number itself
+    {"runs": ("hash_layout",), "changes": ("explanation",)},
 ]
 
 #: The column each child table is ordered by within a run.

@@ -121,6 +121,15 @@ def _model_filter(q: Select, model: str | None, dialect: str) -> Select:
                                       Run.model.endswith("/" + form, autoescape=True))]))
 
 
+#: a limit above this is no limit (no store holds as many runs; SQL takes 64-bit integers)
+_NO_LIMIT_ABOVE = 2 ** 62
+
+
+def _limit(limit: int | None) -> int | None:
+    """*limit* as a query takes it: a number past any store's size means all."""
+    return None if limit is not None and limit > _NO_LIMIT_ABOVE else limit
+
+
 def list_runs(store, *, model: str | None = None, architecture: str | None = None,
               status: str | None = None, since: float | _dt.datetime | None = None,
               until: float | _dt.datetime | None = None, limit: int | None = 50,
@@ -129,6 +138,7 @@ def list_runs(store, *, model: str | None = None, architecture: str | None = Non
     ``actor`` matches the actor named explicitly or the operating-system user;
     ``vllm_version`` the release whose rules decided the run (``0.34.0``)."""
     dialect = store.engine.dialect.name
+    limit = _limit(limit)
     q = _model_filter(select(*_SUMMARY_COLS), model, dialect)
     if vllm_version is not None:
         if not isinstance(vllm_version, str) or not vllm_version.strip():
@@ -268,6 +278,7 @@ def field_history(store, field: str, *, model: str | None = None, limit: int | N
     if not field or not isinstance(field, str):
         raise InvalidInputError.for_value("field", field, "a dotted config field path")
     out: list[dict[str, Any]] = []
+    limit = _limit(limit)
     dialect = store.engine.dialect.name
     cols = (Run.id, Run.started_at, Run.chain_pos, Run.model, Run.architecture, Run.status,
             Run.result, Run.engine_args, Run.vllm_version)

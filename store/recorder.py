@@ -4,8 +4,10 @@ The pipeline never calls the store.  :meth:`AuditStore.attach` connects receiver
 signals of :mod:`enginecfg.pipeline.events`; the store buffers a run's events in memory
 (only for runs it saw start) and writes the whole run, its stage executions, changes,
 messages and validation checks in ONE transaction when ``run_finished`` or ``run_failed``
-arrives.  A run whose process dies before that leaves nothing behind, and a transaction
-interrupted half-way is rolled back by the database.
+arrives.  A transaction interrupted half-way is rolled back by the database.  A run whose
+process ends before the run does (``os._exit`` in a plugin, a kill, a crash) leaves its
+journal entry (:mod:`.journal`), which the next store to write that database records as an
+``interrupted`` run, in a transaction of its own.
 
 Inside that transaction the writer takes the chain head under a lock, gives the run the
 next chain position and chains its hash to the previous run's (see
@@ -43,6 +45,7 @@ from enginecfg.pipeline.errors import InvalidInputError
 from enginecfg.store import engine as _eng
 from enginecfg.store import rows as _rows
 from enginecfg.store.connection import Writer
+from enginecfg.store.journal import RunJournal, entry_header, interrupted_outcome, journal_dir
 from enginecfg.store.rows import Identity, RunBuffer
 
 __all__ = ["AuditStore", "WriteFailure", "ACTOR_ENV", "check_actor", "os_user"]
@@ -116,7 +119,10 @@ class AuditStore:
     SQLite file ``audit.db`` in the user's data directory.  The schema is upgraded to the
     newest revision on first use unless ``auto_upgrade`` is false.  ``actor`` names who
     runs (a service account, a CI job); None means ``ENGINECFG_ACTOR``, when that is set.
-    ``read_only`` opens the database for reading only (no upgrade, no write).
+    ``read_only`` opens the database for reading only: nothing is created, upgraded or
+    written, and a database that holds no audit store at this enginecfg's schema revision is
+    refused on first use (:class:`~enginecfg.store.engine.StoreNotReadyError`: none there,
+    one to upgrade first, one a newer enginecfg wrote).
 
     Use ``store.attach()`` (returns the store) and ``store.detach()``, or
     ``with AuditStore(url).attach() as store: ...``.
@@ -125,6 +131,8 @@ class AuditStore:
     def __init__(self, url: str | None = None, *, auto_upgrade: bool = True,
                  mirror: Any = "env", actor: str | None = None, read_only: bool = False):
         self.url: str = url if url is not None else _eng.default_url()
+        _eng.check_url(self.url)  # a database the store cannot be kept in is refused now,
+        _eng.lock_timeout()       # and so is a lock timeout that is no number of seconds
         if actor is None and os.environ.get(ACTOR_ENV):
             actor = check_actor(os.environ[ACTOR_ENV], flag=ACTOR_ENV)
         #: who records: host, process, version, operating-system user, explicit actor
@@ -154,6 +162,14 @@ class AuditStore:
         self.write_failures: deque[WriteFailure] = deque(maxlen=_MAX_KEPT_FAILURES)
         #: the exception of the newest failed write, or None
         self.last_error: BaseException | None = None
+        #: runs recorded from the journal of a process that ended before its run did
+        #: (:mod:`enginecfg.store.journal`), by this store object
+        self.recovered: int = 0
+        #: journal entries this store could not record (left for a later store)
+        self.recovery_failed: int = 0
+        self._journal: RunJournal | None = None
+        self._journal_lock = threading.Lock()
+        self._recover_pending = True
 
     @property
     def actor(self) -> str | None:
@@ -172,7 +188,9 @@ class AuditStore:
                 self._engine = _eng.make_engine(self.url, read_only=self.read_only)
                 self._writer.engine_made()
             if not self._ready:
-                if (self._auto_upgrade
+                if self.read_only:
+                    _eng.check_readable(self._engine, self.url)
+                elif (self._auto_upgrade
                         and _eng.current_revision(self._engine) != _eng.head_revision()):
                     _eng.upgrade(self._engine)
                 self._ready = True
@@ -226,18 +244,24 @@ class AuditStore:
             (events.run_finished, self._on_run_finished),
             (events.run_failed, self._on_run_failed),
         ]
+        if self._journal is None:
+            self._journal = RunJournal(journal_dir(self.url))
         for signal, receiver in pairs:
             signal.connect(receiver, weak=False)
         self._receivers = pairs
         return self
 
     def detach(self) -> None:
-        """Disconnect the receivers; runs still buffered are dropped."""
+        """Disconnect the receivers; runs still buffered are dropped (with their journal
+        entries: their process goes on, and no longer asks for them to be recorded)."""
         for signal, receiver in self._receivers:
             signal.disconnect(receiver)
         self._receivers = []
         with self._lock:
             self._pending.clear()
+        if self._journal is not None:
+            with self._journal_lock:
+                self._journal.end_all()
 
     def __enter__(self) -> "AuditStore":
         return self.attach()
@@ -250,23 +274,41 @@ class AuditStore:
             return self._pending.get(run_id)
 
     def _on_run_started(self, sender: Any, event: events.RunStarted, **_: Any) -> None:
+        buf = RunBuffer(event)
         with self._lock:
-            self._pending[event.run_id] = RunBuffer(event)
+            self._pending[event.run_id] = buf
+        if self._journal is not None and event.origins and any(o != "built-in" for o in event.origins):
+            try:  # a plugin may end the process: the run is journaled (.journal)
+                header = entry_header(event, self._who())
+                with self._journal_lock:
+                    self._journal.begin(event.run_id, header)
+            except Exception:  # the journal is a safety net: it never breaks the run
+                pass
+
+    def _note(self, kind: str, event: Any) -> None:
+        """Append *event* to its run's journal entry, when the run is journaled."""
+        journal = self._journal
+        if journal is not None and journal.holds(event.run_id):
+            with self._journal_lock:
+                journal.note(event.run_id, kind, event)
 
     def _on_stage_started(self, sender: Any, event: events.StageStarted, **_: Any) -> None:
         buf = self._buffer(event.run_id)
         if buf is not None:
             buf.stages[event.order] = {"stage": event.stage, "origin": event.origin}
+            self._note("stage_started", event)
 
     def _on_config_changed(self, sender: Any, event: events.ConfigChanged, **_: Any) -> None:
         buf = self._buffer(event.run_id)
         if buf is not None:
             buf.changes.append(event)
+            self._note("config_changed", event)
 
     def _on_warning_issued(self, sender: Any, event: events.WarningIssued, **_: Any) -> None:
         buf = self._buffer(event.run_id)
         if buf is not None:
             buf.messages.append(event)
+            self._note("warning_issued", event)
 
     def _on_stage_finished(self, sender: Any, event: events.StageFinished, **_: Any) -> None:
         buf = self._buffer(event.run_id)
@@ -276,12 +318,14 @@ class AuditStore:
                                                         "origin": event.origin or "unknown"})
             entry.update(outcome=event.outcome, duration_s=event.duration_s,
                          n_changes=event.changes, error=event.error)
+            self._note("stage_finished", event)
 
     def _on_validation_checked(self, sender: Any, event: events.ValidationChecked,
                                **_: Any) -> None:
         buf = self._buffer(event.run_id)
         if buf is not None:
             buf.checks.append(event)
+            self._note("validation_checked", event)
 
     def _on_run_finished(self, sender: Any, event: events.RunFinished, **_: Any) -> None:
         self._finish(event.run_id, status=event.status, finished_at=event.finished_at,
@@ -302,31 +346,93 @@ class AuditStore:
         if buf is None:
             return
         try:
+            try:
+                self._recover_once()
+            except Exception:  # the journal is a safety net: it never keeps a run unrecorded
+                pass
             run_row, children = self._rows(buf, **outcome)
             position = self._writer.write(self.engine, run_row, children)
         except Exception as exc:  # never raise into the pipeline
-            msg = " ".join(f"{type(exc).__name__}: {exc}".split())[:500]
-            with self._lock:
-                self.write_failed += 1
-                self.last_error = exc
-                self.write_failures.append(WriteFailure(run_id, msg, time.time()))
-            try:
-                _log_write_failure(run_id=run_id, db=self.display_url, error=msg)
-            except Exception:
-                pass
+            self._failed(run_id, exc)
             return
+        finally:
+            if self._journal is not None:
+                with self._journal_lock:
+                    self._journal.end(run_id)  # the run ended: recorded, or its failure said
         with self._lock:
             self.recorded += 1
             self.last_run_id = run_id
         self._mirror_after(position)
 
-    def _rows(self, buf: RunBuffer, **outcome: Any
-              ) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
-        """The run's rows, as :func:`enginecfg.store.rows.build_rows` makes them."""
+    def _failed(self, run_id: str, exc: Exception) -> None:
+        msg = " ".join(f"{type(exc).__name__}: {exc}".split())[:500]
+        with self._lock:
+            self.write_failed += 1
+            self.last_error = exc
+            self.write_failures.append(WriteFailure(run_id, msg, time.time()))
+        try:
+            _log_write_failure(run_id=run_id, db=self.display_url, error=msg)
+        except Exception:
+            pass
+
+    def _who(self) -> Identity:
         who = self.identity
         if who.pid != os.getpid():  # a forked child records under its own pid
             who = attrs.evolve(who, pid=os.getpid())
-        return _rows.build_rows(buf, who, **outcome)
+        return who
+
+    def _recover_once(self) -> None:
+        """Before this store's first write: record, as ``interrupted``, the runs whose
+        process ended before they did (their journal entries, :mod:`.journal`), each in a
+        transaction of its own.  A failure is logged and leaves the entry for a later try."""
+        if not self._recover_pending:
+            return
+        with self._journal_lock:
+            if not self._recover_pending:
+                return
+            self._recover_pending = False
+        journal = self._journal or RunJournal(journal_dir(self.url))
+        for orphan in journal.orphans():
+            try:
+                header, lines = orphan.lines()
+                if header is None:  # cut short as its process died: nothing to rebuild from
+                    orphan.done()
+                    continue
+                if self._holds(orphan.run_id):  # recorded, its entry not yet removed
+                    orphan.done()
+                    continue
+                buf, who, outcome = interrupted_outcome(header, lines, time.time(),
+                                                        orphan.last_heard)
+                run_row, children = _rows.build_rows(buf, who, **outcome)
+                position = self._writer.write(self.engine, run_row, children)
+            except Exception as exc:  # left for a later store to try again
+                orphan.close()
+                with self._lock:
+                    self.recovery_failed += 1
+                try:
+                    _log_write_failure("audit_recovery_failed", run_id=orphan.run_id,
+                                       db=self.display_url,
+                                       error=" ".join(f"{type(exc).__name__}: {exc}".split())[:500])
+                except Exception:
+                    pass
+                continue
+            orphan.done()
+            with self._lock:
+                self.recovered += 1
+            self._mirror_after(position)
+
+    def _holds(self, run_id: str) -> bool:
+        from sqlalchemy import select
+
+        from enginecfg.store.models import Run
+
+        with self.engine.connect() as conn:
+            return conn.execute(select(Run.id).where(Run.id == run_id)).scalar() is not None
+
+    def _rows(self, buf: RunBuffer, **outcome: Any
+              ) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+        """The run's rows, as :func:`enginecfg.store.rows.build_rows` makes them."""
+        return _rows.build_rows(buf, self._who(), **outcome)
 
     def _mirror_after(self, position: int) -> None:
         """Hand the committed position to the mirror; a failure is logged, never raised."""

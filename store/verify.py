@@ -32,6 +32,7 @@ from sqlalchemy import exists, select
 
 from enginecfg.store.engine import one_snapshot
 from enginecfg.store.rows import (
+    EARLIER_RELEASE,
     MEMORY_COLUMNS_SINCE,
     RELEASE_COLUMNS_SINCE,
     impact_columns,
@@ -152,16 +153,23 @@ def _check_run(run: dict[str, Any], kids: dict[str, list[dict[str, Any]]],
                                         f"of run {rid} (position {pos}) does not match its hash",
                                         table, rid, pos, key))
     projected = impact_columns(run["result"])
-    if lay.number >= MEMORY_COLUMNS_SINCE:  # runs recorded before them hold NULL there
-        projected.update(memory_columns(run["result"]))
-    if lay.number >= RELEASE_COLUMNS_SINCE:  # earlier runs read 0.19.0 there, unhashed
+    # a run recorded before a projected column existed holds the column's default there
+    # (NULL, the release 0.19.0): its hash does not cover that column, so the default is
+    # what verify holds it to
+    memory = memory_columns(run["result"])
+    if lay.number < MEMORY_COLUMNS_SINCE:
+        memory = dict.fromkeys(memory)
+    projected.update(memory)
+    if lay.number >= RELEASE_COLUMNS_SINCE:
         projected.update(release_columns(run["result"], projected["gpu"]))
+    else:
+        projected["vllm_version"] = EARLIER_RELEASE
     off = [k for k, v in projected.items() if not _held_as(run.get(k), v)]
     if off and not child_trouble:
         child_trouble = True
         what = ("its release column (vllm_version) does not match the release of its stored "
                 "result" if off == ["vllm_version"] else "its impact columns do not match the "
-                "impact of its stored result")
+                f"impact of its stored result ({', '.join(off)})")
         problems.append(Problem("edited_run", f"run {rid} (position {pos}): {what}", "runs",
                                 rid, pos))
     hashes = {t: [r["row_hash"] for r in kids.get(t, [])] for t in lay.child_fields}

@@ -71,6 +71,8 @@ def pytest_configure(config):
     # a cache of this session only: every snapshot is built by transformers for real
     tmp = Path(tempfile.mkdtemp(prefix="enginecfg-tests-"))
     os.environ["ENGINECFG_CACHE_DIR"] = str(tmp / "hf-cache")
+    # the journals of PostgreSQL stores (store/journal.py) are the session's too
+    os.environ["XDG_STATE_HOME"] = str(tmp / "state")
     os.environ.setdefault("ENGINECFG_DB", f"sqlite:///{tmp / 'audit.db'}")
     os.environ["ENGINECFG_TEST_TMP"] = str(tmp)
 

@@ -323,3 +323,10 @@ def test_figures_no_card_of_the_preset_could_hold_say_the_card_had_more_memory()
     assert len(small) == 1 and "71.16 GiB" in small[0] and "the H20 (95.58 GiB)" in small[0]
     roomy = _checked(QWEN35, gpu="H200")
     assert not [e for e in roomy.observation.explanations if "had more memory" in e]
+
+
+def test_a_log_without_end_is_refused_at_the_bound_not_read_into_memory():
+    # /dev/zero is a file without end: refused once 64 MiB are read, exit 2, one line
+    r = run_cli("check-log", "/dev/zero", "--no-audit")
+    assert r.returncode == 2 and "more than the 64 MiB allowed" in r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -147,19 +147,24 @@ def test_sigkill_of_enginecfg_run_leaves_no_partial_record(db_url, tmp_path, mod
     """Pins: a run is written in ONE transaction when it finishes (stage: nothing was written
     before run_finished; write: the killed transaction rolls back, and the chain head lock it
     held is released).  Writing events as they come, or committing in pieces, leaves a
-    partial run here; a lock that outlives its process makes the next run fail."""
+    partial run here; a lock that outlives its process makes the next run fail.  The killed
+    run held a plugin's stage, so its journal entry is left, and the next run's store records
+    it whole, as interrupted, in a transaction of its own, before its own run."""
     first = _cli("run", MAMBA, "--db", db_url)
     assert first.returncode == 0, first.stderr
     _kill_cli_at_hold(db_url, tmp_path, mode)
     runs = _runs(db_url)
-    assert [r["model"] for r in runs] == [MAMBA], runs       # the killed run left nothing
+    assert [r["model"] for r in runs] == [MAMBA], runs       # the killed run left nothing torn
     assert _verified(db_url) == 1
     again = _cli("run", QWEN, "--db", db_url, "--json")
     assert again.returncode == 0, again.stderr
     doc = json.loads(again.stdout)
     runs = _runs(db_url)
-    assert len(runs) == 2 and runs[0]["run_id"] == doc["run_id"]
-    assert _verified(db_url) == 2
+    assert [r["status"] for r in runs] == ["resolved", "interrupted", "resolved"], runs
+    assert runs[0]["run_id"] == doc["run_id"] and runs[1]["model"] == QWEN
+    where = "while stage 'test-hold'" if mode == "stage" else "after its last stage"
+    assert where in runs[1]["error"] and "recorded from its journal" in runs[1]["error"]
+    assert _verified(db_url) == 3
 
 
 # -- a database that cannot be written -------------------------------------------------------

@@ -25,6 +25,9 @@ MODULES = {
     "pipeline/hf/sources.py": "files, hub constants and OS flags; no config view",
     "pipeline/hf/safetensors_header.py": "safetensors headers; no config view",
     "pipeline/hf/cache.py": "the snapshot cache; reads the transformers module's version",
+    "pipeline/logs/facts.py": "a start-up log's text read back; no config view",
+    "pipeline/logs/lines.py": "a start-up log's text read back; no config view",
+    "pipeline/logs/startlog.py": "a start-up log's text read back; no config view",
 }
 #: (module, the object read): reads of objects that are not model configs, and why
 OBJECTS = {
@@ -47,6 +50,9 @@ OBJECTS = {
     ("pipeline/config.py", "hf"): "the view's identity (anchor), not a config field",
     ("pipeline/config.py", "text"): "the view's identity (anchor), not a config field",
     ("pipeline/models/gpus.py", "text"): "a GPU name as the user typed it, not a config view",
+    ("pipeline/models/capacity.py", "self"): "enginecfg's own attrs value, a field's default from another field",
+    ("pipeline/stage.py", "text"): "a stage's reason or message, cut to its cap",
+    ("pipeline/stage.py", "type(item)"): "a fact a stage recorded, asked whether it turns itself into JSON",
 }
 
 

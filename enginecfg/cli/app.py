@@ -544,6 +544,15 @@ def _configure_logs(fmt: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from enginecfg.cli.terminal import neutral_streams
+
+    # what people read never carries a control character or a lone surrogate (the stored
+    # values and the JSON and CSV output stay exact): errors from the first line on
+    with neutral_streams(stdout=False):
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     if not [t for t in argv if t not in ("--traceback",) and not t.startswith("--log-format")]:
@@ -563,11 +572,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print_gpus()
         return 0
-    _configure_logs(ns.log_format)
-    if ns.log_format != "off":
-        from enginecfg.cli.logs import attach
+    from enginecfg.cli.terminal import neutral_streams
 
-        attach(ns.log_format)
+    machine = bool(getattr(ns, "csv", False)) or getattr(ns, "format", None) == "csv"
+    with neutral_streams(stderr=False, machine_stdout=machine):
+        _configure_logs(ns.log_format)
+        if ns.log_format != "off":
+            from enginecfg.cli.logs import attach
+
+            attach(ns.log_format)
+        return _call(ns)
+
+
+def _call(ns: argparse.Namespace) -> int:
     try:
         return ns.func(ns)
     except EngineCfgError as exc:

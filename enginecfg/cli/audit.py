@@ -74,15 +74,23 @@ def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namesp
     return handler
 
 
-def _store(args: argparse.Namespace, *, auto_upgrade: bool = True):
+def _store(args: argparse.Namespace, *, auto_upgrade: bool = True, read_only: bool = False):
+    """The store of ``--db``.  ``read_only``: for a command that only reads, which creates,
+    migrates and writes nothing, and refuses a database holding no audit store at this
+    enginecfg's schema revision (saying what it found there)."""
     from enginecfg.store import AuditStore
 
     url = args.db
     if url is not None and not url.strip():
         raise InvalidInputError.for_value("db", url, "a SQLAlchemy database URL", flag="--db")
-    store = AuditStore(url, auto_upgrade=auto_upgrade)
+    store = AuditStore(url, auto_upgrade=auto_upgrade, read_only=read_only)
     _opened.append(store)
     return store
+
+
+def _reader(args: argparse.Namespace):
+    """:func:`_store` for a command that only reads."""
+    return _store(args, read_only=True)
 
 
 def store_queries():
@@ -143,9 +151,21 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise InvalidInputError.for_value("limit", args.limit, "a positive integer",
                                           flag="--limit")
+    if args.vllm_version is not None:
+        import re
+
+        from enginecfg.pipeline import rulepacks
+
+        # a release this enginecfg speaks for, or one spelt as a release (a store may hold
+        # the runs of a release a newer enginecfg added: the filter then finds those)
+        given = args.vllm_version.strip()
+        if given not in rulepacks.releases() and not re.fullmatch(r"\d+\.\d+\.\d+", given):
+            raise InvalidInputError.for_value("vllm_version", args.vllm_version,
+                                              ", ".join(rulepacks.releases()) + ", or another "
+                                              "release number (X.Y.Z)", flag="--vllm-version")
     since = parse_time(args.since, flag="--since") if args.since else None
     until = parse_time(args.until, flag="--until") if args.until else None
-    rows = _store(args).list_runs(model=args.model, architecture=args.architecture,
+    rows = _reader(args).list_runs(model=args.model, architecture=args.architecture,
                                   status=args.status, since=since, until=until, limit=args.limit,
                                   actor=args.actor, vllm_version=args.vllm_version)
     if args.json:
@@ -165,7 +185,7 @@ def _cmd_runs(args: argparse.Namespace) -> int:
 
 @_guard
 def _cmd_show(args: argparse.Namespace) -> int:
-    run = _store(args).get_run(args.run)
+    run = _reader(args).get_run(args.run)
     if args.json:
         _dump(run)
         return 0
@@ -237,7 +257,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise InvalidInputError.for_value("limit", args.limit, "a positive integer",
                                           flag="--limit")
-    store = _store(args)
+    store = _reader(args)
     store.check_field(args.field)
     rows = store.field_history(args.field, model=args.model, limit=args.limit,
                                changed_only=args.changed_only)
@@ -257,7 +277,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
 @_guard
 def _cmd_why(args: argparse.Namespace) -> int:
-    res = _store(args).why(args.run, args.field)
+    res = _reader(args).why(args.run, args.field)
     if not res["found"]:
         near = res.get("closest") or []
         hint = f"; did you mean {', '.join(near)}?" if near else ""
@@ -292,7 +312,7 @@ def _cmd_why(args: argparse.Namespace) -> int:
 
 @_guard
 def _cmd_diff(args: argparse.Namespace) -> int:
-    res = _store(args).diff_runs(args.run_a, args.run_b)
+    res = _reader(args).diff_runs(args.run_a, args.run_b)
     if args.json:
         _dump(res)
         return 0
@@ -317,7 +337,7 @@ def diff_releases(res: dict[str, Any]) -> str:
 
 @_guard
 def _cmd_export(args: argparse.Namespace) -> int:
-    store = _store(args)
+    store = _reader(args)
     if args.all:
         if args.format != "jsonl" or args.table != "runs" or args.raw:
             raise InvalidInputError("--all exports every table, raw, as JSON lines: it takes "
@@ -355,6 +375,7 @@ def _cmd_db_downgrade(args: argparse.Namespace) -> int:
     from enginecfg.store.downgrade import downgrade
 
     store = _store(args, auto_upgrade=False)
+    eng.make_engine(store.url, read_only=True).dispose()  # a store that is not there: refused
     done = downgrade(store.engine, args.revision, exported=args.i_have_exported,
                      who=store.identity)
     print(f"{store.display_url}: at revision {eng.current_revision(store.engine) or 'base'}")
@@ -369,7 +390,16 @@ def _cmd_db_current(args: argparse.Namespace) -> int:
     from enginecfg.store import engine as eng
 
     store = _store(args, auto_upgrade=False)
-    cur, head = eng.current_revision(store.engine), eng.head_revision()
+    head = eng.head_revision()
+    try:
+        engine = eng.make_engine(store.url, read_only=True)  # a question: it creates nothing
+    except eng.StoreNotReadyError:  # a SQLite file not written yet: no schema at all
+        cur = None
+    else:
+        try:
+            cur = eng.current_revision(engine)
+        finally:
+            engine.dispose()
     if args.json:
         _dump({"db": store.display_url, "current": cur, "head": head})
     else:
@@ -386,9 +416,9 @@ def _cmd_audit_verify(args: argparse.Namespace) -> int:
     mirror = None if args.no_mirror else os.environ.get(cp.MIRROR_ENV) or None
     if args.checkpoint or mirror:
         keys = [cp.load_key(f) for f in args.key_file] or [cp.load_key()]
-        res = cp.verify_with_checkpoints(_store(args), args.checkpoint, keys, mirror=mirror)
+        res = cp.verify_with_checkpoints(_reader(args), args.checkpoint, keys, mirror=mirror)
     else:
-        res = _store(args).verify()
+        res = _reader(args).verify()
     if args.json:
         _dump(res.to_dict())
         return 0 if res.ok else 1
@@ -428,7 +458,7 @@ def _cmd_audit_checkpoint(args: argparse.Namespace) -> int:
 
     from enginecfg.store import checkpoint as cp
 
-    doc = cp.make_checkpoint(_store(args), cp.load_key(args.key_file))
+    doc = cp.make_checkpoint(_reader(args), cp.load_key(args.key_file))
     text = cp.checkpoint_text(doc)
     if args.output in (None, "-"):
         sys.stdout.write(text)
@@ -448,18 +478,11 @@ def _cmd_audit_checkpoint(args: argparse.Namespace) -> int:
 
 @_guard
 def _cmd_audit_keygen(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from enginecfg.store import checkpoint as cp
 
-    try:
-        key = cp.generate_key(args.out, args.public)
-    except FileExistsError:
-        raise InvalidInputError.for_value("key_file", args.out, "a path that does not exist "
-                                          "yet (an existing key is never overwritten)",
-                                          flag="--out") from None
+    key = cp.generate_key(args.out, args.public)
     print(f"Ed25519 key {key.key_id}: private key {args.out} (keep it with the signer only), "
-          f"public key {args.public or Path(args.out).with_suffix('.pub.pem')}")
+          f"public key {cp.public_key_path(args.out, args.public)}")
     return 0
 
 
@@ -503,7 +526,7 @@ def _cmd_ui(args: argparse.Namespace) -> int:
 
 def _add_db(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", metavar="URL", default=None,
-                   help="audit database (SQLAlchemy URL); default: $ENGINECFG_DB, else the "
+                   help="audit database (sqlite:///PATH or postgresql://...); default: $ENGINECFG_DB, else the "
                         "user's SQLite audit.db")
 
 
@@ -519,7 +542,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("runs", help="list recorded runs, newest first")
     p.add_argument("--model", help="model path as given, or its folder name")
     p.add_argument("--architecture")
-    p.add_argument("--status", choices=("resolved", "rejected", "invalid"))
+    p.add_argument("--status", choices=("resolved", "rejected", "invalid", "interrupted"))
     p.add_argument("--since", metavar="TIME", help="ISO date/time (UTC) or an age: 30m, 2h, 7d")
     p.add_argument("--until", metavar="TIME", help="ISO date/time (UTC) or an age")
     p.add_argument("--actor", metavar="NAME",

@@ -49,12 +49,26 @@ def register(sub) -> None:
     p.set_defaults(func=_cmd)
 
 
+#: the most of a log read: a start-up log is kilobytes, a day of a server's journal megabytes;
+#: a log without end (``/dev/zero``, a pipe that never closes) is refused at this bound
+LOG_LIMIT = 64 << 20
+
+
 def _read(path: str) -> tuple[str, str]:
-    if path == "-":
-        return sys.stdin.read(), "standard input"
+    from enginecfg.store.files import TooLarge, size_text
+
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read(), path
+        if path == "-":
+            data = sys.stdin.buffer.read(LOG_LIMIT + 1)
+            if len(data) > LOG_LIMIT:
+                raise TooLarge(f"it holds more than the {size_text(LOG_LIMIT)} allowed")
+            return data.decode("utf-8", errors="replace"), "standard input"
+        from enginecfg.store.files import read_bounded
+
+        return read_bounded(path, LOG_LIMIT).decode("utf-8", errors="replace"), path
+    except TooLarge as exc:
+        raise InvalidInputError(f"invalid log (LOG): {path!r} is not a start-up log: {exc}; give the log's "
+                                "start-up lines", field="log") from None
     except OSError as exc:
         raise InvalidInputError(f"invalid log (LOG): cannot read {path!r}: {exc.strerror or exc}; give a file "
                                 "or - for standard input", field="log") from None

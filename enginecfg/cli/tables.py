@@ -60,8 +60,8 @@ def render(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, names: Sequ
     gaps = len(_GAP) * (len(columns) - 1)
     room = total - gaps - sum(natural[i] for i in kept)
     widths = list(natural)
-    if sum(natural[i] for i in prose) > room:
-        if prose and room < min_prose * len(prose):
+    if prose and sum(natural[i] for i in prose) > room:  # names alone are never broken
+        if room < min_prose * len(prose):
             return _blocks([c.replace("\n", " ") for c in columns], cells, kept, prose, title, total)
         # shrink the widest prose columns first, never below what a short word needs
         excess = sum(natural[i] for i in prose) - room

@@ -123,7 +123,9 @@ def register(sub) -> None:
 
 def _cmd_upgrade(ns: argparse.Namespace) -> int:
     from enginecfg.commands.upgrade import upgrade
+    from enginecfg.pipeline.run import release_from_env
 
+    release_from_env()  # --from and --to name the releases; a bad setting is refused all the same
     u = upgrade(ns.path, from_version=ns.from_version, to_version=ns.to_version, revision=ns.revision,
                 **memory_options(ns), **engine_args(ns))
     if ns.json:

@@ -63,11 +63,10 @@ def release_of(vllm_version: str | None) -> str:
     """The release a command speaks for: *vllm_version*, else ``$ENGINECFG_VLLM_VERSION``, else
     the default release (an unknown one is refused, naming those there are)."""
     from enginecfg.pipeline import rulepacks
-    from enginecfg.pipeline.run import RELEASE_ENV
-    import os
+    from enginecfg.pipeline.run import release_from_env
 
     if vllm_version is None:
-        vllm_version = os.environ.get(RELEASE_ENV, "").strip() or None
+        vllm_version = release_from_env()
     return rulepacks.get(vllm_version).release
 
 

@@ -27,7 +27,7 @@ from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError
 
 __all__ = ["AuditPages", "open_pages", "serve", "UiUnavailableError"]
 
-_STATUSES = ("resolved", "rejected", "invalid")
+_STATUSES = ("resolved", "rejected", "invalid", "interrupted")
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 _HEADERS = [
     ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; "
@@ -244,12 +244,11 @@ def open_pages(url: str | None, *, checkpoints: Iterable[str] = (), keys: Iterab
     from enginecfg.store import engine as eng
 
     store = AuditStore(url, read_only=True, mirror=None)
-    current, head = eng.current_revision(store.engine), eng.head_revision()
-    if current != head:
+    try:
+        store.engine  # refused unless an audit store at the newest revision (never upgraded)
+    except eng.StoreNotReadyError as exc:
         store.close()
-        raise UiUnavailableError(f"the audit database {store.display_url} is at revision "
-                                 f"{current or 'base (empty)'}, the page reads revision {head}: "
-                                 "run `enginecfg db upgrade` first (the page never writes)")
+        raise UiUnavailableError(f"{exc} (the page never writes)") from None
     return AuditPages(store, checkpoints=checkpoints, keys=keys, mirror=mirror, bound_to=bound_to)
 
 

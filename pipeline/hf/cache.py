@@ -39,6 +39,7 @@ from typing import Any, Callable
 
 from enginecfg.pipeline.errors import InvalidInputError
 from enginecfg.pipeline.hf import memo
+from enginecfg.pipeline.hf.limits import layer_count_error
 from enginecfg.pipeline.jsonvalue import canonical_json, fingerprint
 
 __all__ = ["snapshot_for", "snapshots_for", "snapshot_for_bytes", "snapshot_of_object", "missing",
@@ -411,6 +412,13 @@ def snapshots_for(config_dicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if snap is None:
             missing.setdefault(key, d)
         out.append(snap)
+    refused: dict[str, dict[str, Any]] = {}
+    for key, d in list(missing.items()):  # never handed to transformers, never cached
+        bad = layer_count_error(d)
+        if bad is not None:
+            refused[key] = {"error": {"type": "InvalidInputError", "message": bad[1],
+                                      "field": bad[0]}}
+            del missing[key]
     if missing:
         items = [{"config": d} for d in missing.values()]
         if progress is not None and not _in_process():
@@ -420,7 +428,7 @@ def snapshots_for(config_dicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for key, snap in zip(missing, built):
             _memory[key] = snap
             _disk_put(key, snap)
-    return [_memory[k] for k in keys]
+    return [refused[k] if k in refused else _memory[k] for k in keys]
 
 
 def missing(config_dicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -465,6 +473,9 @@ def snapshot_of_object(config: Any) -> dict[str, Any]:
     from enginecfg.pipeline.hf.snapshot import snapshot_of
 
     snap = snapshot_of(config)
+    bad = layer_count_error(snap)
+    if bad is not None:  # built already, but enginecfg's per-layer work would not end
+        return {"error": {"type": "InvalidInputError", "message": bad[1], "field": bad[0]}}
     try:
         snap["default_architecture"] = default_architecture(snap.get("model_type"))
     except Exception:  # transformers' own tables could not be read: no default to offer

@@ -259,7 +259,7 @@ def _formats(cfg) -> tuple[dict[str, str | None], str]:
     method = str(method)
     algo = str(typed.key(quant, QUANT_FIELD, "quant_algo", typed.ANY, default="")).upper() \
         if isinstance(quant, Mapping) else ""
-    layers = quant.get("quantized_layers") if isinstance(quant, Mapping) else None
+    layers = typed.key(quant, QUANT_FIELD, "quantized_layers", typed.ANY) if isinstance(quant, Mapping) else None
     if isinstance(layers, Mapping) and layers:
         # ModelOpt mixed precision: each kind of layer in the format most of its entries name
         seen: dict[str, dict[str, int]] = {}
@@ -287,7 +287,7 @@ def _formats(cfg) -> tuple[dict[str, str | None], str]:
     kept = []
     if isinstance(quant, Mapping):
         for key in ("ignore", "exclude_modules", "modules_to_not_convert", "ignored_layers"):
-            v = quant.get(key)
+            v = typed.key(quant, QUANT_FIELD, key, typed.ANY)
             for pattern in v if isinstance(v, (list, tuple)) else ():
                 kind = _kind_of(str(pattern))
                 if kind is not None and kinds[kind] is not None:

@@ -76,7 +76,10 @@ def test_each_downgrade_of_a_store_with_runs_is_refused_then_recorded(db_url, tm
         assert "audit_losses" in inspect(engine).get_table_names()  # kept by every downgrade
     finally:
         engine.dispose()
-    verdict = run_cli("audit", "verify", "--db", db_url)              # upgrades, then walks
+    unread = run_cli("audit", "verify", "--db", db_url)               # reads never migrate
+    assert unread.returncode == 2 and "enginecfg db upgrade" in unread.stderr, unread.stderr
+    assert run_cli("db", "upgrade", "--db", db_url).returncode == 0
+    verdict = run_cli("audit", "verify", "--db", db_url)
     assert verdict.returncode == 1
     assert "dropped on purpose" in verdict.stdout and str(export.resolve()) in verdict.stdout
     assert f"to {target}" in verdict.stdout

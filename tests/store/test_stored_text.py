@@ -135,8 +135,8 @@ def test_hashes_of_texts_without_lone_surrogates_are_their_plain_utf8():
     plain UTF-8, the way every hash was computed before, by each of the three ways the store
     hashes (a row, many rows from one encoding, the run in two steps and on the server)."""
     rows = [{"run_id": "r1", "seq": i, "stage": "defaults", "field": "cache_config.block_size",
-             "old": None, "new": 16, "reason": f"défaut ∞ {i}", "level": "INFO", "via": None}
-            for i in (1, 2, 3)]
+             "old": None, "new": 16, "reason": f"défaut ∞ {i}", "level": "INFO", "via": None,
+             "explanation": f"règle ∞ {i}"} for i in (1, 2, 3)]
     plain = [hashlib.sha256(canonical_json({"table": "changes", **r}, ascii_only=False)
                             .encode("utf-8")).hexdigest() for r in rows]
     assert [child_hash("changes", r) for r in rows] == plain

@@ -60,7 +60,7 @@ def _warmup_part(card: Any, cfg: Any, requested: int, activation: MemoryPart) ->
     """What the extensible KV cache's sizing after warmup takes from the reserved capacity:
     ``max(0, requested - (total - baseline - margin))``."""
     tp = cfg.parallel_config.tensor_parallel_size
-    base = _BASELINE_UNIFIED if getattr(card, "unified", False) else _BASELINE[1 if tp == 1 else 2]
+    base = _BASELINE_UNIFIED if card.unified else _BASELINE[1 if tp == 1 else 2]
 
     def taken(baseline_gib: float, transient: int) -> int:
         margin = max(MARGIN_FLOOR, int(transient * MARGIN_FRACTION))
@@ -71,7 +71,7 @@ def _warmup_part(card: Any, cfg: Any, requested: int, activation: MemoryPart) ->
              f"max(1 GiB, 0.75 x the transient peak) = {margin / GIB:.2f} GiB; the memory in use before the "
              f"worker's snapshot ({base[0]:.2f} GiB, range {base[1]:.2f}-{base[2]:.2f}: the CUDA context, "
              f"cuBLAS handles{', NCCL' if tp > 1 else ''}"
-             f"{'; on unified memory, what the system holds' if getattr(card, 'unified', False) else ''}) "
+             f"{'; on unified memory, what the system holds' if card.unified else ''}) "
              f"was never free: together {point / GIB:.2f} GiB of the reserved capacity "
              f"(range {low / GIB:.2f}-{high / GIB:.2f}) the blocks cannot have"]
     return MemoryPart("warmup_margin", point, low, high, basis, step="warmup")
