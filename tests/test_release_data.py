@@ -47,13 +47,17 @@ RUN = {
             "9947b789cb1416732cf0098814abbeab1830a454d011b65172232ac96c9192fb",
     },
     "0.32.0": {
+        "examples-032.json.gz":
+            "79fcca1316d65534a9af61aabe61076c4846e5850050f435a735d746d5ad42df",
         "public-032.json.gz":
-            "1e9bbc4c66ad362fdeb3d3c7a35ad800138573f8dc104c245d1a88d254ae6f05",
+            "28024b561f8e126f038e934c8dd54b0677e93bd86c2ab4984fa3dce802cdde9b",
+        "vllm_serve_flags.json":
+            "bf2649f536db7f8cf26e5bd440c7588985d1bfe2768d140fe6c7a7ff34796fb7",
     },
 }
 
 #: releases whose run was cut short: their answers cover part of the public cases, in order
-PARTIAL = {"0.32.0"}
+PARTIAL: set[str] = set()
 
 RULE_ID = re.compile(r"^[CBSKFG]-?\d+(\.\d+)?[a-z]?$")
 
