@@ -35,10 +35,19 @@ def dump(path: str) -> None:
     import argparse
 
     import vllm
-    try:
-        from vllm.entrypoints.openai.cli_args import make_arg_parser
-    except ImportError:  # 0.34.0 and later
-        from vllm.entrypoints.common.cli_args import make_arg_parser
+    import importlib
+
+    # the module moved between releases: entrypoints/openai/, launchers/ (0.32.0), common/ (0.34.0)
+    for where in ("openai", "launchers", "common"):
+        try:
+            make_arg_parser = importlib.import_module(
+                f"vllm.entrypoints.{where}.cli_args").make_arg_parser
+            break
+        except ImportError:
+            continue
+    else:
+        raise ImportError("this vLLM keeps make_arg_parser in none of entrypoints/"
+                          "{openai,launchers,common}/cli_args.py")
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
