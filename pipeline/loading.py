@@ -403,6 +403,8 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
         text.sliding_window = sliding_window = None
     head_size = derive.head_size(hf, text, top_type, is_mla)
     total_kv = derive.total_kv_heads(text, top_type)
+    derive.check_buildable(text, top_type, attention_free=info.is_attention_free, is_mla=is_mla,
+                           head_size=head_size, total_kv_heads=total_kv)
     num_kv = 1 if use_mla else max(1, total_kv // tp)
     chunk = mamba_state.mamba_chunk_size(text)
     derive.number(text, "chunk_size" if typed.attr(text, "mamba_chunk_size", typed.INT) is None

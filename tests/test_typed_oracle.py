@@ -121,9 +121,20 @@ KNOWN = {
                                                      "as a number; enginecfg refuses the factor",
     "text_config.num_key_value_heads=int-1": "vLLM resolves with -1 KV heads; enginecfg refuses them",
     "text_config.head_dim=int-1": "vLLM's VllmConfig assertion; enginecfg refuses the head size as bad input",
-    **{f"text_config.head_dim={v}": "vLLM divides by the head size 0 (a crash); enginecfg reports "
-                                    "it as vLLM's refusal (its ZeroDivisionError), not as bad input"
-       for v in ("int0", "false")},
+    **{f"text_config.{f}={v}": "vLLM resolves a model no engine can build (a size or count below 1); "
+                               "enginecfg refuses it as bad input naming the field (check_buildable)"
+       for f, values in (("hidden_size", ("int0", "int-1", "false")), ("vocab_size", ("int0", "int-1", "false")),
+                         ("num_attention_heads", ("int0", "int-1", "false")),
+                         ("num_key_value_heads", ("int0", "false")),
+                         *((f, ("int0", "false")) for f in ("linear_conv_kernel_dim", "linear_key_head_dim",
+                                                             "linear_num_key_heads", "linear_num_value_heads",
+                                                             "linear_value_head_dim")))
+       for v in values},
+    **{f"text_config.{f}={v}": "vLLM resolves query heads that do not split evenly over the key/value "
+                               "heads (24 over 4 is changed to 7 or 1); enginecfg refuses them as bad "
+                               "input naming the field (check_buildable)"
+       for f, v in (("num_attention_heads", "int7"), ("num_attention_heads", "true"),
+                    ("num_key_value_heads", "int7"))},
 }
 
 

@@ -22,7 +22,7 @@ __all__ = ["vllm_view", "MLA_MODEL_TYPES", "MODELOPT_METHODS", "QUANTIZATION_DTY
            "field_name", "number", "check_model_ints", "opt_int", "resolve_dtype", "derived_max_len",
            "max_model_len", "ROPE_NULL_FACTOR_WARNING",
            "head_size", "total_kv_heads", "checkpoint_kv_cache_dtype", "quantization", "gemma4_head_dims",
-           "attention_head_sizes", "is_mla", "mla_dims"]
+           "attention_head_sizes", "is_mla", "mla_dims", "BUILDABLE_DIMENSIONS", "check_buildable"]
 
 # -- the vLLM 0.19 view of a transformers 5.23 snapshot --------------------------------------
 
@@ -493,3 +493,67 @@ def mla_dims(model_config: Any, tp: int) -> dict[str, int] | None:
     if not isinstance(lora, int) or lora <= 0 or not isinstance(rope, int) or not heads:
         return None
     return {"kv_lora_rank": lora, "qk_rope_head_dim": rope, "num_heads": max(1, heads // tp)}
+
+
+#: text-config sizes and counts a model is built from: each, where the config sets it, must be
+#: at least 1 (vLLM 0.19.0 takes 0 and below without a word and resolves a model no engine
+#: can build: no layers, no vocabulary, attention with no heads, a state of no width).
+#: ``attention``: only read where the model has attention layers.
+BUILDABLE_DIMENSIONS: tuple[tuple[str, str, bool], ...] = (
+    ("hidden_size", "the width of every layer", False),
+    ("num_hidden_layers", "the number of layers", False),
+    ("vocab_size", "the vocabulary size", False),
+    ("num_attention_heads", "the query heads of an attention layer", True),
+    ("num_key_value_heads", "the key/value heads of an attention layer", True),
+    ("head_dim", "the size of one attention head", True),
+    ("linear_conv_kernel_dim", "the width of a linear-attention layer's convolution", False),
+    ("linear_key_head_dim", "the size of one linear-attention key head", False),
+    ("linear_value_head_dim", "the size of one linear-attention value head", False),
+    ("linear_num_key_heads", "the key heads of a linear-attention layer", False),
+    ("linear_num_value_heads", "the value heads of a linear-attention layer", False),
+)
+
+#: the attributes the KV-head count is read from, in the order :func:`total_kv_heads` reads them
+_KV_HEAD_NAMES = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num")
+
+
+def check_buildable(text: HFConfigView, top_model_type: str | None, *, attention_free: bool, is_mla: bool,
+                    head_size: int, total_kv_heads: int) -> None:
+    """Refuse a model config no engine could build, naming the field, as bad input.
+
+    vLLM 0.19.0 builds its config from such a one (0 attention heads, -1 layers, a vocabulary
+    of 0) and reports KV-cache figures for a model that cannot exist; enginecfg refuses it
+    where it is loaded: every size or count of :data:`BUILDABLE_DIMENSIONS` the config sets
+    must be a positive integer (its type was checked before), the attention head size
+    derived from them must be positive, and the query heads must split evenly over the
+    key/value heads (each KV head serves a whole number of query heads; vLLM's attention
+    layer asserts it when the model is built).  Models without attention layers, and MLA
+    models (one latent KV head), are not held to the attention rules."""
+    has_attention = not attention_free and top_model_type not in _ZERO_HEAD_MODEL_TYPES
+    for name, what, attention_only in BUILDABLE_DIMENSIONS:
+        if attention_only and not has_attention:
+            continue
+        value = typed.attr(text, name, typed.ANY)
+        if value is None or not isinstance(value, (int, float)):
+            continue  # absent, or a type refused (or ignored) where it is read
+        if value < 1:
+            raise InvalidInputError.for_value(
+                field_name(text, name), value,
+                f"a positive integer ({what}: no engine builds a model with {value} of it)")
+    if not has_attention:
+        return
+    if head_size is not None and head_size < 1 and not is_mla:
+        name = "head_dim" if typed.has(text, "head_dim") else "hidden_size"
+        raise InvalidInputError.for_value(
+            field_name(text, name), typed.attr(text, name, typed.ANY),
+            f"a value that gives attention heads of at least 1 (the head size derived is {head_size})")
+    heads = typed.attr(text, "num_attention_heads", typed.ANY)
+    if is_mla or not isinstance(heads, int) or heads < 1 or total_kv_heads < 1:
+        return
+    heads = int(heads)  # true is 1, as in vLLM's arithmetic on it
+    if heads % total_kv_heads:
+        kv_name = next((n for n in _KV_HEAD_NAMES if typed.has(text, n)), "num_key_value_heads")
+        raise InvalidInputError.for_value(
+            field_name(text, kv_name), total_kv_heads,
+            f"a divisor of num_attention_heads ({heads}): each key/value head serves a whole "
+            f"number of query heads")
