@@ -36,6 +36,7 @@ from enginecfg.pipeline.errors import (
     RunInterruptedError,
     StageError,
     StageOrderError,
+    StageTimeoutError,
 )
 from enginecfg.pipeline.loading import EngineConfig, load_pretrained, prefetch_pretrained
 from enginecfg.pipeline.plugins import describe_stages
@@ -71,6 +72,7 @@ __all__ = [
     "ConfigRejectedError",
     "FrozenConfigError",
     "StageError",
+    "StageTimeoutError",
     "StageOrderError",
     "RunInterruptedError",
     "events",

@@ -22,7 +22,7 @@ from enginecfg.pipeline.suggest import did_you_mean
 
 __all__ = ["EngineArg", "ENGINE_ARGS", "DTYPE_CHOICES", "human_readable_int", "human_readable_int_or_auto",
            "parse_flag_text", "to_flags", "parse_engine_args", "check_engine_args", "check_names",
-           "ACCEPTED_BY_VLLM", "refusal", "given_flag"]
+           "ACCEPTED_BY_VLLM", "refusal", "given_flag", "arg_for_field", "config_value_error"]
 
 #: ``--dtype``'s choices (what the model config resolves them to: config.RESOLVED_DTYPES)
 DTYPE_CHOICES = ("auto", "half", "float16", "bfloat16", "float", "float32")
@@ -249,6 +249,30 @@ def given_flag(field: str | None, engine_args: dict[str, Any]) -> str | None:
     if arg.kind == BOOL:
         return arg.flags[0] if value else "--no-" + arg.flags[0][2:]
     return f"{arg.flags[0]} {value}"
+
+
+def arg_for_field(field: str) -> EngineArg | None:
+    """The engine argument that sets config *field* (``cache_config.block_size``), or None."""
+    return next((a for a in ENGINE_ARGS.values() if a.config_field == field), None)
+
+
+def config_value_error(field: str, value: Any) -> InvalidInputError | None:
+    """The refusal the caller would get for giving *value* as the engine argument behind
+    config *field* (``cache_config.block_size`` = 3 is checked as ``--block-size 3``), or None
+    when it passes, or *field* is no engine argument's.
+
+    The same checks, in the same words, as the caller's argument: its type, its choices (read
+    where the argument check reads them), its range, and enginecfg's own refusal of a value
+    vLLM accepts (:func:`refusal`).  What a plugin's stage sets is held to it
+    (:mod:`enginecfg.pipeline.plugin_checks`)."""
+    arg = arg_for_field(field)
+    if arg is None or (value is None and arg.nullable):
+        return None
+    try:
+        normalised = _parse_one(arg.name, value)
+    except InvalidInputError as exc:
+        return exc
+    return refusal(arg.name, normalised)
 
 
 def check_names(engine_args: dict[str, Any]) -> None:

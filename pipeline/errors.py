@@ -18,6 +18,7 @@ __all__ = [
     "ConfigRejectedError",
     "FrozenConfigError",
     "StageError",
+    "StageTimeoutError",
     "StageOrderError",
     "RunInterruptedError",
 ]
@@ -95,6 +96,17 @@ class StageError(ConfigRejectedError):
     def __init__(self, message: str, *, stage: str, origin: str = "built-in", field: str | None = None):
         super().__init__(message, field=field, stage=stage, vllm_type="StageError")
         self.origin = origin
+
+
+class StageTimeoutError(StageError):
+    """A plugin's stage ran past the pipeline's time limit (``Pipeline(stage_timeout=...)``,
+    ``--stage-timeout``, ``$ENGINECFG_STAGE_TIMEOUT``): the run is refused, naming the stage
+    and the limit.  ``timeout`` is the limit in seconds."""
+
+    def __init__(self, message: str, *, stage: str, origin: str = "built-in", timeout: float):
+        super().__init__(message, stage=stage, origin=origin, field="stage_timeout")
+        self.vllm_type = "StageTimeoutError"
+        self.timeout = timeout
 
 
 class StageOrderError(InvalidInputError):

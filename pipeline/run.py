@@ -23,7 +23,9 @@ from enginecfg.pipeline.arg_order import ENGINE, FINAL, STEP_ORDER
 from enginecfg.pipeline.config import BaseEngineConfig, ConfigState
 from enginecfg.pipeline.document import Change, Message, RunResult, document
 from enginecfg.pipeline.engine_args import ENGINE_ARGS, check_names
-from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError, RunInterruptedError, StageError
+from enginecfg.pipeline.errors import (
+    EngineCfgError, InvalidInputError, RunInterruptedError, StageError, StageTimeoutError,
+)
 from enginecfg.pipeline.jsonvalue import fingerprint, to_json
 from enginecfg.pipeline.models.gpus import DEFAULT_GPU, Gpu, find_gpu
 from enginecfg.pipeline.ordering import order_stages
@@ -31,6 +33,8 @@ from enginecfg.pipeline.plugins import discover_stages
 from enginecfg.pipeline import rulepacks
 from enginecfg.pipeline.stage import Stage, StageContext, capped
 from enginecfg.pipeline.suggest import did_you_mean
+from enginecfg.pipeline.timelimit import TimedOut, call_with_limit, stage_timeout as _stage_timeout
+from enginecfg.pipeline.plugin_checks import check_plugin_changes
 
 __all__ = ["Pipeline", "RELEASE_ENV", "release_from_env"]
 
@@ -75,6 +79,9 @@ class _Run:
         self.facts: dict[str, Any] = {}
         self.initial = cfg.state()
         self.last_state = self.initial
+        #: the run is over for a stage abandoned past its time limit: what it does later is
+        #: not recorded
+        self.closed = False
 
     def original(self, dotted: str) -> Any:
         if dotted in self.initial:
@@ -85,6 +92,8 @@ class _Run:
 
     def record_change(self, stage: Stage, field: str, old: Any, new: Any, reason: str, level: str,
                       via: str, explanation: str | None = None) -> None:
+        if self.closed:
+            return
         change = Change(len(self.changes) + 1, stage.name, field, to_json(old), to_json(new),
                         reason, level, via, explanation)
         self.changes.append(change)
@@ -94,12 +103,16 @@ class _Run:
                 new=to_json(new), reason=reason, level=level, via=via, explanation=explanation))
 
     def record_message(self, stage: Stage, level: str, message: str) -> None:
+        if self.closed:
+            return
         self.messages.append(Message(stage.name, level, message))
         if events.warning_issued.receivers:
             events.warning_issued.send(self.run_id, event=events.WarningIssued(
                 run_id=self.run_id, seq=len(self.messages), stage=stage.name, level=level, message=message))
 
     def record_check(self, stage: Stage, fields: dict[str, Any]) -> None:
+        if self.closed:
+            return
         events.validation_checked.send(self.run_id, event=events.ValidationChecked(
             run_id=self.run_id, **{k: to_json(v) for k, v in fields.items()}))
 
@@ -156,13 +169,21 @@ class Pipeline:
     :func:`~enginecfg.pipeline.plugins.plugin_policy`).  Any other keyword is an option of the
     stage of that name, ``-`` spelt ``_`` (``gpu_validation="off"`` for the ``gpu-validation``
     stage), handed over by :meth:`options_for` in :meth:`Stage.configure`.
+
+    ``stage_timeout``: the seconds a plugin's stage may take (default
+    ``$ENGINECFG_STAGE_TIMEOUT``, else 10; see :mod:`.timelimit`): one that takes longer fails
+    the run with :class:`StageTimeoutError`.  What a plugin's stage changes is checked as the
+    same values given by the caller are (:mod:`.plugin_checks`).
     """
 
     def __init__(self, stages: Iterable[Stage] | None = None, *, vllm_version: str | None = None,
                  gpu: "Gpu | str | None" = None, disable: Iterable[str] = (),
-                 only: Iterable[str] | None = None, plugins: str | None = None, **stage_options: Any):
+                 only: Iterable[str] | None = None, plugins: str | None = None,
+                 stage_timeout: float | str | None = None, **stage_options: Any):
         #: the rules of the release this pipeline speaks for
         self.rules = rulepacks.get(_release(vllm_version))
+        #: seconds a plugin's stage may take before the run is refused
+        self.stage_timeout = _stage_timeout(stage_timeout)
         if gpu is None:  # the card the ``impact`` option names, if it names one: one GPU per run
             named = stage_options.get("impact")
             gpu = named.get("gpu") if isinstance(named, dict) else getattr(named, "gpu", None)
@@ -182,7 +203,7 @@ class Pipeline:
         for keyword, value in stage_options.items():
             if keyword not in by_keyword:
                 raise InvalidInputError.for_value(
-                    "Pipeline option", keyword, "disable, only, plugins, stages, or a stage name with "
+                    "Pipeline option", keyword, "disable, only, plugins, stages, stage_timeout, or a stage name with "
                     "'_' for '-': " + ", ".join(sorted(by_keyword)))
             self._options[by_keyword[keyword]] = value
         disable = set(disable)
@@ -295,7 +316,9 @@ class Pipeline:
         plugin = stage.origin != "built-in"
         try:
             with _output_to_stderr(plugin):
-                applies = bool(stage.applies(cfg))
+                applies = bool(self._bounded(plugin, stage, lambda: stage.applies(cfg)))
+        except TimedOut:
+            self._timed_out(run, order, stage, t0, (before, ctx, plugin), "deciding whether it applies")
         except EngineCfgError as exc:
             self._fail(run, order, stage, exc, t0, (before, ctx, plugin))
         except (Exception, SystemExit) as exc:
@@ -315,7 +338,9 @@ class Pipeline:
                 run_id=run.run_id, stage=stage.name, order=order, origin=stage.origin))
         try:
             with _output_to_stderr(plugin):
-                stage.run(cfg, ctx)
+                self._bounded(plugin, stage, lambda: stage.run(cfg, ctx))
+        except TimedOut:
+            self._timed_out(run, order, stage, t0, (before, ctx, plugin), "running")
         except EngineCfgError as exc:
             self._fail(run, order, stage, exc, t0, (before, ctx, plugin))
         except (Exception, SystemExit) as exc:
@@ -323,11 +348,37 @@ class Pipeline:
         except BaseException as exc:  # KeyboardInterrupt: recorded, then raised on
             self._interrupted(run, order, stage, exc, t0, (before, ctx, plugin))
         run.sweep(stage, before, ctx, full=plugin)
+        if plugin:
+            try:
+                check_plugin_changes(cfg, stage, run.changes[n_before:], self.stages[:order])
+            except EngineCfgError as exc:
+                self._fail(run, order, stage, exc, t0, None)
         n = len(run.changes) - n_before
         if events.stage_finished.receivers:
             events.stage_finished.send(run.run_id, event=events.StageFinished(
                 run_id=run.run_id, stage=stage.name, order=order, outcome="changed" if n else "unchanged",
                 duration_s=time.perf_counter() - t0, changes=n, origin=stage.origin))
+
+    def _bounded(self, plugin: bool, stage: Stage, call: Any) -> Any:
+        """*call* within the stage time limit for a plugin's stage; a built-in runs as it is."""
+        if not plugin:
+            return call()
+        return call_with_limit(call, self.stage_timeout, stage.name)
+
+    def _timed_out(self, run: _Run, order: int, stage: Stage, t0: float,
+                   sweep: tuple[dict, StageContext, bool], doing: str) -> None:
+        """A plugin's stage ran past the limit: the run fails naming it; its thread is left
+        to itself (:mod:`.timelimit`), with the run closed and the config frozen under it."""
+        limit = self.stage_timeout
+        err = StageTimeoutError(f"stage {stage.name!r} ({stage.origin}) did not finish within the stage time "
+                                f"limit of {limit:g} s while {doing} (--stage-timeout, "
+                                f"ENGINECFG_STAGE_TIMEOUT); the run was stopped there",
+                                stage=stage.name, origin=stage.origin, timeout=limit)
+        try:
+            self._fail(run, order, stage, err, t0, sweep)
+        finally:
+            run.closed = True
+            run.cfg.freeze()
 
     @staticmethod
     def _wrap(stage: Stage, exc: Exception, doing: str) -> StageError:

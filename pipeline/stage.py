@@ -116,6 +116,14 @@ class Stage:
     def run(self, cfg: "EngineConfig", ctx: "StageContext") -> None:
         raise NotImplementedError
 
+    def check(self, cfg: "EngineConfig") -> None:
+        """Refuse *cfg* where it breaks a rule this stage's :meth:`run` refuses (raise the same
+        error); change nothing.  Does nothing unless overridden.
+
+        The pipeline calls it on the stages that already ran after a plugin's stage changed
+        the config, so that a value a plugin sets meets the checks a value the caller gives
+        meets (:mod:`enginecfg.pipeline.plugin_checks`)."""
+
     def __repr__(self) -> str:
         return f"<Stage {self.name} ({self.origin})>"
 

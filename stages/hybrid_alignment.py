@@ -24,6 +24,32 @@ class HybridAlignmentStage(Stage):
     def applies(self, cfg) -> bool:
         return cfg.model_config.is_hybrid
 
+    def check(self, cfg) -> None:
+        """The pages this stage made equal, after something changed them: vLLM's KV-cache
+        planning grows a smaller attention page's block to the largest page when it divides
+        it, and refuses otherwise; a padded Mamba page below the state it holds fails its
+        assertion."""
+        if not self.applies(cfg):
+            return
+        cc = cfg.cache_config
+        facts = page_facts(cfg)
+        mamba_page, attn1 = facts["mamba_page_size"], facts["attn_page_size_1_token"]
+        if mamba_page == 0 or attn1 == 0 or not isinstance(cc.block_size, int) or cc.block_size < 1:
+            return
+        padded = cc.mamba_page_size_padded
+        if padded is not None and padded < mamba_page:
+            raise ConfigRejectedError(
+                f"the padded Mamba page ({padded} bytes) is smaller than the Mamba state page "
+                f"({mamba_page} bytes)", field="cache_config.mamba_page_size_padded", vllm_type="AssertionError")
+        pages = {"attention layers": cc.block_size * attn1, "Mamba layers": padded or mamba_page}
+        top = max(pages.values())
+        for layers, page in pages.items():
+            if top % page:
+                raise ConfigRejectedError(
+                    "The page size of the layer is not divisible by the maximum page size. Cannot "
+                    f"unify by adjusting block_size. ({layers}: {page} bytes, largest page: {top} bytes)",
+                    field="cache_config.block_size", vllm_type="NotImplementedError")
+
     def run(self, cfg, ctx) -> None:
         cc, mc = cfg.cache_config, cfg.model_config
         facts = page_facts(cfg)

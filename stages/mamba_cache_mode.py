@@ -21,6 +21,14 @@ class MambaCacheModeStage(Stage):
     def applies(self, cfg) -> bool:
         return cfg.model_config.is_hybrid or config_hook(cfg) == "mamba"
 
+    def check(self, cfg) -> None:
+        cc = cfg.cache_config
+        if self.applies(cfg) and cc.enable_prefix_caching and cc.mamba_cache_mode == "align" \
+                and not cfg.scheduler_config.enable_chunked_prefill:
+            raise ConfigRejectedError("Chunked prefill is required for mamba cache mode 'align'.",
+                                      field="scheduler_config.enable_chunked_prefill",
+                                      vllm_type="AssertionError")
+
     def run(self, cfg, ctx) -> None:
         cc, mc = cfg.cache_config, cfg.model_config
         if cc.enable_prefix_caching:

@@ -32,6 +32,14 @@ class SchedulerStage(Stage):
         return max_num_batched_tokens(cfg), max_num_seqs(cfg), chunked_prefill(cfg)
 
     def run(self, cfg, ctx) -> None:
+        tokens, seqs, max_len = self.check(cfg)
+        if tokens > seqs * max_len:
+            ctx.warn(f"max_num_batched_tokens ({tokens}) exceeds max_num_seqs * max_model_len "
+                     f"({seqs * max_len}). This may lead to unexpected behavior.")
+
+    def check(self, cfg) -> tuple[int, int, int]:
+        """The scheduler config's refusals; returns the budget, the request limit and
+        max_model_len they were checked with."""
         sc, max_len = cfg.scheduler_config, cfg.model_config.max_model_len
         tokens, seqs, chunked = self.budget(cfg)
         if tokens < 1 or seqs < 1:
@@ -54,6 +62,4 @@ class SchedulerStage(Stage):
             raise ConfigRejectedError(
                 f"max_num_batched_tokens ({tokens}) must be greater than or equal to max_num_seqs ({seqs}).",
                 field="scheduler_config.max_num_seqs")
-        if tokens > seqs * max_len:
-            ctx.warn(f"max_num_batched_tokens ({tokens}) exceeds max_num_seqs * max_model_len "
-                     f"({seqs * max_len}). This may lead to unexpected behavior.")
+        return tokens, seqs, max_len

@@ -19,15 +19,27 @@ class VllmChecksStage(Stage):
     vllm_step = "post"
 
     def run(self, cfg, ctx) -> None:
-        mc, cc = cfg.model_config, cfg.cache_config
+        self._check_heads(cfg)
+        for warning in check_modelopt(cfg.model_config.hf_config, cfg.model_config.quantization):
+            ctx.warn(warning)
+        self._check_after_quantization(cfg)
+
+    def check(self, cfg) -> None:
+        self._check_heads(cfg)
+        self._check_after_quantization(cfg)
+
+    @staticmethod
+    def _check_heads(cfg) -> None:
         tp = cfg.parallel_config.tensor_parallel_size
-        heads = mc.num_attention_heads
+        heads = cfg.model_config.num_attention_heads
         if heads is not None and heads % tp != 0:
             raise ConfigRejectedError(
                 f"Total number of attention heads ({heads}) must be divisible by tensor parallel size ({tp}).",
                 field="parallel_config.tensor_parallel_size")
-        for warning in check_modelopt(mc.hf_config, mc.quantization):
-            ctx.warn(warning)
+
+    @staticmethod
+    def _check_after_quantization(cfg) -> None:
+        mc, cc = cfg.model_config, cfg.cache_config
         supported = QUANTIZATION_DTYPES.get(mc.quantization or "")
         if supported is not None and mc.dtype not in supported:
             listed = ", ".join(f"torch.{d}" for d in supported)

@@ -176,6 +176,9 @@ def _add_pipeline_flags(p: argparse.ArgumentParser) -> None:
                    help="run only this stage (repeatable)")
     g.add_argument("--skip-stage", action="append", default=[], metavar="NAME",
                    help="leave this stage out (repeatable)")
+    g.add_argument("--stage-timeout", default=None, metavar="SECONDS",
+                   help="seconds a plugin's stage may take before the run is refused (default: "
+                        "ENGINECFG_STAGE_TIMEOUT, else 10)")
 
 
 # -- a pasted `vllm serve` line ------------------------------------------------------------------
@@ -372,7 +375,8 @@ def _pipeline(ns: argparse.Namespace):
     from enginecfg.pipeline.run import Pipeline
 
     return Pipeline(disable=ns.skip_stage, only=ns.only_stage, gpu_validation=ns.gpu_validation,
-                    impact=memory_options(ns), vllm_version=ns.vllm_version, gpu=getattr(ns, "gpu", None))
+                    impact=memory_options(ns), vllm_version=ns.vllm_version, gpu=getattr(ns, "gpu", None),
+                    stage_timeout=getattr(ns, "stage_timeout", None))
 
 
 def _error_line(exc: EngineCfgError, args: dict | None = None) -> str:

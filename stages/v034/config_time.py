@@ -158,10 +158,18 @@ class VllmChecks034Stage(VllmChecksStage):
 
 
     def run(self, cfg, ctx) -> None:
+        self._check_kv_dtype(cfg)
+        super().run(cfg, ctx)
+
+    def check(self, cfg) -> None:
+        self._check_kv_dtype(cfg)
+        super().check(cfg)
+
+    @staticmethod
+    def _check_kv_dtype(cfg) -> None:
         mismatch = ct.float_kv_mismatch(cfg)
         if mismatch is not None:
             raise ConfigRejectedError(mismatch, field="cache_config.cache_dtype", vllm_type="ValueError")
-        super().run(cfg, ctx)
 
 
 class Scheduler034Stage(SchedulerStage):

@@ -51,10 +51,17 @@ def test_hybrid_models_check_state_kernels_and_the_page_layout():
 
 
 class ShrinkPadding(Stage):
-    """A bad page size: the padded Mamba page no longer holds an attention block."""
+    """A bad page size: the padded Mamba page no longer holds an attention block.
+
+    It stands for a wrong built-in decision, which GPU validation is the last check of: a
+    plugin's stage making the same change is refused as soon as it made it (the hybrid
+    alignment's check, tests/test_plugin_limits.py)."""
     name = "shrink-padding"
     after = ("vllm-checks",)
     before = ("gpu-validation",)
+
+    def __init__(self):
+        self.origin = "built-in"
 
     def run(self, cfg, ctx):
         ctx.set("cache_config", "mamba_page_size_padded", cfg.cache_config.mamba_page_size_padded - 4096,

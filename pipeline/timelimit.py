@@ -1,0 +1,90 @@
+"""The time limit of a plugin's stage.
+
+A plugin's stage is code enginecfg did not write: it may sleep, wait on the network or loop.
+:func:`call_with_limit` runs it in a worker thread and stops waiting when the limit passes;
+the run is then refused as a :class:`~enginecfg.pipeline.errors.StageTimeoutError` naming the
+stage.
+
+Python cannot stop a thread from outside, so the stage's thread is abandoned, not killed: it
+is a daemon thread, it keeps running until the stage returns (or the process ends, which does
+not wait for it), and what it does afterwards is not recorded: the run is closed (its record
+takes no more changes or messages, :meth:`close` of the run) and the config it held is frozen,
+so an assignment it makes later raises in that thread alone.  A stage that never returns
+costs a thread and what it holds until the process exits.
+
+The limit: ``Pipeline(stage_timeout=seconds)``, the CLI's ``--stage-timeout``, else
+``$ENGINECFG_STAGE_TIMEOUT``, else :data:`DEFAULT_STAGE_TIMEOUT` seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from typing import Any, Callable
+
+from enginecfg.pipeline.errors import InvalidInputError
+
+__all__ = ["DEFAULT_STAGE_TIMEOUT", "STAGE_TIMEOUT_ENV", "stage_timeout", "call_with_limit", "TimedOut"]
+
+#: seconds a plugin's stage may take when nothing else is said
+DEFAULT_STAGE_TIMEOUT = 10.0
+#: the environment variable that sets the limit when the caller does not
+STAGE_TIMEOUT_ENV = "ENGINECFG_STAGE_TIMEOUT"
+_ALLOWED = "a positive number of seconds"
+
+
+def _seconds(value: Any, flag: str | None) -> float:
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            raise InvalidInputError.for_value("stage_timeout", value, _ALLOWED, flag=flag) from None
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+    else:
+        raise InvalidInputError.for_value("stage_timeout", value, _ALLOWED, flag=flag)
+    if not math.isfinite(number) or number <= 0:
+        raise InvalidInputError.for_value("stage_timeout", value, _ALLOWED, flag=flag)
+    return number
+
+
+def stage_timeout(value: Any = None) -> float:
+    """The limit in seconds: *value* (a number, or its text), else ``$ENGINECFG_STAGE_TIMEOUT``
+    (empty: unset), else the default.  Anything but a positive finite number is refused,
+    naming where it came from."""
+    if value is not None:
+        return _seconds(value, "--stage-timeout" if isinstance(value, str) else None)
+    env = os.environ.get(STAGE_TIMEOUT_ENV, "").strip()
+    if env:
+        return _seconds(env, STAGE_TIMEOUT_ENV)
+    return DEFAULT_STAGE_TIMEOUT
+
+
+class TimedOut(Exception):
+    """The call did not return within the limit (its thread was abandoned)."""
+
+
+def call_with_limit(fn: Callable[[], Any], seconds: float, name: str) -> Any:
+    """``fn()`` run in a daemon thread named after *name*; its result, or what it raised
+    (any exception, ``KeyboardInterrupt`` and ``SystemExit`` included) raised here.  Raises
+    :class:`TimedOut` when it has not returned after *seconds*; the thread goes on alone.
+
+    A Ctrl-C while waiting reaches this (the main) thread, as it would reach the stage."""
+    outcome: list[tuple[bool, Any]] = []
+
+    def body() -> None:
+        try:
+            outcome.append((True, fn()))
+        except BaseException as exc:  # carried over to the waiting thread, raised there
+            outcome.append((False, exc))
+
+    worker = threading.Thread(target=body, name=f"enginecfg-stage-{name}", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive() or not outcome:
+        raise TimedOut(name)
+    ok, value = outcome[0]
+    if ok:
+        return value
+    raise value
