@@ -15,6 +15,25 @@ def test_decides_what_vllm_decided(case, warm_snapshots):
     check_stage_against_fixture("pooling", FIELDS, case)
 
 
+def test_a_pooler_config_where_vllm_left_none_fails_the_comparison(monkeypatch, warm_snapshots):
+    """437 of the cases expect no pooler config: the comparison holds enginecfg to that too."""
+    import enginecfg.testing as testing
+
+    unset = [c for c in CASES if c["expected"]["config"].get("pooler_config", "absent") is None]
+    assert len(unset) > 400
+    real = testing.run_stage
+
+    def with_a_pooler(*args, **kwargs):
+        result = real(*args, **kwargs)
+        doc = result.to_dict()
+        doc["config"]["pooler_config"] = {"seq_pooling_type": "LAST", "tok_pooling_type": "ALL"}
+        monkeypatch.setattr(type(result), "to_dict", lambda self: doc)
+        return result
+    monkeypatch.setattr(testing, "run_stage", with_a_pooler)
+    with pytest.raises(AssertionError, match="pooler_config: vLLM left it unset"):
+        check_stage_against_fixture("pooling", FIELDS, unset[0])
+
+
 # -- LlamaBidirectionalModel / ForSequenceClassification: the real vLLM's answers ------------------
 # tests/issue29_oracle/ask_bidir.py asked vLLM 0.19.0 (bidir_config_time.json) and 0.34.0
 # (bidir_config_time_034.json) on the same 51 cases: the pooling names avg / cls / last, an
