@@ -1,11 +1,13 @@
 """fp8 KV caches read in fp8, and MLA's latent-cache decode, against float64."""
 
 import pytest
-import torch
 
-from enginecfg.kernels.checks import check_mla_attention, check_paged_attention_fp8
-from enginecfg.kernels.paged_attention import mla_decode_attention, paged_decode_attention
-from enginecfg.pipeline.errors import InvalidInputError
+torch = pytest.importorskip("torch")  # the gpu extra: without it these tests are skipped
+pytest.importorskip("triton")
+
+from enginecfg.kernels.checks import check_mla_attention, check_paged_attention_fp8  # noqa: E402
+from enginecfg.kernels.paged_attention import mla_decode_attention, paged_decode_attention  # noqa: E402
+from enginecfg.pipeline.errors import InvalidInputError  # noqa: E402
 
 
 @pytest.mark.parametrize("kv_dtype", ["fp8_e4m3", "fp8_e5m2"])

@@ -1,11 +1,13 @@
 """Gated delta rule decode step against float64."""
 
 import pytest
-import torch
 
-from enginecfg.kernels.checks import check_gated_delta, check_gated_delta_packed
-from enginecfg.kernels.gated_delta import gated_delta_step, reference_gated_delta_step
-from enginecfg.pipeline.errors import InvalidInputError
+torch = pytest.importorskip("torch")  # the gpu extra: without it these tests are skipped
+pytest.importorskip("triton")
+
+from enginecfg.kernels.checks import check_gated_delta, check_gated_delta_packed  # noqa: E402
+from enginecfg.kernels.gated_delta import gated_delta_step, reference_gated_delta_step  # noqa: E402
+from enginecfg.pipeline.errors import InvalidInputError  # noqa: E402
 
 
 @pytest.mark.parametrize("state_dtype", ["float32", "float16", "bfloat16"])

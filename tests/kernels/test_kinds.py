@@ -6,6 +6,8 @@ import inspect
 import subprocess
 import sys
 
+import pytest
+
 from enginecfg.kernels.kinds import KernelCheck
 
 
@@ -17,6 +19,8 @@ def test_the_names_import_neither_torch_nor_triton():
 
 
 def test_every_check_has_its_function_and_every_function_its_check():
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
     from enginecfg.kernels import checks
 
     assert set(checks.CHECKS) == set(KernelCheck)
@@ -27,6 +31,8 @@ def test_every_check_has_its_function_and_every_function_its_check():
 
 
 def test_a_check_runs_by_its_name(device):
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
     from enginecfg.kernels.checks import run_check
 
     res = run_check(KernelCheck.PAGE_LAYOUT, device=device, page_size_bytes=4096, attn_block_bytes=2048,

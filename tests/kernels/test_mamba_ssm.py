@@ -1,11 +1,13 @@
 """Mamba2 selective state update and causal conv1d update against float64."""
 
 import pytest
-import torch
 
-from enginecfg.kernels.checks import check_causal_conv1d_update, check_selective_state_update
-from enginecfg.kernels.mamba_ssm import causal_conv1d_update, selective_state_update
-from enginecfg.pipeline.errors import InvalidInputError
+torch = pytest.importorskip("torch")  # the gpu extra: without it these tests are skipped
+pytest.importorskip("triton")
+
+from enginecfg.kernels.checks import check_causal_conv1d_update, check_selective_state_update  # noqa: E402
+from enginecfg.kernels.mamba_ssm import causal_conv1d_update, selective_state_update  # noqa: E402
+from enginecfg.pipeline.errors import InvalidInputError  # noqa: E402
 
 
 @pytest.mark.parametrize("state_dtype", ["float32", "float16", "bfloat16"])

@@ -2,9 +2,12 @@
 
 import pytest
 
-from enginecfg.kernels.checks import check_page_layout
-from enginecfg.kernels.page_check import page_check
-from enginecfg.pipeline.errors import InvalidInputError
+pytest.importorskip("torch")  # the gpu extra: without it these tests are skipped
+pytest.importorskip("triton")
+
+from enginecfg.kernels.checks import check_page_layout  # noqa: E402
+from enginecfg.kernels.page_check import page_check  # noqa: E402
+from enginecfg.pipeline.errors import InvalidInputError  # noqa: E402
 
 # A small hybrid layout: attention block of 2 x (block 16 x 2 heads x 32) bf16 = 4096 B,
 # Mamba conv state (3 x 64 bf16 = 384 B) + ssm state (4 x 8 x 24 fp32 = 3072 B), padded.

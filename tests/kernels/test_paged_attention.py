@@ -1,11 +1,13 @@
 """Paged decode and chunked-prefill attention against the float64 reference."""
 
 import pytest
-import torch
 
-from enginecfg.kernels.checks import check_paged_attention, check_paged_prefill
-from enginecfg.kernels.paged_attention import decode_launch_config, paged_decode_attention
-from enginecfg.pipeline.errors import InvalidInputError
+torch = pytest.importorskip("torch")  # the gpu extra: without it these tests are skipped
+pytest.importorskip("triton")
+
+from enginecfg.kernels.checks import check_paged_attention, check_paged_prefill  # noqa: E402
+from enginecfg.kernels.paged_attention import decode_launch_config, paged_decode_attention  # noqa: E402
+from enginecfg.pipeline.errors import InvalidInputError  # noqa: E402
 
 
 @pytest.mark.parametrize("kv_dtype", ["float32", "float16", "bfloat16"])

@@ -4,7 +4,10 @@ import math
 
 import pytest
 
-from enginecfg.kernels.checks import state_precision
+pytest.importorskip("torch")  # the gpu extra: without it these tests are skipped
+pytest.importorskip("triton")
+
+from enginecfg.kernels.checks import state_precision  # noqa: E402
 
 STEPS = 24
 
