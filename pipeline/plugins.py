@@ -29,7 +29,8 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any
 
 from enginecfg.pipeline import rulepacks
-from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError, StageError
+from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError, StageError, StageTimeoutError
+from enginecfg.pipeline.timelimit import TimedOut, call_with_limit
 from enginecfg.pipeline.stage import Stage
 
 if TYPE_CHECKING:
@@ -170,14 +171,24 @@ def describe_stages(pipeline: "Pipeline", cfg: "BaseEngineConfig | None" = None)
     stage's :meth:`~enginecfg.Stage.applies` says yes for the config as given (before any
     stage changed it; a run may still decide otherwise for a stage whose test reads a field
     an earlier stage sets); without *cfg*, None.  An ``applies`` that raises is reported as
-    in a run: a :class:`StageError` naming the stage and its origin.
+    in a run: a :class:`StageError` naming the stage and its origin; a plugin's that takes
+    longer than the pipeline's stage time limit, a :class:`StageTimeoutError`.
     """
     rows: list[dict[str, Any]] = []
     for position, stage in enumerate(pipeline.stages):
         applies: bool | None = None
         if cfg is not None:
             try:
-                applies = bool(stage.applies(cfg))
+                if stage.origin == "built-in":
+                    applies = bool(stage.applies(cfg))
+                else:  # a plugin's: under the pipeline's stage time limit, as in a run
+                    applies = bool(call_with_limit(lambda: stage.applies(cfg), pipeline.stage_timeout, stage.name))
+            except TimedOut:
+                raise StageTimeoutError(f"stage {stage.name!r} ({stage.origin}) did not finish within the stage "
+                                        f"time limit of {pipeline.stage_timeout:g} s while deciding whether it "
+                                        f"applies (--stage-timeout, ENGINECFG_STAGE_TIMEOUT)",
+                                        stage=stage.name, origin=stage.origin,
+                                        timeout=pipeline.stage_timeout) from None
             except EngineCfgError as exc:
                 if exc.stage is None:
                     exc.stage = stage.name

@@ -9,8 +9,9 @@ Python cannot stop a thread from outside, so the stage's thread is abandoned, no
 is a daemon thread, it keeps running until the stage returns (or the process ends, which does
 not wait for it), and what it does afterwards is not recorded: the run is closed (its record
 takes no more changes or messages, :meth:`close` of the run) and the config it held is frozen,
-so an assignment it makes later raises in that thread alone.  A stage that never returns
-costs a thread and what it holds until the process exits.
+so an assignment it makes later raises in that thread alone; what it prints then is no longer
+sent to stderr.  A stage that never returns costs a thread and what it holds until the
+process exits.
 
 The limit: ``Pipeline(stage_timeout=seconds)``, the CLI's ``--stage-timeout``, else
 ``$ENGINECFG_STAGE_TIMEOUT``, else :data:`DEFAULT_STAGE_TIMEOUT` seconds.
@@ -18,6 +19,7 @@ The limit: ``Pipeline(stage_timeout=seconds)``, the CLI's ``--stage-timeout``, e
 
 from __future__ import annotations
 
+import contextvars
 import math
 import os
 import threading
@@ -79,7 +81,9 @@ def call_with_limit(fn: Callable[[], Any], seconds: float, name: str) -> Any:
         except BaseException as exc:  # carried over to the waiting thread, raised there
             outcome.append((False, exc))
 
-    worker = threading.Thread(target=body, name=f"enginecfg-stage-{name}", daemon=True)
+    # the caller's context variables go with it, as if it ran in the calling thread
+    worker = threading.Thread(target=contextvars.copy_context().run, args=(body,),
+                              name=f"enginecfg-stage-{name}", daemon=True)
     worker.start()
     worker.join(seconds)
     if worker.is_alive() or not outcome:

@@ -104,6 +104,18 @@ def test_a_stage_past_the_limit_fails_the_run_naming_it(where, doing):
     assert not any(c["field"] == "scheduler_config.max_num_seqs" for c in exc.document["changes"])
 
 
+def test_listing_the_stages_bounds_a_plugins_applies_too():
+    from enginecfg import describe_stages
+
+    stage = Waits("applies")
+    pipeline = _pipeline(stage, stage_timeout=0.2)
+    try:
+        with pytest.raises(StageTimeoutError, match="stage 'test-waits' .* while deciding whether it applies"):
+            describe_stages(pipeline, EngineConfig.from_pretrained(str(QWEN)))
+    finally:
+        stage.go.set()
+
+
 def test_a_stage_within_the_limit_runs_as_before():
     stage = Waits()
     stage.go.set()
