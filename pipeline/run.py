@@ -203,8 +203,8 @@ class Pipeline:
         for keyword, value in stage_options.items():
             if keyword not in by_keyword:
                 raise InvalidInputError.for_value(
-                    "Pipeline option", keyword, "disable, only, plugins, stages, stage_timeout, or a stage name with "
-                    "'_' for '-': " + ", ".join(sorted(by_keyword)))
+                    "Pipeline option", keyword, "disable, only, plugins, stages, stage_timeout, or a stage "
+                    "name with '_' for '-': " + ", ".join(sorted(by_keyword)))
             self._options[by_keyword[keyword]] = value
         disable = set(disable)
         only_set = set(only) if only is not None else None
@@ -328,6 +328,8 @@ class Pipeline:
             self._interrupted(run, order, stage, exc, t0, (before, ctx, plugin))
         if not applies:
             n = run.sweep(stage, before, ctx, full=plugin)
+            if plugin:  # a change made while deciding is checked as any other of the plugin's
+                self._check_plugin(run, order, stage, n_before, t0)
             if events.stage_finished.receivers:
                 events.stage_finished.send(run.run_id, event=events.StageFinished(
                     run_id=run.run_id, stage=stage.name, order=order, outcome="skipped",
@@ -349,15 +351,20 @@ class Pipeline:
             self._interrupted(run, order, stage, exc, t0, (before, ctx, plugin))
         run.sweep(stage, before, ctx, full=plugin)
         if plugin:
-            try:
-                check_plugin_changes(cfg, stage, run.changes[n_before:], self.stages[:order])
-            except EngineCfgError as exc:
-                self._fail(run, order, stage, exc, t0, None)
+            self._check_plugin(run, order, stage, n_before, t0)
         n = len(run.changes) - n_before
         if events.stage_finished.receivers:
             events.stage_finished.send(run.run_id, event=events.StageFinished(
                 run_id=run.run_id, stage=stage.name, order=order, outcome="changed" if n else "unchanged",
                 duration_s=time.perf_counter() - t0, changes=n, origin=stage.origin))
+
+    def _check_plugin(self, run: _Run, order: int, stage: Stage, n_before: int, t0: float) -> None:
+        """The changes a plugin's stage made, checked as the caller's values are
+        (:mod:`.plugin_checks`); a refusal fails the run at that stage."""
+        try:
+            check_plugin_changes(run.cfg, stage, run.changes[n_before:], self.stages[:order])
+        except EngineCfgError as exc:
+            self._fail(run, order, stage, exc, t0, None)
 
     def _bounded(self, plugin: bool, stage: Stage, call: Any) -> Any:
         """*call* within the stage time limit for a plugin's stage; a built-in runs as it is."""
