@@ -4,8 +4,8 @@ After a plugin's stage ran, every field it changed (through its context or past 
 checked as the caller's engine argument for that field would be
 (:func:`~enginecfg.pipeline.engine_args.config_value_error`: ``cache_config.block_size`` = 0
 is refused as ``--block-size 0`` is), a changed ``max_model_len`` is held to the model's own
-maximum as the loader holds the caller's, and the stages that already ran check the config
-again (:meth:`Stage.check`: the scheduler's limits, vLLM's checks after its hooks, the hybrid
+maximum as the loader holds the caller's, and the built-in stages that already ran check the
+config again (:meth:`Stage.check`: the scheduler's limits, vLLM's checks after its hooks, the hybrid
 page alignment), because vLLM checks each value once, after the step that sets it, and a
 plugin's value comes after that step.  The first refusal fails the run, naming the plugin's
 stage and the field.  Stages that run later check the plugin's values themselves.
@@ -42,6 +42,8 @@ def check_plugin_changes(cfg: Any, stage: Any, changes: Sequence[Any], earlier: 
     if _MAX_LEN in latest:
         _check_max_len(cfg, stage)
     for earlier_stage in earlier:
+        if earlier_stage.origin != "built-in":  # vLLM's checks are the built-ins'
+            continue
         try:
             earlier_stage.check(cfg)
         except EngineCfgError as exc:

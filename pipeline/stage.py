@@ -120,8 +120,8 @@ class Stage:
         """Refuse *cfg* where it breaks a rule this stage's :meth:`run` refuses (raise the same
         error); change nothing.  Does nothing unless overridden.
 
-        The pipeline calls it on the stages that already ran after a plugin's stage changed
-        the config, so that a value a plugin sets meets the checks a value the caller gives
+        The pipeline calls it on the built-in stages that already ran after a plugin's stage
+        changed the config, so that a value a plugin sets meets the checks a value the caller gives
         meets (:mod:`enginecfg.pipeline.plugin_checks`)."""
 
     def __repr__(self) -> str:
