@@ -69,8 +69,11 @@ class _Help(argparse.HelpFormatter):
 def _version_line() -> str:
     from enginecfg import __version__
 
-    releases = _releases()
-    return f"enginecfg {__version__} (vLLM {' and '.join(releases)} semantics; default {releases[0]})"
+    from enginecfg.pipeline import releases
+
+    spoken = releases.all_releases()
+    return (f"enginecfg {__version__} (vLLM {spoken[0]} to {spoken[-1]} semantics: {len(spoken)} releases; "
+            f"default {_releases()[0]})")
 
 
 def _add_globals(p: argparse.ArgumentParser, *, here: bool) -> None:
@@ -351,10 +354,12 @@ def _releases_asked(command: str, tokens: Sequence[str]) -> list[str | None]:
     (``--from``, ``--to``), else the one ``--vllm-version`` or ``$ENGINECFG_VLLM_VERSION`` names
     (None: the default release)."""
     if command == "upgrade":
-        return [_option_value(tokens, "--from") or "0.19.0", _option_value(tokens, "--to") or "0.34.0"]
+        from enginecfg.commands.upgrade import DEFAULT_FROM, DEFAULT_TO
+
+        return [_option_value(tokens, "--from") or DEFAULT_FROM, _option_value(tokens, "--to") or DEFAULT_TO]
     import os
 
-    from enginecfg.pipeline.run import RELEASE_ENV
+    from enginecfg.pipeline.releases import RELEASE_ENV
 
     return [_option_value(tokens, "--vllm-version") or os.environ.get(RELEASE_ENV, "").strip() or None]
 

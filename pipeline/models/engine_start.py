@@ -31,13 +31,15 @@ from enginecfg.pipeline.models import backends as be
 from enginecfg.pipeline.models import kv_cache as kc
 from enginecfg.pipeline.models import kv_specs
 from enginecfg.pipeline.models.engine_defaults import max_num_batched_tokens
+from enginecfg.pipeline.models import vllm_registry_019
 from enginecfg.pipeline.models.pages import page_facts
 from enginecfg.pipeline.models.startup import (SSM_BACKENDS, Decision, LayerBackend, LayerKind, StartFailure,
                                                LayerClasses, Startup, layer_kinds, state_page_failure)
 
 __all__ = ["RELEASE", "STARTS", "start", "layer_class", "build_failure", "query_for"]
 
-RELEASE = "0.19.0"
+#: the release whose generated tables these rules read (what a start names when no release is given)
+RELEASE = vllm_registry_019.VLLM_VERSION
 #: the start-up decisions of configs seen before in this process (a pure function of the
 #: config and the GPU)
 STARTS = ContentMemo(maxsize=256)
@@ -196,7 +198,7 @@ def _select(cfg: Any, kinds: list[LayerKind], ctx: be.Context,
 
 @memoised(STARTS)
 def start(cfg: Any, *, gpu: str = "H200", capability: tuple[int, int] = (9, 0),
-          disable_hybrid_kv_cache_manager: bool = False) -> Startup:
+          disable_hybrid_kv_cache_manager: bool = False, release: str | None = None) -> Startup:
     """vLLM 0.19.0's engine start of the resolved *cfg* on a GPU of *capability* (the
     preset *gpu* names it); see the module doc."""
     mc, cc = cfg.model_config, cfg.cache_config
@@ -282,6 +284,6 @@ def start(cfg: Any, *, gpu: str = "H200", capability: tuple[int, int] = (9, 0),
                         "config/vllm.py in VllmConfig.validate_block_size",
                         f"in 'align' mode a scheduling step must hold a whole block: the block of "
                         f"{engine_block:,} tokens is larger than the step's {budget:,} tokens")
-    return Startup(RELEASE, gpu, f"{capability[0]}.{capability[1]}", layers, block,
+    return Startup(release or RELEASE, gpu, f"{capability[0]}.{capability[1]}", layers, block,
                    cc.mamba_block_size, cc.mamba_page_size_padded, engine_block, decisions, messages,
                    failure, disable_hybrid_kv_cache_manager)

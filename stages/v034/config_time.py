@@ -62,7 +62,7 @@ class EngineDefaults034Stage(EngineDefaultsStage):
             ctx.set("scheduler_config", "enable_chunked_prefill", on,
                     reason=f"default: chunked prefill is {'on' if on else 'off'} for {_a(kind)} "
                            f"{cfg.model_config.runner_type} model",
-                    explanation=f"--enable-chunked-prefill was not given. vLLM {ct.RELEASE} turns it on unless "
+                    explanation=f"--enable-chunked-prefill was not given. vLLM {ctx.release} turns it on unless "
                                 f"the model is encoder-decoder, or a pooling model that is encoder-only or pools "
                                 f"MEAN, CLS or STEP; this one is {_what(cfg, kind)}, so it is "
                                 f"{'on' if on else 'off'}.")
@@ -71,7 +71,7 @@ class EngineDefaults034Stage(EngineDefaultsStage):
             ctx.set("cache_config", "enable_prefix_caching", on,
                     reason=f"default: prefix caching is {'on' if on else 'off'} for {_a(kind)} "
                            f"{cfg.model_config.runner_type} model",
-                    explanation=f"--enable-prefix-caching was not given. vLLM {ct.RELEASE} turns it on for "
+                    explanation=f"--enable-prefix-caching was not given. vLLM {ctx.release} turns it on for "
                                 f"decoder and generative hybrid models (a pooling one must pool LAST or ALL); "
                                 f"this one is {_what(cfg, kind)}, so it is {'on' if on else 'off'}.")
 
@@ -131,7 +131,7 @@ class MambaCacheMode034Stage(MambaCacheModeStage):
                         reason=f"Mamba cache mode is set to 'align' for {mc.architecture} by default when prefix "
                                f"caching is enabled",
                         explanation="Prefix caching is on, so Mamba states are kept at block boundaries: 'align' "
-                                    f"(vLLM {ct.RELEASE} has no 'all' mode, and ignores --mamba-cache-mode).")
+                                    f"(vLLM {ctx.release} has no 'all' mode, and ignores --mamba-cache-mode).")
             if not cfg.scheduler_config.enable_chunked_prefill:
                 raise ConfigRejectedError("Chunked prefill is required for Mamba prefix caching.",
                                           field="scheduler_config.enable_chunked_prefill",
