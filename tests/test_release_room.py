@@ -91,3 +91,29 @@ def test_a_move_names_only_the_rules_between_the_two_releases():
     later = changes.explain("block_size.start_alignment", old, new)
     assert "C3.3" in later.rule and "S2a" not in later.rule and later.release == "0.28-0.34"
     assert changes.explain("block_size.default", new, old).release == "0.34"  # either order
+
+
+def test_the_releases_command_lists_each_release_with_the_rules_it_adds():
+    from enginecfg.commands import list_releases
+
+    listing = list_releases()
+    doc = listing.to_dict()
+    assert doc["default"] == "0.19.0" and [r["release"] for r in doc["releases"]] == list(releases.names())
+    by_name = {r["release"]: r for r in doc["releases"]}
+    assert [d["id"] for d in by_name["0.28.0"]["rules"]] == TIMELINE["0.28.0"]
+    assert by_name["0.27.1"]["before"] == "0.27.0" and by_name["0.27.1"]["option_table"] == "0.20.0"
+    assert by_name["0.34.0"]["exact"] and not by_name["0.28.0"]["exact"] and by_name["0.28.0"]["unwired"]
+
+
+def test_enginecfg_releases_on_the_command_line():
+    env = {"PYTHONPATH": str(REPO)}
+    import os
+
+    p = subprocess.run([sys.executable, "-m", "enginecfg", "releases"], capture_output=True, text=True,
+                       env={**os.environ, **env, "COLUMNS": "100"}, cwd=REPO)
+    assert p.returncode == 0 and p.stderr == ""
+    assert p.stdout.startswith("0.19.0 (the first; the default; decides the block size at config time)")
+    assert "\n  C3.2b: " in p.stdout and "PR #50991" in p.stdout
+    j = subprocess.run([sys.executable, "-m", "enginecfg", "releases", "--json"], capture_output=True, text=True,
+                       env={**os.environ, **env}, cwd=REPO)
+    assert j.returncode == 0 and len(json.loads(j.stdout)["releases"]) == 22

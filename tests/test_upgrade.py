@@ -208,3 +208,19 @@ def test_a_downgrade_reads_the_same_rules(warm_snapshots):
     u = upgrade(QWEN, from_version="0.34.0", to_version="0.19.0")
     block = u.field("startup.engine_block_size")
     assert (block.value_from, block.value_to, block.rule.rule) == (832, 784, "S2-S4")
+
+
+def test_from_0_27_1_each_changed_decision_names_its_rule_and_release(warm_snapshots):
+    # the upgrade people make: every changed config-time decision and the memory default is tied
+    # to the dated rule between the two releases, with the release that brought it
+    u = upgrade_fn(QWEN, from_version="0.27.1", to_version="0.34.0")
+    why = {f.field: f.rule for f in u.changed}
+    assert (why["cache_config.block_size"].release, why["cache_config.block_size"].rule) == ("0.34", "C3.3")
+    assert (why["cache_config.enable_prefix_caching"].release, why["cache_config.enable_prefix_caching"].rule) == \
+        ("0.28", "C3.2")
+    assert why["cache_config.mamba_cache_mode"].release == "0.28"
+    assert why["impact.gpu_memory_utilization"].rule == "C3.4b"
+    assert u.field("startup.engine_block_size").value_from == 784  # 0.27.1's default block 16, aligned
+    for f in u.changed:
+        if f.field.startswith(("cache_config.", "impact.gpu")):
+            assert f.rule is not None, f.field

@@ -161,6 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     from enginecfg.cli.check_log import register as register_check_log
 
     register_check_log(sub)
+    from enginecfg.cli.releases import register as register_releases
+
+    register_releases(sub)
     for sp in _subparsers(parser):
         sp.formatter_class = _Help
         _add_globals(sp, here=False)

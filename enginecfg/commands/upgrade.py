@@ -373,16 +373,19 @@ def _situation(field: str, old: Side, new: Side) -> str | None:
     hybrid = bool(_at(cn, "model_config.is_hybrid"))
     if field == "impact.gpu_memory_utilization":
         return "gpu_memory_utilization.default"
+    r_old, r_new = _release_of(old), _release_of(new)
     if field == "cache_config.block_size":
-        if hybrid:
+        if hybrid and r_old is not None and not r_old.decides_at_engine_start:
             return "block_size.no_config_alignment"
-        return "block_size.default" if _at(cn, field) == 64 and _at(co, field) == 16 else None
+        defaults = (r_old.default_block_size, r_new.default_block_size) if r_old and r_new else None
+        return "block_size.default" if (_at(co, field), _at(cn, field)) == defaults else None
     if field in ("startup.block_size", "startup.engine_block_size"):
         if not _built(new):
             return "block_size.not_built"
         if hybrid:
             return "block_size.start_alignment"
-        return "block_size.default" if _start_value(new, "startup.block_size") == 64 else None
+        return "block_size.default" if r_new is not None and \
+            _start_value(new, "startup.block_size") == r_new.default_block_size else None
     if field == "cache_config.enable_prefix_caching":
         return "enable_prefix_caching.hybrid" if hybrid and _at(cn, field) else None
     if field == "cache_config.mamba_cache_mode":
@@ -395,7 +398,12 @@ def _situation(field: str, old: Side, new: Side) -> str | None:
             return "mamba_cache_mode.ignored"
         return None
     if field in ("cache_config.mamba_block_size", "startup.mamba_block_size"):
-        return "mamba_block_size.align" if _at(cn, "cache_config.mamba_cache_mode") == "align" else None
+        if _at(cn, "cache_config.mamba_cache_mode") != "align":
+            return None
+        if _at(co, "cache_config.mamba_cache_mode") == "align" and field.startswith("cache_config"):
+            # one attention block in both: it moved with the block size
+            return _situation("cache_config.block_size", old, new)
+        return "mamba_block_size.align"
     if field == "cache_config.mamba_page_size_padded":
         return "block_size.no_config_alignment" if hybrid else None
     if field == "startup.mamba_page_size_padded":
@@ -425,6 +433,10 @@ def rule_for(situation: str, a: str, b: str) -> Rule | None:
         return None
     found = changes.explain(situation, releases.get(a), releases.get(b))
     return None if found is None else Rule(found.release, found.rule, found.words)
+
+
+def _release_of(side: Side) -> releases.Release | None:
+    return releases.get(side.release) if releases.known(side.release) else None
 
 
 def _rule(field: str, a: Side, b: Side) -> Rule | None:

@@ -68,11 +68,15 @@ class EngineDefaults034Stage(EngineDefaultsStage):
                                 f"{'on' if on else 'off'}.")
         if cfg.cache_config.enable_prefix_caching is None:
             on = ct.prefix_caching_supported(cfg)
+            hybrids = ctx.release is None or ctx.release.has("C3.2b")  # the hybrids' default since C3.2b
+            if kind == "hybrid" and not hybrids:
+                on = False
             ctx.set("cache_config", "enable_prefix_caching", on,
                     reason=f"default: prefix caching is {'on' if on else 'off'} for {_a(kind)} "
                            f"{cfg.model_config.runner_type} model",
                     explanation=f"--enable-prefix-caching was not given. vLLM {ctx.release} turns it on for "
-                                f"decoder and generative hybrid models (a pooling one must pool LAST or ALL); "
+                                f"{'decoder and generative hybrid models' if hybrids else 'decoder models, not hybrids'}"
+                                f" (a pooling one must pool LAST or ALL); "
                                 f"this one is {_what(cfg, kind)}, so it is {'on' if on else 'off'}.")
 
 

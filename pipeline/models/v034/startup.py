@@ -231,16 +231,17 @@ def _non_ssm(layers: list[LayerBackend]) -> list[str]:
 
 def preferred_block(cfg: Any, layers: list[LayerBackend], gpu: Any) -> tuple[int, list[Decision],
                                                                           list[tuple[str, str]]]:
-    """S0-S1: the block size the backends prefer, unless the user gave one."""
+    """S0-S1: the block size the backends prefer, unless the user gave one (the default is the
+    config's block size, the release's ``DEFAULT_BLOCK_SIZE`` when none was given)."""
     cc = cfg.cache_config
     names = _non_ssm(layers)
     if not names or cc.user_specified_block_size:
         return cc.block_size, [], []
     ctx = context(cfg, gpu)
     if len(names) == 1:
-        block = be.preferred_block_size(names[0], ctx)
+        block = be.preferred_block_size(names[0], ctx, cc.block_size)
     else:
-        block = be.common_block(names, ctx)
+        block = be.common_block(names, ctx, cc.block_size)
         if block is None:
             sizes = "; ".join(f"{n}: {[s for s, _ in be.kernel_blocks(n, ctx)]}" for n in names)
             raise ValueError(f"The attention backends share no supported KV cache block size ({sizes}).")
@@ -251,7 +252,7 @@ def preferred_block(cfg: Any, layers: list[LayerBackend], gpu: Any) -> tuple[int
     return block, [Decision("block_size", cc.block_size, block, reason,
                             f"No --block-size was given; the attention layers run on {'/'.join(names)} "
                             f"(kernel blocks {sizes}), which prefer {block} tokens to the default "
-                            f"{be.DEFAULT_BLOCK_SIZE}.", "S1")], [("INFO", reason)]
+                            f"{cc.block_size}.", "S1")], [("INFO", reason)]
 
 
 def checkpoint_alignment(cfg: Any, gpu: Any) -> int | None:
