@@ -33,8 +33,9 @@ from enginecfg.pipeline.models import kv_specs
 from enginecfg.pipeline.models.engine_defaults import max_num_batched_tokens
 from enginecfg.pipeline.models import vllm_registry_019
 from enginecfg.pipeline.models.pages import page_facts
-from enginecfg.pipeline.models.startup import (SSM_BACKENDS, Decision, LayerBackend, LayerKind, StartFailure,
-                                               LayerClasses, Startup, layer_kinds, state_page_failure)
+from enginecfg.pipeline.models.startup import (Decision, LayerBackend, LayerKind, StartFailure,
+                                               LayerClasses, Startup, layer_kinds, select_layer_backends,
+                                               state_page_failure)
 
 __all__ = ["RELEASE", "STARTS", "start", "layer_class", "build_failure", "query_for"]
 
@@ -168,31 +169,13 @@ def _deepseek_moe(cfg: Any) -> StartFailure | None:
 
 def _select(cfg: Any, kinds: list[LayerKind], ctx: be.Context,
             messages: list[tuple[str, str]]) -> tuple[list[LayerBackend], StartFailure | None]:
-    mc = cfg.model_config
-    forced = cfg.attention_config.backend
-    heads = mc.num_attention_heads
-    per_rank = heads // cfg.parallel_config.tensor_parallel_size if isinstance(heads, int) else None
-    out, failure = [], None
-    for kind in kinds:
-        cls = layer_class(kind, mc.architecture)
-        if kind.kind == "mamba":
-            out.append(LayerBackend(kind, cls, SSM_BACKENDS.get(kind.mamba_type or "", "MAMBA2_ATTN")))
-            continue
-        sel = be.select(query_for(cfg, kind), ctx, forced, num_heads=per_rank)
-        if sel.warning is not None:
-            messages.append(("WARNING", sel.warning))
-        fa = be.flash_attn_version(ctx.capability) if sel.backend in ("FLASH_ATTN", "FLASH_ATTN_MLA") else None
-        out.append(LayerBackend(kind, cls, sel.backend, forced=sel.forced, priority=sel.priority,
-                                refused=sel.refused, fa_version=fa,
-                                kernel_block_sizes=tuple(s for s, _ in sel.kernel_blocks),
-                                kernel_block_multiple_of=tuple(m for _, m in sel.kernel_blocks),
-                                preferred_block_size=sel.preferred_block_size, error=sel.error))
-        if sel.error is not None and failure is None:
-            where = "platforms/cuda.py in CudaPlatformBase.get_attn_backend_cls"
-            why = (f"the named backend {forced} refuses the {cls} layers" if sel.forced else
-                   f"no backend on compute capability {ctx.capability[0]}.{ctx.capability[1]} serves "
-                   f"the {cls} layers")
-            failure = StartFailure("build", "ValueError", sel.error, where, why)
+    def fa(sel, kind, q):
+        return be.flash_attn_version(ctx.capability) if sel.backend in ("FLASH_ATTN", "FLASH_ATTN_MLA") else None
+
+    out, found, failure = select_layer_backends(
+        cfg, kinds, ctx.capability, layer_class=layer_class, query=lambda kind: query_for(cfg, kind),
+        select=lambda q, kind, forced, heads: be.select(q, ctx, forced, num_heads=heads), fa_version=fa)
+    messages += found
     return out, failure
 
 

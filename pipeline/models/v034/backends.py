@@ -322,40 +322,19 @@ def _reasons(backend: Backend, q: Query, ctx: Context) -> list[str]:
 
 def select(q: Query, ctx: Context, forced: str | None = None, *, num_heads: int | None = None,
            sliding_window: bool = False) -> be.Selection:
-    """The backend vLLM 0.34.0's selector gives the query on the GPU of *ctx*."""
-    q_reasons = lambda b: _reasons(b, q, ctx) + (  # noqa: E731
-        ["sliding window not supported"] if sliding_window and not b.sliding else [])
-    if forced is not None:
-        backend = BACKENDS.get(forced)
-        why = q_reasons(backend) if backend is not None else ["ImportError"]
-        if why:
-            return be.Selection(None, True, (), ((forced, tuple(why)),),
-                                error=f"Selected backend AttentionBackendEnum.{forced} is not valid for this "
-                                      f"configuration. Reason: {why}")
-        blocks = kernel_blocks(forced, ctx)
-        return be.Selection(forced, True, (), (), blocks, preferred_block_size(forced, ctx))
-    tried = priorities(q.use_mla, ctx.capability, q.kv_cache_dtype, num_heads, head_size=q.head_size,
-                       use_mm_prefix=q.use_mm_prefix)
-    refused, valid = [], []
-    for name in tried:
-        why = q_reasons(BACKENDS[name])
-        (refused.append((name, tuple(why))) if why else valid.append(name))
-    if not valid:
-        listed = ", ".join(f"{name}: [{', '.join(why)}]" for name, why in refused)
-        return be.Selection(None, False, tried, tuple(refused),
-                            error=f"No valid attention backend found for cuda with "
-                                  f"{be.query_text(q)}. Reasons: {{{listed}}}.")
-    chosen = valid[0]
-    warning = None
-    if q.block_size is not None:
-        rank = tried.index(chosen)
-        shut_out = [name for name, why in refused if tried.index(name) < rank and why == ("block_size not supported",)]
-        if shut_out:
-            warning = (f"--block-size {q.block_size} precluded higher-priority backend(s) "
-                       f"{', '.join(shut_out)}. Using {chosen} instead, which may result in reduced "
-                       f"performance. Consider removing --block-size to auto-select the optimal block size.")
-    return be.Selection(chosen, False, tried, tuple(refused), kernel_blocks(chosen, ctx),
-                        preferred_block_size(chosen, ctx), warning=warning)
+    """The backend vLLM 0.34.0's selector gives the query on the GPU of *ctx*: the shared
+    selector given this release's backends, priorities, checks (a sliding-window layer also
+    needs a backend that takes one) and kernel blocks."""
+    def refuse(backend: Backend, q: Query, ctx: Context) -> list[str]:
+        return _reasons(backend, q, ctx) + (
+            ["sliding window not supported"] if sliding_window and not backend.sliding else [])
+
+    def order(q: Query, ctx: Context, heads: int | None) -> tuple[str, ...]:
+        return priorities(q.use_mla, ctx.capability, q.kv_cache_dtype, heads, head_size=q.head_size,
+                          use_mm_prefix=q.use_mm_prefix)
+
+    return be.select(q, ctx, forced, num_heads=num_heads, table=BACKENDS, order=order, refuse=refuse,
+                     blocks=kernel_blocks, preferred=preferred_block_size)
 
 
 def common_block(names: list[str], ctx: Context, default: int = DEFAULT_BLOCK_SIZE) -> int | None:
