@@ -222,29 +222,31 @@ def preferred_block_size(blocks: tuple[KernelBlock, ...], default: int = DEFAULT
     return min(size for size, _ in blocks)
 
 
-def reasons(backend: Backend, q: Query, ctx: Context) -> list[str]:
-    """Why *backend* refuses the query (empty: it accepts), in vLLM's order of checks."""
-    out = []
-    if not backend.head_size(q.head_size):
-        out.append("head_size not supported")
-    if q.dtype not in backend.dtypes:
-        out.append("dtype not supported")
-    if not backend.kv_dtypes(q.kv_cache_dtype, ctx):
-        out.append("kv_cache_dtype not supported")
-    if not supports_block_size(backend.kernel_blocks(ctx), q.block_size):
-        out.append("block_size not supported")
-    if q.use_mm_prefix and not backend.mm_prefix:
-        out.append("partial multimodal token full attention not supported")
-    if q.use_mla != backend.mla:
-        out.append("MLA not supported" if q.use_mla else "non-MLA not supported")
-    if q.has_sink and not backend.sinks(ctx):
-        out.append("attention sinks not supported")
-    if q.use_sparse != backend.sparse:
-        out.append("sparse not supported" if q.use_sparse else "non-sparse not supported")
-    if not backend.capability(ctx.capability):
-        out.append("compute capability not supported")
-    if q.attn_type not in backend.attn_types:
-        out.append(f"attention type AttentionType.{q.attn_type.upper()} not supported")
+#: a selector check: (does the backend refuse the query, the reason in vLLM's words)
+Check = tuple[Callable[[Any, Query, Context], bool], Callable[[Query], str]]
+
+#: vLLM 0.19.0's checks, in its order (``validate_configuration``)
+CHECKS: tuple[Check, ...] = (
+    (lambda b, q, ctx: not b.head_size(q.head_size), lambda q: "head_size not supported"),
+    (lambda b, q, ctx: q.dtype not in b.dtypes, lambda q: "dtype not supported"),
+    (lambda b, q, ctx: not b.kv_dtypes(q.kv_cache_dtype, ctx), lambda q: "kv_cache_dtype not supported"),
+    (lambda b, q, ctx: not supports_block_size(b.kernel_blocks(ctx), q.block_size), lambda q: "block_size not supported"),
+    (lambda b, q, ctx: q.use_mm_prefix and not b.mm_prefix,
+     lambda q: "partial multimodal token full attention not supported"),
+    (lambda b, q, ctx: q.use_mla != b.mla, lambda q: "MLA not supported" if q.use_mla else "non-MLA not supported"),
+    (lambda b, q, ctx: q.has_sink and not b.sinks(ctx), lambda q: "attention sinks not supported"),
+    (lambda b, q, ctx: q.use_sparse != b.sparse,
+     lambda q: "sparse not supported" if q.use_sparse else "non-sparse not supported"),
+    (lambda b, q, ctx: not b.capability(ctx.capability), lambda q: "compute capability not supported"),
+    (lambda b, q, ctx: q.attn_type not in b.attn_types,
+     lambda q: f"attention type AttentionType.{q.attn_type.upper()} not supported"),
+)
+
+
+def reasons(backend: Any, q: Query, ctx: Context, checks: tuple[Check, ...] = CHECKS) -> list[str]:
+    """Why *backend* refuses the query (empty: it accepts), in the order of *checks* (a
+    release's own; default 0.19.0's), then the backend's own combination rule."""
+    out = [words(q) for refuses, words in checks if refuses(backend, q, ctx)]
     combination = backend.combination(q, ctx)
     if combination is not None:
         out.append(combination)

@@ -294,30 +294,23 @@ def preferred_block_size(name: str, ctx: Context, default: int = DEFAULT_BLOCK_S
     return be.preferred_block_size(blocks, default)
 
 
-def _reasons(backend: Backend, q: Query, ctx: Context) -> list[str]:
-    out = []
-    if not backend.head(q.head_size, ctx):
-        out.append("head_size not supported")
-    if q.dtype not in backend.dtypes:
-        out.append("dtype not supported")
-    if not backend.kv(q.kv_cache_dtype, ctx):
-        out.append("kv_cache_dtype not supported")
-    if not be.supports_block_size(kernel_blocks(backend.name, ctx), q.block_size):
-        out.append("block_size not supported")
-    if q.use_mm_prefix and not backend.mm_prefix(ctx):
-        out.append("partial multimodal token full attention not supported")
-    if q.use_mla != backend.mla:
-        out.append("MLA not supported" if q.use_mla else "non-MLA not supported")
-    if q.use_sparse != backend.sparse:
-        out.append("sparse not supported" if q.use_sparse else "non-sparse not supported")
-    if not backend.capability(ctx.capability):
-        out.append("compute capability not supported")
-    if q.attn_type not in backend.attn_types:
-        out.append(f"attention type {q.attn_type} not supported")
-    combination = backend.combination(q, ctx)
-    if combination is not None:
-        out.append(combination)
-    return out
+#: 0.34.0's selector checks, in its order: the attention-sink check is gone, a backend's head
+#: sizes, KV dtypes and multimodal-prefix support depend on the GPU, and the attention type is
+#: named without its enum's prefix
+CHECKS: tuple[be.Check, ...] = (
+    (lambda b, q, ctx: not b.head(q.head_size, ctx), lambda q: "head_size not supported"),
+    (lambda b, q, ctx: q.dtype not in b.dtypes, lambda q: "dtype not supported"),
+    (lambda b, q, ctx: not b.kv(q.kv_cache_dtype, ctx), lambda q: "kv_cache_dtype not supported"),
+    (lambda b, q, ctx: not be.supports_block_size(kernel_blocks(b.name, ctx), q.block_size),
+     lambda q: "block_size not supported"),
+    (lambda b, q, ctx: q.use_mm_prefix and not b.mm_prefix(ctx),
+     lambda q: "partial multimodal token full attention not supported"),
+    (lambda b, q, ctx: q.use_mla != b.mla, lambda q: "MLA not supported" if q.use_mla else "non-MLA not supported"),
+    (lambda b, q, ctx: q.use_sparse != b.sparse,
+     lambda q: "sparse not supported" if q.use_sparse else "non-sparse not supported"),
+    (lambda b, q, ctx: not b.capability(ctx.capability), lambda q: "compute capability not supported"),
+    (lambda b, q, ctx: q.attn_type not in b.attn_types, lambda q: f"attention type {q.attn_type} not supported"),
+)
 
 
 def select(q: Query, ctx: Context, forced: str | None = None, *, num_heads: int | None = None,
@@ -326,7 +319,7 @@ def select(q: Query, ctx: Context, forced: str | None = None, *, num_heads: int 
     selector given this release's backends, priorities, checks (a sliding-window layer also
     needs a backend that takes one) and kernel blocks."""
     def refuse(backend: Backend, q: Query, ctx: Context) -> list[str]:
-        return _reasons(backend, q, ctx) + (
+        return be.reasons(backend, q, ctx, CHECKS) + (
             ["sliding window not supported"] if sliding_window and not backend.sliding else [])
 
     def order(q: Query, ctx: Context, heads: int | None) -> tuple[str, ...]:
