@@ -117,3 +117,22 @@ def test_enginecfg_releases_on_the_command_line():
     j = subprocess.run([sys.executable, "-m", "enginecfg", "releases", "--json"], capture_output=True, text=True,
                        env={**os.environ, **env}, cwd=REPO)
     assert j.returncode == 0 and len(json.loads(j.stdout)["releases"]) == len(TIMELINE) + 1
+
+
+@pytest.mark.parametrize("name", list(TIMELINE))
+def test_every_release_is_accepted_by_the_pipeline_the_environment_and_upgrade(name, monkeypatch):
+    from enginecfg import Pipeline
+    from enginecfg.commands.upgrade import upgrade
+
+    qwen = str(REPO / "examples" / "models" / "qwen3.5-27b")
+    result = Pipeline(vllm_version=name, gpu_validation="off").resolve(qwen)
+    assert result.vllm_version == name
+    release = releases.get(name)
+    # a hybrid keeps the release's default block at config time once the alignment moved to the
+    # engine start (C8); before, config time aligned it already
+    assert (result.config.cache_config.block_size == release.default_block_size) == release.decides_at_engine_start
+    monkeypatch.setenv(releases.RELEASE_ENV, name)
+    assert Pipeline().vllm_version == name and Pipeline().release == releases.get(name)
+    monkeypatch.delenv(releases.RELEASE_ENV)
+    u = upgrade(qwen, from_version="0.19.0", to_version=name)
+    assert u.to_side.release == name and u.to_side.ok

@@ -114,7 +114,9 @@ def curve(result, options: ImpactOptions, contexts=None) -> tuple[tuple[int, flo
         return ()
     points = curve_contexts(imp.max_model_len) if contexts is None else tuple(contexts)
     startup = result.facts.get("startup")
-    if planning_of(result.vllm_version) is not None and getattr(startup, "release", None) == result.vllm_version:
+    from enginecfg.commands.findings import start_decision
+
+    if start_decision(result) is not None:
         return _planned_curve(result, imp, startup, options, points)
     # the start-up decisions the figures were made at (the block size, the hybrid-manager flag)
     start = {"startup_block_size": startup.block_size,
