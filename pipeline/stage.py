@@ -176,7 +176,7 @@ class StageContext:
     def release(self) -> Any:
         """The vLLM release the run speaks for (a :class:`~enginecfg.pipeline.releases.Release`;
         None for a pack registered without one)."""
-        return getattr(self._run, "release", None)
+        return self._run.release
 
     def set(self, section: str, field: str, value: Any, *, reason: str, level: str = "INFO",
             log: bool = False, explanation: str | None = None) -> bool:

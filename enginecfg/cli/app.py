@@ -360,11 +360,9 @@ def _releases_asked(command: str, tokens: Sequence[str]) -> list[str | None]:
         from enginecfg.commands.upgrade import DEFAULT_FROM, DEFAULT_TO
 
         return [_option_value(tokens, "--from") or DEFAULT_FROM, _option_value(tokens, "--to") or DEFAULT_TO]
-    import os
+    from enginecfg.pipeline.releases import env_value
 
-    from enginecfg.pipeline.releases import RELEASE_ENV
-
-    return [_option_value(tokens, "--vllm-version") or os.environ.get(RELEASE_ENV, "").strip() or None]
+    return [_option_value(tokens, "--vllm-version") or env_value()]
 
 
 # -- commands ------------------------------------------------------------------------------------

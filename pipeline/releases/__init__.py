@@ -38,7 +38,7 @@ import attrs
 from enginecfg.pipeline.errors import InvalidInputError
 
 __all__ = ["DatedRule", "Release", "RELEASE_ENV", "compose", "add", "get", "known", "names", "all_releases",
-           "first", "last", "requested", "from_env", "nearest", "version_key", "brought_by", "rule",
+           "first", "last", "requested", "from_env", "env_value", "nearest", "version_key", "brought_by", "rule",
            "rules_between", "ENGINE_START_RULE", "WIRED"]
 
 #: the environment variable naming the vLLM release a run speaks for when none is given
@@ -294,10 +294,15 @@ def get(name: Any, *, field: str = "vllm_version", flag: str | None = None) -> R
     return release
 
 
+def env_value() -> str | None:
+    """``$ENGINECFG_VLLM_VERSION`` as set (None: unset or empty), not yet checked."""
+    return os.environ.get(RELEASE_ENV, "").strip() or None
+
+
 def from_env() -> Release | None:
     """``$ENGINECFG_VLLM_VERSION`` (None: unset or empty); a release not spoken for is refused,
     naming the variable and the releases there are."""
-    value = os.environ.get(RELEASE_ENV, "").strip() or None
+    value = env_value()
     return None if value is None else get(value, flag=RELEASE_ENV)
 
 
