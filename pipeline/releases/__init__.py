@@ -54,9 +54,11 @@ _MODE_IGNORED_RULE = "C7f"
 #: the dated rules the shared machinery switches on a release's rules (a hook or a datum each):
 #: C8 picks the start-up machinery (the block size decided at engine start), C3.3 the default
 #: block size, C6 the removed ``calculate_kv_scales``, C3.2b prefix caching as the hybrids'
-#: default, C3.4a/C3.4b the memory utilization's default; the ``vllm serve`` flag rules
+#: default, C3.4a/C3.4b the memory utilization's default, C7f/C7g the ignored (and warned
+#: about) ``--mamba-cache-mode``, C1b/C1c/C1g the architectures that left the registry, C1e ``is_hybrid``, C7c the
+#: Mamba cache mode's default; the ``vllm serve`` flag rules
 #: (C12a-C12n) are the option tables, each release reading with its own or the nearest earlier one
-WIRED: frozenset[str] = frozenset({"C8", "C3.3", "C6", "C3.2b", "C3.4a", "C3.4b"})
+WIRED: frozenset[str] = frozenset({"C8", "C3.3", "C6", "C3.2b", "C3.4a", "C3.4b", "C7f", "C7g", "C1b", "C1c", "C1g", "C1e", "C7c"})
 _TABLE_RULE = "C12"
 
 _HERE = Path(__file__).resolve().parent

@@ -122,6 +122,8 @@ class MambaCacheMode034Stage(MambaCacheModeStage):
 
 
     def run(self, cfg, ctx) -> None:
+        if ctx.release is not None and not ctx.release.has("C7c"):
+            return super().run(cfg, ctx)  # before C7c: 'all' where the model supports it, as 0.19.0
         cc, mc = cfg.cache_config, cfg.model_config
         if cc.enable_prefix_caching:
             if cc.mamba_cache_mode == "none":

@@ -19,7 +19,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from enginecfg.pipeline.errors import InvalidInputError
+from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
 from enginecfg.pipeline.hf import HFConfigView, typed
 from enginecfg.pipeline.models.architectures import GENERIC_ATTENTION
 from enginecfg.pipeline.models.derive import gemma4_head_dims as _gemma4_dims
@@ -48,6 +48,11 @@ REMOVED_ARCHITECTURES: Mapping[str, str] = MappingProxyType({
     name: last for name, last in vllm_registry_034.PREVIOUSLY_SUPPORTED.items()
     if name in ("BambaForCausalLM", "MiniMaxForCausalLM", "MiniMaxText01ForCausalLM", "MiniMaxM1ForCausalLM",
                 "Plamo2ForCausalLM")})
+
+#: the dated rule that removed each architecture (C1b: Bamba and MiniMax; C1c: Plamo2)
+_LEFT_BY = {"Plamo2ForCausalLM": "C1c"}
+#: removed architectures whose Transformers class the backend does not take before C1g
+_NOT_BACKEND_COMPATIBLE = ("BambaForCausalLM", "Plamo2ForCausalLM")
 
 #: NemotronH's SSM-state dtype when the checkpoint names none (0.19.0: float16)
 NEMOTRON_H_SSM_DTYPE = "float32"
@@ -259,21 +264,31 @@ def adapt(cfg: Any, release: Any) -> Any:
     engine arguments (with vLLM's deprecation warning); the quantized-KV line names the dtype."""
     mc, cc = cfg.model_config, cfg.cache_config
     info = mc.arch_info
-    if info is not None and info.name in REMOVED_ARCHITECTURES:
+    removed = info is not None and info.name in REMOVED_ARCHITECTURES and release.has(_LEFT_BY.get(info.name, "C1b"))
+    if removed and info.name in _NOT_BACKEND_COMPATIBLE and not release.has("C1g"):
+        # C1b/C1c until C1g: the Transformers backend does not take the class, config time stops
+        raise ConfigRejectedError(f"Model architecture {info.name} was supported in vLLM until "
+                                  f"v{REMOVED_ARCHITECTURES[info.name]}, and is not supported anymore. Please use "
+                                  f"an older version of vLLM if you want to use this model architecture.",
+                                  field="model_config.architecture", vllm_type="ValueError")
+    if removed:
         mc.architecture = transformers_backend(mc.hf_config, mc.hf_text_config)
         mc.arch_fallback = Fallback(info.name, mc.architecture, "transformers", str(release))
         mc.arch_info = GENERIC_ATTENTION
         mc.is_attention_free = False
         mc.supports_mamba_prefix_caching = False
         info = GENERIC_ATTENTION
-    mc.is_hybrid = is_hybrid(info, mc.hf_config)
+    if removed or release.has("C1e"):  # C1e: all-attention layer_types are not hybrid
+        mc.is_hybrid = is_hybrid(info, mc.hf_config)
     if not cc.user_specified_block_size:
         cc.block_size = release.default_block_size
     messages = list(cfg.load_messages)
-    if cfg.engine_args.get("mamba_cache_mode") is not None:
-        messages.append(("WARNING", "--mamba-cache-mode is deprecated and will be removed in v0.34.0. It has no "
-                                    "effect: Mamba prefix caching follows --enable-prefix-caching."))
-    cc.mamba_cache_mode = "none"
+    if release.has("C7f"):  # the flag is taken, warned about and ignored; the text names C7f's or C7g's release
+        if cfg.engine_args.get("mamba_cache_mode") is not None:
+            named = next(r for r in reversed(release.chain) if any(d.id in ("C7f", "C7g") for d in r.adds))
+            messages.append(("WARNING", f"--mamba-cache-mode is deprecated and will be removed in v{named}. It "
+                                        f"has no effect: Mamba prefix caching follows --enable-prefix-caching."))
+        cc.mamba_cache_mode = "none"
     old = ("INFO", "Using fp8 data type to store kv cache. It reduces the GPU memory footprint and boosts the "
                    "performance. Meanwhile, it may cause accuracy drop without a proper scaling factor.")
     messages = [("INFO", FP8_KV_MESSAGE.format(cc.cache_dtype)) if m == old else m for m in messages]
