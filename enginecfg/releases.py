@@ -1,50 +1,67 @@
-"""The vLLM releases enginecfg speaks for: one rule pack each.
+"""The vLLM releases enginecfg speaks for: one rule pack each, composed from the dated rules.
 
-A release is its ordered built-in stages and its loader (how a model's files become a config
-under its rules), registered with :mod:`enginecfg.pipeline.rulepacks`; a pipeline picks one
-by release (``Pipeline(vllm_version=...)``, ``--vllm-version``, ``ENGINECFG_VLLM_VERSION``).
+Every release of :mod:`enginecfg.pipeline.releases` (the release before it plus its dated rules)
+gets a rule pack registered with :mod:`enginecfg.pipeline.rulepacks`: its ordered built-in
+stages and its loader.  Which stages and loader run follows from the release's rules, not its
+name:
 
-- **0.19.0** (the default): :data:`enginecfg.stages.BUILTIN_STAGES` and
+- a release that decides the block size at config time (before rule C8, the first release
+  spoken for and its patch release): :data:`enginecfg.stages.BUILTIN_STAGES` and
   :func:`~enginecfg.pipeline.loading.load_pretrained`;
-- **0.34.0**: :data:`enginecfg.stages.v034.STAGES`, and the same loader followed by what
-  0.34.0 resolves differently while it builds its config
-  (:func:`enginecfg.pipeline.models.v034.config_time.adapt`), after refusing the engine
-  arguments 0.34.0 no longer has.
+- a release that decides it at engine start (C8 on): :data:`enginecfg.stages.v034.STAGES`, and
+  the same loader followed by what those releases resolve differently while they build their
+  config (:func:`enginecfg.pipeline.models.v034.config_time.adapt`, which takes the release and
+  its dated rules), after refusing the engine arguments the release no longer has.
+
+A pipeline picks one by release (``Pipeline(vllm_version=...)``, ``--vllm-version``,
+``ENGINECFG_VLLM_VERSION``); :func:`register` adds a release composed in-process.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
-from enginecfg.pipeline import rulepacks
+from enginecfg.pipeline import releases, rulepacks
 from enginecfg.pipeline.loading import load_pretrained, prefetch_pretrained
 from enginecfg.pipeline.models.v034 import config_time as v034
 from enginecfg.stages import BUILTIN_STAGES
 from enginecfg.stages.v034 import STAGES as STAGES_034
 
-__all__ = ["DEFAULT_RELEASE", "PACKS", "load_034", "register_all"]
+__all__ = ["DEFAULT_RELEASE", "pack_for", "load_at_start", "register", "register_all"]
 
-#: the release a pipeline speaks for unless told otherwise
-DEFAULT_RELEASE = "0.19.0"
+#: the release a pipeline speaks for unless told otherwise (the first one spoken for)
+DEFAULT_RELEASE = releases.first().name
 
 
-def load_034(path: Any, engine_args: dict[str, Any], revision: str | None = None, *,
-             defer_argument_errors: bool = False):
-    """A config under vLLM 0.34.0's rules (see the module doc)."""
-    v034.check_engine_args(engine_args)
+def load_at_start(release: releases.Release, path: Any, engine_args: dict[str, Any],
+                  revision: str | None = None, *, defer_argument_errors: bool = False):
+    """A config under the rules of *release*, a release that decides at engine start (see the
+    module doc)."""
+    v034.check_engine_args(engine_args, release)
     cfg = load_pretrained(path, engine_args, revision, defer_argument_errors=defer_argument_errors,
                           registry=v034.REGISTRY)
-    return v034.adapt(cfg)
+    return v034.adapt(cfg, release)
 
 
-PACKS = (
-    rulepacks.RulePack(release=DEFAULT_RELEASE, stages=BUILTIN_STAGES, load=load_pretrained,
-                       prefetch=prefetch_pretrained),
-    rulepacks.RulePack(release=v034.RELEASE, stages=STAGES_034, load=load_034, prefetch=prefetch_pretrained),
-)
+def pack_for(release: releases.Release) -> rulepacks.RulePack:
+    """The rule pack of *release* (see the module doc)."""
+    if release.decides_at_engine_start:
+        return rulepacks.RulePack(release=release.name, stages=STAGES_034, load=partial(load_at_start, release),
+                                  prefetch=prefetch_pretrained)
+    return rulepacks.RulePack(release=release.name, stages=BUILTIN_STAGES, load=load_pretrained,
+                              prefetch=prefetch_pretrained)
+
+
+def register(release: releases.Release) -> releases.Release:
+    """Make *release* (one of :mod:`enginecfg.pipeline.releases`, or one composed with
+    :func:`enginecfg.pipeline.releases.compose`) a release every command accepts."""
+    releases.add(release)
+    rulepacks.register(pack_for(release), default=release.name == DEFAULT_RELEASE)
+    return release
 
 
 def register_all() -> None:
-    """Register every pack, the default release's as the default."""
-    for pack in PACKS:
-        rulepacks.register(pack, default=pack.release == DEFAULT_RELEASE)
+    """Register every release spoken for, the first as the default."""
+    for release in releases.all_releases():
+        register(release)

@@ -30,17 +30,14 @@ from enginecfg.pipeline.jsonvalue import fingerprint, to_json
 from enginecfg.pipeline.models.gpus import DEFAULT_GPU, Gpu, find_gpu
 from enginecfg.pipeline.ordering import order_stages
 from enginecfg.pipeline.plugins import discover_stages
-from enginecfg.pipeline import rulepacks
+from enginecfg.pipeline import releases, rulepacks
+from enginecfg.pipeline.releases import RELEASE_ENV
 from enginecfg.pipeline.stage import Stage, StageContext, capped
 from enginecfg.pipeline.suggest import did_you_mean
 from enginecfg.pipeline.timelimit import TimedOut, call_with_limit, stage_timeout as _stage_timeout
 from enginecfg.pipeline.plugin_checks import check_plugin_changes
 
 __all__ = ["Pipeline", "RELEASE_ENV", "release_from_env"]
-
-#: the environment variable naming the vLLM release a pipeline speaks for when none is given
-RELEASE_ENV = "ENGINECFG_VLLM_VERSION"
-
 
 def _release(vllm_version: str | None) -> str | None:
     """The release asked for: the argument, else ``$ENGINECFG_VLLM_VERSION`` (empty: unset),
@@ -51,13 +48,10 @@ def _release(vllm_version: str | None) -> str | None:
 
 
 def release_from_env() -> str | None:
-    """``$ENGINECFG_VLLM_VERSION`` (None: unset or empty); a release no pack speaks for is
-    refused, naming the variable and the releases there are."""
-    value = os.environ.get(RELEASE_ENV, "").strip() or None
-    if value is not None and value not in rulepacks.releases():
-        raise InvalidInputError.for_value("vllm_version", value, ", ".join(rulepacks.releases()),
-                                          flag=RELEASE_ENV)
-    return value
+    """``$ENGINECFG_VLLM_VERSION`` (None: unset or empty); a release not spoken for is
+    refused, naming the variable and the releases there are (:func:`releases.from_env`)."""
+    release = releases.from_env()
+    return None if release is None else release.name
 
 
 def _gpu(gpu: "Gpu | str | None") -> Gpu:
@@ -71,8 +65,9 @@ def _gpu(gpu: "Gpu | str | None") -> Gpu:
 class _Run:
     """Bookkeeping of one run; the StageContext reports to it."""
 
-    def __init__(self, run_id: str, cfg: BaseEngineConfig):
+    def __init__(self, run_id: str, cfg: BaseEngineConfig, release: "releases.Release | None" = None):
         self.run_id = run_id
+        self.release = release
         self.cfg = cfg
         self.changes: list[Change] = []
         self.messages: list[Message] = [Message("loading", lvl, msg) for lvl, msg in cfg.load_messages]
@@ -235,6 +230,11 @@ class Pipeline:
         """The vLLM release whose rules this pipeline runs."""
         return self.rules.release
 
+    @property
+    def release(self) -> releases.Release:
+        """The vLLM release whose rules this pipeline runs, as a value (what it decides where)."""
+        return releases.get(self.rules.release)
+
     # -- running ---------------------------------------------------------------------------
     def run(self, cfg: BaseEngineConfig, *, run_id: str | None = None) -> RunResult:
         """Verify and correct *cfg* through every stage that applies, then freeze it."""
@@ -244,7 +244,7 @@ class Pipeline:
         if cfg.frozen:
             raise InvalidInputError("this config was already resolved and frozen; load it again to rerun",
                                     field="cfg")
-        run = _Run(run_id or uuid.uuid4().hex, cfg)
+        run = _Run(run_id or uuid.uuid4().hex, cfg, self.release if releases.known(self.rules.release) else None)
         if events.run_started.receivers:  # documents are built only for someone who listens
             input_doc = to_json(cfg.to_config_dict())
             events.run_started.send(run.run_id, event=events.RunStarted(

@@ -180,6 +180,12 @@ class StageContext:
     def run_id(self) -> str:
         return self._run.run_id
 
+    @property
+    def release(self) -> Any:
+        """The vLLM release the run speaks for (a :class:`~enginecfg.pipeline.releases.Release`;
+        None for a pack registered without one)."""
+        return self._run.release
+
     def set(self, section: str, field: str, value: Any, *, reason: str, level: str = "INFO",
             log: bool = False, explanation: str | None = None) -> bool:
         """Set ``section.field`` to *value* because of *reason*; returns whether it changed.

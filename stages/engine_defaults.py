@@ -59,25 +59,42 @@ class EngineDefaultsStage(Stage):
         return cfg.scheduler_config.enable_chunked_prefill is None or cfg.cache_config.enable_prefix_caching is None \
             or bool(_against_the_default(cfg))
 
+    # -- what a release decides differently (a later release's stage overrides these) --------
+    def warnings(self, cfg) -> list[str]:
+        """The warnings vLLM gives a setting against the model's defaults."""
+        return _against_the_default(cfg)
+
+    def kind(self, cfg) -> str:
+        return attn_type(cfg)
+
+    def chunked_default(self, cfg) -> bool:
+        return chunked_prefill_supported(cfg)
+
+    def prefix_default(self, cfg, ctx, kind: str) -> tuple[bool, str]:
+        """Prefix caching's default, and the models the release turns it on for, in words."""
+        return prefix_caching_supported(cfg), ("only for decoder models (a pooling one must pool LAST or ALL, "
+                                               "not MEAN, CLS or STEP)")
+
+    def who(self, ctx) -> str:
+        return "vLLM"
+
     def run(self, cfg, ctx) -> None:
-        for warning in _against_the_default(cfg):
+        for warning in self.warnings(cfg):
             ctx.warn(warning)
-        kind = attn_type(cfg)
+        kind = self.kind(cfg)
         if cfg.scheduler_config.enable_chunked_prefill is None:
-            on = chunked_prefill_supported(cfg)
+            on = self.chunked_default(cfg)
             ctx.set("scheduler_config", "enable_chunked_prefill", on,
                     reason=f"default: chunked prefill is {'on' if on else 'off'} for {_a(kind)} "
                            f"{cfg.model_config.runner_type} model",
-                    explanation=f"--enable-chunked-prefill was not given. vLLM turns it on unless "
+                    explanation=f"--enable-chunked-prefill was not given. {self.who(ctx)} turns it on unless "
                                 f"the model is encoder-decoder, or a pooling model that is "
                                 f"encoder-only or pools MEAN, CLS or STEP; this one is {_what(cfg, kind)}, "
                                 f"so it is {'on' if on else 'off'}.")
         if cfg.cache_config.enable_prefix_caching is None:
-            on = prefix_caching_supported(cfg)
+            on, models = self.prefix_default(cfg, ctx, kind)
             ctx.set("cache_config", "enable_prefix_caching", on,
                     reason=f"default: prefix caching is {'on' if on else 'off'} for {_a(kind)} "
                            f"{cfg.model_config.runner_type} model",
-                    explanation=f"--enable-prefix-caching was not given. vLLM turns it on only for "
-                                f"decoder models (a pooling one must pool LAST or ALL, not MEAN, CLS "
-                                f"or STEP); this one is {_what(cfg, kind)}, so it is "
-                                f"{'on' if on else 'off'}.")
+                    explanation=f"--enable-prefix-caching was not given. {self.who(ctx)} turns it on {models}; "
+                                f"this one is {_what(cfg, kind)}, so it is {'on' if on else 'off'}.")

@@ -48,7 +48,8 @@ class EngineStartStage(Stage):
         dhkv = bool(cfg.scheduler_config.disable_hybrid_kv_cache_manager)
         try:
             startup = engine_start.start(cfg, gpu=self.gpu.name, capability=tuple(self.gpu.capability),
-                                         disable_hybrid_kv_cache_manager=dhkv)
+                                         disable_hybrid_kv_cache_manager=dhkv,
+                                         release=str(ctx.release) if ctx.release is not None else None)
         except EngineCfgError as exc:  # a layer pattern enginecfg does not know: no verdict
             ctx.record("startup", StartupUnavailable(str(exc), exc.field))
             return

@@ -18,8 +18,9 @@ from support import CONFIGS
 
 from enginecfg import ConfigRejectedError, InvalidInputError, Pipeline, Stage
 from enginecfg.commands import explain, plan
-from enginecfg.commands.findings import RELEASES
-from enginecfg.commands.serve import NOT_TAKEN, not_taken, serve_command
+from enginecfg.commands.findings import RULE_OF, holds
+from enginecfg.commands.serve import not_taken, serve_command
+from enginecfg.pipeline.releases import get as _release_named
 from enginecfg.pipeline.models.startup import LayerBackend, LayerKind, Startup
 from enginecfg.pipeline.plugins import builtin_stages
 from enginecfg.stages.v034.gpu_validation import kernel_block_size, page_layout
@@ -50,7 +51,7 @@ def test_explain_keeps_a_given_utilization_and_reads_the_environment(monkeypatch
     assert given.memory.gpu_memory_utilization == 0.9 == given.impact.memory.gpu_memory_utilization
     monkeypatch.setenv("ENGINECFG_VLLM_VERSION", V034)
     assert explain(str(CONFIGS / "qwen3.5-27b")).vllm_version == V034
-    with pytest.raises(InvalidInputError, match="0.19.0, 0.34.0"):
+    with pytest.raises(InvalidInputError, match="0.19.0, 0.19.1, .*, 0.34.0"):
         explain(str(CONFIGS / "qwen3.5-27b"), vllm_version="0.99")
 
 
@@ -70,8 +71,12 @@ def test_the_gemma4_triton_finding_is_019_only():
     ampere = explain(str(CONFIGS / "gemma-4-26b-a4b"), vllm_version=V034, gpu="A100-80GB")
     assert "forced-triton-attn" not in _ids(ampere)
     f = next(f for f in ampere.findings if f.id == "triton-attn-without-fa4")
-    assert "A100-80GB" in f.message and "0.19.0" not in f.message and f.releases == (V034,)
-    assert RELEASES["forced-triton-attn"] == ("0.19.0",)
+    assert "A100-80GB" in f.message and "0.19.0" not in f.message
+    assert V034 in f.releases and "0.19.0" not in f.releases  # the releases with C4a's Gemma 4 rule
+    from enginecfg.pipeline import releases
+
+    assert holds("forced-triton-attn", releases.get("0.19.0")) and not holds("forced-triton-attn", releases.get(V034))
+    assert RULE_OF["forced-triton-attn"] == ("C4a", False)
 
 
 def test_hybrid_findings_name_the_startup_decision():
@@ -132,7 +137,7 @@ def test_the_034_serve_command_resolves_to_the_same_engine_start(model):
     pipeline = Pipeline(vllm_version=V034, gpu_validation="off")
     result = pipeline.resolve(str(CONFIGS / model), mamba_cache_mode="none")
     tokens = serve_command(result, extra=["--max-num-partial-prefills", "2", "--uvicorn-log-level", "info"])
-    assert not set(tokens) & (NOT_TAKEN[V034] | {"--mamba-cache-mode"})
+    assert not set(tokens) & (_release_named(V034).sets_aside | {"--mamba-cache-mode"})
     assert tokens[-2:] == ["--uvicorn-log-level", "info"]
     st = result.facts["startup"]
     if result.config.model_config.is_hybrid:  # the block the engine start chose, pinned

@@ -133,13 +133,13 @@ def test_upgrade_refuses_a_release_setting_no_pack_speaks_for_as_every_command_d
         proc = run_cli(argv[0], str(EXAMPLES / "jamba-1.5-mini"), *argv[1:],
                        env={"ENGINECFG_VLLM_VERSION": "junk"})
         _one_line(proc)
-        assert "ENGINECFG_VLLM_VERSION" in proc.stderr and "0.19.0, 0.34.0" in proc.stderr
+        assert "ENGINECFG_VLLM_VERSION" in proc.stderr and "0.19.0, 0.19.1, 0.20.0" in proc.stderr and "0.33.0, 0.34.0" in proc.stderr
 
 
 def test_runs_of_a_release_no_pack_speaks_for_is_refused(store_url):
     proc = run_cli("runs", "--vllm-version", "junk", "--db", store_url)
     _one_line(proc)
-    assert "--vllm-version" in proc.stderr and "0.19.0, 0.34.0, or another release number" in proc.stderr
+    assert "--vllm-version" in proc.stderr and "0.33.0, 0.34.0, or another release number" in proc.stderr
     assert run_cli("runs", "--vllm-version", "0.34.0", "--db", store_url).returncode == 0
 
 

@@ -25,6 +25,7 @@ ROOM_OF = {
     "enginecfg.pipeline.suggest": "base",
     "enginecfg._layout": "base",
     "enginecfg.pipeline.hf": "hf",
+    "enginecfg.pipeline.releases": "releases",
     "enginecfg.pipeline.models": "models",
     "enginecfg.pipeline.logs": "logs",
     "enginecfg.pipeline": "engine",
@@ -38,20 +39,21 @@ ROOM_OF = {
     "enginecfg": "app",
 }
 
-PIPELINE = {"base", "hf", "models", "engine", "loading"}
+PIPELINE = {"base", "hf", "releases", "models", "engine", "loading"}
 
 #: room -> the rooms it may import (besides itself)
 ALLOWED = {
     "base": set(),
     "hf": {"base"},                                   # Hugging Face files, snapshots, caches
-    "models": {"base", "hf"},                         # vLLM's knowledge
-    "engine": {"base", "hf", "models"},               # sections, stages, runs, events, plugins
-    "loading": {"base", "hf", "models", "engine"},    # files + knowledge -> an EngineConfig
-    "stages": {"base", "hf", "models", "engine", "kernels"},  # decisions; GPU validation runs kernels
+    "releases": {"base"},                             # the vLLM releases: dated rules, option tables
+    "models": {"base", "hf", "releases"},             # vLLM's knowledge
+    "engine": {"base", "hf", "releases", "models"},   # sections, stages, runs, events, plugins
+    "loading": {"base", "hf", "releases", "models", "engine"},  # files + knowledge -> an EngineConfig
+    "stages": {"base", "hf", "releases", "models", "engine", "kernels"},  # decisions; GPU validation runs kernels
     "kernels": {"base"},                              # Triton kernels: no configs, no stages
     "store": {"base", "engine", "migrations"},        # listens to events; runs its migrations
     "migrations": {"base", "store"},                  # the store's schema, applied by Alembic
-    "logs": {"base"},                                 # a vLLM start-up log read back: text -> values
+    "logs": {"base", "releases"},                     # a vLLM start-up log read back: text -> values
     "commands": PIPELINE | {"stages", "store", "logs"},  # library functions the CLI wires up
     "app": PIPELINE | {"stages", "kernels", "store", "migrations", "commands", "logs"},
 }

@@ -22,7 +22,8 @@ import pytest
 from support import CONFIGS, FIXTURES, REPO, VLLM034, load_cases
 from enginecfg.commands import upgrade
 from enginecfg.commands import upgrade as upgrade_fn
-from enginecfg.commands.upgrade import RULE_NOT_IDENTIFIED, UPGRADE_RULES, Upgrade
+from enginecfg.commands.upgrade import RULE_NOT_IDENTIFIED, Upgrade, rule_for
+from enginecfg.pipeline.releases import changes
 from enginecfg.pipeline.errors import InvalidInputError
 
 PUBLIC = json.loads((VLLM034 / "public-034.json").read_text())["results"]
@@ -121,10 +122,13 @@ def test_upgrade_reports_what_both_releases_decide(new, old, warm_snapshots):
         assert u.field("startup.mamba_page_size_padded").value_to == pl["after"]["mamba_page_size_padded"]
     # -- every difference says why: a rule of the table, or that none is identified
     for f in u.changed:
-        assert f.why == RULE_NOT_IDENTIFIED or f.rule in UPGRADE_RULES[("0.19.0", "0.34.0")].values()
+        assert f.why == RULE_NOT_IDENTIFIED or f.rule in _RULES_019_034
         if f.field in IDENTIFIED:  # the decisions the release notes date: never left unexplained
             assert f.rule is not None, (f.field, f.value_from, f.value_to)
 
+
+#: every rule the situations give across 0.19.0 -> 0.34.0
+_RULES_019_034 = [rule_for(k, "0.19.0", "0.34.0") for k in changes.SITUATIONS]
 
 #: the fields whose every change across 0.19.0 -> 0.34.0 a rule of the release notes explains
 IDENTIFIED = ("cache_config.enable_prefix_caching", "cache_config.mamba_cache_mode", "startup.engine_block_size",
@@ -135,7 +139,8 @@ def test_the_issues_example_block_size_784_to_832_and_its_rules(warm_snapshots):
     u = upgrade(QWEN)
     block = u.field("startup.engine_block_size")
     assert (block.value_from, block.value_to, block.changed) == (784, 832, True)
-    assert block.rule.release == "0.20" and block.rule.rule == "S2-S4"
+    # the alignment moved to the engine start in 0.20 (S2a); later steps, to the default block of 0.34
+    assert block.rule.release == "0.20-0.34" and block.rule.rule == "S2-S4"
     assert "832" in block.detail  # 0.34.0's own account, with its numbers
     prefix = u.field("cache_config.enable_prefix_caching")
     assert (prefix.value_from, prefix.value_to, prefix.rule.release) == (False, True, "0.28")
@@ -163,7 +168,7 @@ def test_the_gpu_is_the_same_on_both_sides(warm_snapshots):
 def test_a_difference_no_rule_explains_says_so(monkeypatch, warm_snapshots):
     import sys
 
-    monkeypatch.setattr(sys.modules["enginecfg.commands.upgrade"], "UPGRADE_RULES", {})
+    monkeypatch.setattr(sys.modules["enginecfg.pipeline.releases.changes"], "SITUATIONS", {})
     u = upgrade(QWEN)
     assert u.changed and all(f.rule is None and f.why == RULE_NOT_IDENTIFIED for f in u.changed)
     assert all(f["why"] == RULE_NOT_IDENTIFIED for f in u.to_dict()["fields"] if f["changed"])
@@ -171,8 +176,8 @@ def test_a_difference_no_rule_explains_says_so(monkeypatch, warm_snapshots):
 
 def test_every_rule_of_the_table_is_in_the_release_notes():
     notes = (VLLM034 / "RULES.md").read_text()
-    for rule in UPGRADE_RULES[("0.19.0", "0.34.0")].values():
-        for rid in re.findall(r"[A-Z]\d+(?:\.\d+)?", rule.rule):
+    for situation in changes.SITUATIONS.values():
+        for rid in re.findall(r"[A-Z]\d+(?:\.\d+)?", situation.name):
             assert re.search(rf"\b{re.escape(rid)}\b", notes), rid
 
 
@@ -188,7 +193,7 @@ def test_a_release_that_refuses_is_reported_and_the_other_still_shown(warm_snaps
 
 
 @pytest.mark.parametrize("kwargs, field", [
-    ({"from_version": "0.20.0"}, "from_version"),
+    ({"from_version": "0.18.0"}, "from_version"),
     ({"to_version": "latest"}, "to_version"),
     ({"from_version": "0.34.0", "to_version": "0.34.0"}, "to_version"),
     ({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization"),
@@ -203,3 +208,19 @@ def test_a_downgrade_reads_the_same_rules(warm_snapshots):
     u = upgrade(QWEN, from_version="0.34.0", to_version="0.19.0")
     block = u.field("startup.engine_block_size")
     assert (block.value_from, block.value_to, block.rule.rule) == (832, 784, "S2-S4")
+
+
+def test_from_0_27_1_each_changed_decision_names_its_rule_and_release(warm_snapshots):
+    # the upgrade people make: every changed config-time decision and the memory default is tied
+    # to the dated rule between the two releases, with the release that brought it
+    u = upgrade_fn(QWEN, from_version="0.27.1", to_version="0.34.0")
+    why = {f.field: f.rule for f in u.changed}
+    assert (why["cache_config.block_size"].release, why["cache_config.block_size"].rule) == ("0.34", "C3.3")
+    assert (why["cache_config.enable_prefix_caching"].release, why["cache_config.enable_prefix_caching"].rule) == \
+        ("0.28", "C3.2")
+    assert why["cache_config.mamba_cache_mode"].release == "0.28"
+    assert why["impact.gpu_memory_utilization"].rule == "C3.4b"
+    assert u.field("startup.engine_block_size").value_from == 784  # 0.27.1's default block 16, aligned
+    for f in u.changed:
+        if f.field.startswith(("cache_config.", "impact.gpu")):
+            assert f.rule is not None, f.field

@@ -52,7 +52,7 @@ def test_bad_input_is_one_line_and_exit_2():
     assert same.returncode == 2 and same.stdout == ""
     assert "to_version" in same.stderr and "also the from_version" in same.stderr and "Traceback" not in same.stderr
     unknown = _cli(QWEN, "--to", "0.99.0")
-    assert unknown.returncode == 2 and "allowed: 0.19.0, 0.34.0" in unknown.stderr
+    assert unknown.returncode == 2 and "allowed: 0.19.0, 0.19.1, 0.20.0" in unknown.stderr
     assert len(unknown.stderr.strip().splitlines()) == 1
 
 

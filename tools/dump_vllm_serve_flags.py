@@ -6,7 +6,7 @@ Two steps per release::
     #    environment as run_oracle.py sets it up; vLLM logs to stdout, hence a file name)
     $ORACLE_PY tools/dump_vllm_serve_flags.py dump tests/data/vllm_serve_flags.json
     # 2. with any Python: the table enginecfg reads at run time
-    python tools/dump_vllm_serve_flags.py module tests/data/vllm_serve_flags.json enginecfg/cli/vllm_serve_flags.py
+    python tools/dump_vllm_serve_flags.py module tests/data/vllm_serve_flags.json pipeline/releases/flags_0_19_0.py
 
 vLLM 0.19.0 (the files above) was dumped with the 0.19 oracle's venv.  vLLM 0.34.0 was dumped
 with the 0.34 oracle's venv, the oracle's emulated H200 set up first by ``dump-oracle``, which
@@ -16,7 +16,11 @@ dumps as ``dump`` does::
     $REF/venv34/bin/python tools/dump_vllm_serve_flags.py dump-oracle ../shared/oracle34 \
         tests/data/vllm_serve_flags_034.json
     python tools/dump_vllm_serve_flags.py module tests/data/vllm_serve_flags_034.json \
-        enginecfg/cli/vllm_serve_flags_034.py
+        pipeline/releases/flags_0_34_0.py
+
+Each table lives in the release room as ``pipeline/releases/flags_X_Y_Z.py`` (a release
+without one reads with the nearest earlier table); the tables of 0.20.0, 0.28.0 and 0.32.0 are
+the modules of ``tests/data/vllm-X.Y.Z/vllm_serve_flags.json``.
 
 0.34.0 moved ``make_arg_parser`` from ``vllm.entrypoints.openai.cli_args`` to
 ``vllm.entrypoints.common.cli_args``; ``dump`` takes it from where the release has it.

@@ -8,10 +8,10 @@ returns for ``explain`` and ``plan``, :mod:`.audit` holds the store's
 commands, :mod:`.report` the human report of a run, :mod:`.logs` the structlog listener,
 :mod:`.tables` the plain-text tables (names whole, prose wrapped), :mod:`.numbers` the one
 spelling of values and figures, :mod:`.plot` the pictures of ``--plot``, :mod:`.recording`
-the audit store a command records in, :mod:`.progress` the progress lines of slow steps, :mod:`.vllm_serve_flags` and
-:mod:`.vllm_serve_flags_034` the option tables of ``vllm serve`` 0.19.0 and 0.34.0 (generated
-from each release's parser) that let ``run``, ``explain`` and ``upgrade`` read a pasted command
-line as the release they run reads it.
+the audit store a command records in, :mod:`.progress` the progress lines of slow steps.  The option tables of ``vllm serve`` per
+release (generated from each release's parser), which let ``run``, ``explain`` and ``upgrade``
+read a pasted command line as the release they run reads it, live with the releases
+(:meth:`enginecfg.pipeline.releases.Release.flag_table`).
 """
 
 from enginecfg.cli.app import build_parser, main

@@ -69,8 +69,11 @@ class _Help(argparse.HelpFormatter):
 def _version_line() -> str:
     from enginecfg import __version__
 
-    releases = _releases()
-    return f"enginecfg {__version__} (vLLM {' and '.join(releases)} semantics; default {releases[0]})"
+    from enginecfg.pipeline import releases
+
+    spoken = releases.all_releases()
+    return (f"enginecfg {__version__} (vLLM {spoken[0]} to {spoken[-1]} semantics: {len(spoken)} releases; "
+            f"default {_releases()[0]})")
 
 
 def _add_globals(p: argparse.ArgumentParser, *, here: bool) -> None:
@@ -158,6 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     from enginecfg.cli.check_log import register as register_check_log
 
     register_check_log(sub)
+    from enginecfg.cli.releases import register as register_releases
+
+    register_releases(sub)
     for sp in _subparsers(parser):
         sp.formatter_class = _Help
         _add_globals(sp, here=False)
@@ -354,12 +360,12 @@ def _releases_asked(command: str, tokens: Sequence[str]) -> list[str | None]:
     (``--from``, ``--to``), else the one ``--vllm-version`` or ``$ENGINECFG_VLLM_VERSION`` names
     (None: the default release)."""
     if command == "upgrade":
-        return [_option_value(tokens, "--from") or "0.19.0", _option_value(tokens, "--to") or "0.34.0"]
-    import os
+        from enginecfg.commands.upgrade import DEFAULT_FROM, DEFAULT_TO
 
-    from enginecfg.pipeline.run import RELEASE_ENV
+        return [_option_value(tokens, "--from") or DEFAULT_FROM, _option_value(tokens, "--to") or DEFAULT_TO]
+    from enginecfg.pipeline.releases import env_value
 
-    return [_option_value(tokens, "--vllm-version") or os.environ.get(RELEASE_ENV, "").strip() or None]
+    return [_option_value(tokens, "--vllm-version") or env_value()]
 
 
 # -- commands ------------------------------------------------------------------------------------

@@ -559,7 +559,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--actor", metavar="NAME",
                    help="runs by this actor (--actor / ENGINECFG_ACTOR) or operating-system user")
     p.add_argument("--vllm-version", metavar="V", default=None,
-                   help="runs decided by this vLLM release's rules (0.19.0, 0.34.0)")
+                   help="runs decided by this vLLM release's rules (enginecfg releases lists them)")
     p.add_argument("--limit", type=int, default=50, metavar="N")
     _add_json(p, csv=True)
     _add_db(p)

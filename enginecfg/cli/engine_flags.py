@@ -79,20 +79,20 @@ def _as_parsed(option: str, type_name: str | None, text: str) -> Any:
 
 def serve_table(release: str | None = None):
     """The option table of *release*'s ``vllm serve`` (a generated module: ``VLLM_VERSION``,
-    ``VLLM_SERVE_OPTIONS``, ``VLLM_SERVE_CHOICES``, ``VLLM_SERVE_SWITCHES``); None, or a release
-    without a table, gives the default release's (the run then refuses an unknown release)."""
-    from enginecfg.cli import vllm_serve_flags, vllm_serve_flags_034
-    from enginecfg.pipeline import rulepacks
+    ``VLLM_SERVE_OPTIONS``, ``VLLM_SERVE_CHOICES``, ``VLLM_SERVE_SWITCHES``;
+    :meth:`Release.flag_table`: a release without a table of its own reads with the nearest
+    earlier one); None, or a release not spoken for, gives the default release's (the run then
+    refuses an unknown release)."""
+    from enginecfg.pipeline import releases
 
-    tables = {t.VLLM_VERSION: t for t in (vllm_serve_flags, vllm_serve_flags_034)}
-    return tables.get(release) or tables.get(rulepacks.default_release(), vllm_serve_flags)
+    return (releases.get(release) if releases.known(release) else releases.first()).flag_table()
 
 
 def serve_tables():
-    """Every release's table, oldest first."""
-    from enginecfg.cli import vllm_serve_flags, vllm_serve_flags_034
+    """Every table a release spoken for reads with, oldest first."""
+    from enginecfg.pipeline import releases
 
-    return (vllm_serve_flags, vllm_serve_flags_034)
+    return tuple({id(t): t for t in (r.flag_table() for r in releases.all_releases())}.values())
 
 
 def _options(tokens: list[str], table) -> list[tuple[str, list[str], bool]]:
@@ -215,7 +215,7 @@ def add_memory_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--enforce-eager", dest="enforce_eager", action="store_true", default=None,
                    help="vLLM's --enforce-eager: no CUDA graphs are captured, so the memory budget takes no "
                         "CUDA graph estimate (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS in the environment says "
-                        "whether vLLM subtracts the estimate: off in 0.19.0, on in 0.34.0)")
+                        "whether vLLM subtracts the estimate: on by default since rule K9a)")
 
 
 #: vLLM's environment switch for its CUDA graph estimate, read from enginecfg's environment as

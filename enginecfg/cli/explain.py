@@ -155,10 +155,12 @@ def _concurrency_table(imp) -> str | None:
 
 
 def _startup_lines(result) -> list[str]:
-    """What a release that decides the block size at engine start (0.34.0) decides there: the
+    """What a release that decides the block size at engine start (C8) decides there: the
     block size the attention layers run with, the Mamba block and padded page, and why."""
     st = result.facts.get("startup")
-    if result.vllm_version in (None, "0.19.0") or getattr(st, "release", None) != result.vllm_version:
+    from enginecfg.commands.findings import start_decision
+
+    if start_decision(result) is None:
         return []
     backends = ", ".join(st.attention_backends) or "no attention layer"
     line = f"Engine start: attention on {backends}; block size {st.block_size:,} tokens"
@@ -415,7 +417,7 @@ def register(sub) -> None:
     pl.add_argument("--kv-cache-dtype", dest="kv_dtypes", default=None, help="e.g. auto,fp8")
     pl.add_argument("--block-size", dest="block_sizes", default=None, help="e.g. 16,32")
     pl.add_argument("--mamba-cache-mode", dest="mamba_modes", default=None,
-                    help="e.g. none,align,all (0.19.0; 0.34.0 ignores the flag)")
+                    help="e.g. none,align,all (a release since rule C7f ignores the flag)")
     pl.add_argument("--max-model-len", dest="max_model_lens", default=None,
                     help="context lengths, e.g. 8192,32768 (vLLM's suffixes: 32k, 32K)")
     pl.add_argument("--gpu", dest="gpus", default=None, metavar="PRESETS",

@@ -179,10 +179,10 @@ def impact_lines(result) -> list[str]:
 
     imp = result.facts.get("impact")
     if isinstance(imp, ImpactUnavailable):
-        return [f"KV-cache figures unavailable: {imp.error}"] + start_lines(imp, result.vllm_version or "0.19.0")
+        return [f"KV-cache figures unavailable: {imp.error}"] + start_lines(imp, result.vllm_version)
     if not isinstance(imp, Impact):
         return []
-    out = start_lines(imp, result.vllm_version or "0.19.0")
+    out = start_lines(imp, result.vllm_version)
     if not imp.groups:
         return out + ["No layer keeps a KV cache."]
     if not imp.starts:
@@ -204,12 +204,16 @@ def impact_lines(result) -> list[str]:
     return [line + " (enginecfg explain for the details)."]
 
 
-def start_lines(imp, release: str = "0.19.0") -> list[str]:
-    """Whether vLLM *release* would start with these figures (an ``Impact``, or an
+def start_lines(imp, release: str | None = None) -> list[str]:
+    """Whether vLLM *release* (None: the first release spoken for) would start with these figures (an ``Impact``, or an
     ``ImpactUnavailable`` that may still carry a verdict): nothing when it would, else its
     error, as it prints it, and the largest max_model_len that fits; or that it is not known."""
     if imp.starts:
         return []
+    if release is None:
+        from enginecfg.pipeline import releases
+
+        release = releases.first().name
     if imp.starts is None:
         return [f"Whether vLLM {release} would start: not worked out."]
     out = [f"Does not start: vLLM {release} would stop at start-up with {imp.start_error}"]

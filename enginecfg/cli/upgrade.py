@@ -106,6 +106,7 @@ def print_upgrade(u) -> None:
 
 
 def register(sub) -> None:
+    from enginecfg.commands.upgrade import DEFAULT_FROM, DEFAULT_TO
     from enginecfg.pipeline import rulepacks
 
     known = ", ".join(rulepacks.releases())
@@ -116,10 +117,10 @@ def register(sub) -> None:
                                     "and whether each release starts. Nothing is recorded in the audit store.")
     up.add_argument("path", help="a model folder holding config.json, a config.json file, or a Hugging Face "
                                  "repo id (org/name)")
-    up.add_argument("--from", dest="from_version", default="0.19.0", metavar="VERSION",
-                    help=f"the release deployed now: {known} (default 0.19.0)")
-    up.add_argument("--to", dest="to_version", default="0.34.0", metavar="VERSION",
-                    help=f"the release to move to: {known} (default 0.34.0)")
+    up.add_argument("--from", dest="from_version", default=DEFAULT_FROM, metavar="VERSION",
+                    help=f"the release deployed now: {known} (default {DEFAULT_FROM})")
+    up.add_argument("--to", dest="to_version", default=DEFAULT_TO, metavar="VERSION",
+                    help=f"the release to move to: {known} (default {DEFAULT_TO})")
     add_engine_flags(up)
     add_memory_flags(up)
     up.add_argument("--json", action="store_true", help="print the comparison as JSON")

@@ -24,6 +24,7 @@ from enginecfg.commands.check_log import LogCheck, LogLineCheck, check_log
 from enginecfg.commands.explain import Explanation, explain
 from enginecfg.commands.findings import ArgumentCause, ChangeCause, Finding, findings
 from enginecfg.commands.plan import OBJECTIVES, Plan, PlanRow, plan
+from enginecfg.commands.releases import ReleaseList, list_releases
 from enginecfg.commands.run import RunOutcome, run
 from enginecfg.commands.upgrade import Upgrade, upgrade
 from enginecfg.pipeline.models.capacity import Impact, ImpactOptions, ImpactUnavailable
@@ -34,6 +35,8 @@ __all__ = [
     "plan",
     "upgrade",
     "Upgrade",
+    "list_releases",
+    "ReleaseList",
     "check_log",
     "LogCheck",
     "LogLineCheck",

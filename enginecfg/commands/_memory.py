@@ -114,7 +114,9 @@ def curve(result, options: ImpactOptions, contexts=None) -> tuple[tuple[int, flo
         return ()
     points = curve_contexts(imp.max_model_len) if contexts is None else tuple(contexts)
     startup = result.facts.get("startup")
-    if result.vllm_version in _PLANNING and getattr(startup, "release", None) == result.vllm_version:
+    from enginecfg.commands.findings import start_decision
+
+    if start_decision(result) is not None:
         return _planned_curve(result, imp, startup, options, points)
     # the start-up decisions the figures were made at (the block size, the hybrid-manager flag)
     start = {"startup_block_size": startup.block_size,
@@ -124,16 +126,22 @@ def curve(result, options: ImpactOptions, contexts=None) -> tuple[tuple[int, flo
                              auto_fit_max_model_len=result.config.engine_args.get("max_model_len") == -1, **start)
 
 
-#: the releases whose KV planning is not 0.19.0's, and the module that plans theirs
-_PLANNING = {"0.34.0": "enginecfg.pipeline.models.v034.kv_planning"}
+def planning_of(release: str | None) -> Any:
+    """The module that plans the KV cache of *release* where it is not the first release's
+    planning (a release that decides at engine start); None otherwise."""
+    import importlib
+
+    from enginecfg.pipeline import releases
+
+    if not releases.known(release) or not releases.get(release).decides_at_engine_start:
+        return None
+    return importlib.import_module("enginecfg.pipeline.models.v034.kv_planning")
 
 
 def _planned_curve(result, imp, startup, options: ImpactOptions, points) -> tuple[tuple[int, float, int], ...]:
     """The curve with a later release's KV planning at its start-up decisions: the blocks the
     figures found, over the blocks a request of each context takes."""
-    import importlib
-
-    planning = importlib.import_module(_PLANNING[result.vllm_version])
+    planning = planning_of(result.vllm_version)
     _, _, per_request = planning.plan(result.config, startup, options.card)
     out = []
     for n in points:

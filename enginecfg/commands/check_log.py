@@ -23,7 +23,6 @@ A release enginecfg does not speak is compared under the nearest one it does, an
 
 from __future__ import annotations
 
-import importlib
 import math
 import re
 from types import MappingProxyType
@@ -31,8 +30,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 import attrs
 
-from enginecfg.commands._memory import _PLANNING, memory_options
-from enginecfg.pipeline import rulepacks
+from enginecfg.commands._memory import memory_options, planning_of
+from enginecfg.pipeline import releases, rulepacks
 from enginecfg.pipeline.document import RunResult
 from enginecfg.pipeline.engine_args import ENGINE_ARGS, parse_flag_text
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError
@@ -192,36 +191,45 @@ class LogCheck:
 def _version_key(text: str) -> tuple[int, ...]:
     m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
     if m is None:
-        raise InvalidInputError.for_value("vllm_version", text, "a vLLM version such as 0.19.0", flag="--vllm-version")
+        raise InvalidInputError.for_value("vllm_version", text, "a vLLM version such as X.Y.Z", flag="--vllm-version")
     return tuple(int(g or 0) for g in m.groups())
 
 
 def nearest_release(version: str) -> str:
-    """The registered release nearest to *version* (by minor version, then patch; a tie goes
-    to the older): what a log of a release enginecfg does not speak is compared under."""
-    key = _version_key(version)
-    known = rulepacks.releases()
-    return min(known, key=lambda r: (abs(_version_key(r)[0] - key[0]) * 1000 + abs(_version_key(r)[1] - key[1]),
-                                     abs(_version_key(r)[2] - key[2]), _version_key(r)))
+    """The release spoken for nearest to *version* (:func:`enginecfg.pipeline.releases.nearest`:
+    the deepest shared prefix, then the nearest number, a tie going to the older): what a log of
+    a release enginecfg does not speak is compared under."""
+    _version_key(version)
+    return releases.nearest(".".join(str(n) for n in _version_key(version))).name
 
 
 def _release(start: Start, asked: str | None) -> tuple[str | None, str, str | None]:
-    """``(the log's release, the release compared under, a note or None)``."""
+    """``(the log's release, the release compared under, a note or None)``.  The release asked
+    for, else the logged one, when enginecfg speaks it exactly (its every decision follows its
+    own dated rules, :attr:`Release.exact`); any other is compared under the nearest release
+    spoken for exactly, and the note says so."""
     logged = start.release
     wanted = asked or logged
     if wanted is None:
         default = rulepacks.default_release()
         return None, default, (f"the log does not name its vLLM release; compared under {default}, the default "
                                "(--vllm-version names it)")
-    if wanted in rulepacks.releases():
+    if wanted in rulepacks.releases() and (not releases.known(wanted) or releases.get(wanted).exact):
         note = None
         if asked and logged and _version_key(logged) != _version_key(asked):
             note = f"the log is of vLLM {logged}; compared under {asked} as asked"
         return logged, wanted, note
     base = ".".join(str(n) for n in _version_key(wanted))
-    if base in rulepacks.releases():
+    if base != wanted and base in rulepacks.releases() and releases.get(base).exact:
         return logged, base, (f"vLLM {wanted} is a build of {base}; compared under {base}")
-    near = nearest_release(wanted)
+    near = releases.nearest(base, exact=True).name
+    if releases.known(base):
+        unwired = releases.get(base).unwired
+        return logged, near, (f"vLLM {base} is not a release enginecfg speaks exactly yet (its dated rules are "
+                              f"composed, but {len(unwired)} of them are not wired into the decisions: "
+                              f"{', '.join(unwired[:6])}{', ...' if len(unwired) > 6 else ''}); compared under "
+                              f"{near}, the nearest it speaks exactly, so a line whose rule changed between them "
+                              f"can differ for that reason alone")
     return logged, near, (f"vLLM {wanted} is not a release enginecfg speaks (it speaks "
                           f"{', '.join(rulepacks.releases())}); compared under {near}, the nearest, so a line "
                           f"whose rule changed between them can differ for that reason alone")
@@ -349,8 +357,8 @@ def _figures_at(result_cfg: Any, startup: Any, release: str, opts: ImpactOptions
                 ) -> Callable[[int, int | None], Impact]:
     """``figures(memory bytes, blocks or None)``: the run's KV-cache figures with the memory
     (and, given, the block count) replaced, by the release's own arithmetic."""
-    if release in _PLANNING:
-        planning = importlib.import_module(_PLANNING[release])
+    planning = planning_of(release)
+    if planning is not None:
         start_key, gpu_key = planning.startup_key(startup), planning.gpu_key(opts.card)
 
         def at(memory: int, blocks: int | None = None) -> Impact:
@@ -682,7 +690,7 @@ class _Compare:
                 self.joint is None or self.joint[0] <= blocks_line.value <= self.joint[1]), given)
 
     def _tokens_formula(self, x: Impact, n: int) -> str:
-        if self.release in _PLANNING:
+        if planning_of(self.release) is not None:
             return (f"vLLM {self.release} logs int(concurrency x max_model_len) = int({n:,} / "
                     f"{round(n / x.max_concurrency) if x.max_concurrency else '-'} x {x.max_model_len:,}) = {x.kv_tokens:,}")
         groups = len(x.groups)
@@ -703,7 +711,7 @@ class _Compare:
             parts = (f" ({len(attention)} attention group(s) x cdiv({x.max_model_len:,}, {attention[0].block_size:,}) "
                      f"= {each * len(attention)}, and {rest} for the {others} other group(s): a Mamba state takes its "
                      "blocks whatever the context)") if others else ""
-        if self.release in _PLANNING:
+        if planning_of(self.release) is not None:
             return
         self.explanations.append(
             f"Why \"GPU KV cache size: {size.value:,} tokens\" and \"Maximum concurrency for {x.max_model_len:,} tokens "
@@ -712,7 +720,8 @@ class _Compare:
             f"{len(x.groups)} x {min(g.block_size for g in x.groups):,} = {x.kv_tokens:,}, as if the blocks were shared "
             f"out evenly between the groups; the concurrency counts the blocks one request really takes, "
             f"{per_request}{parts}: {n:,} / {per_request} = {_conc_text(x.max_concurrency)}. The concurrency is the "
-            f"figure to plan with; vLLM 0.34.0 logs the size as int(concurrency x max_model_len).")
+            f"figure to plan with; vLLM {releases.brought_by('K6a')} and later log the size as "
+            f"int(concurrency x max_model_len).")
 
     def _error_check(self, error: Logged, rng) -> None:
         if error.value.startswith("Free memory on device"):
@@ -885,7 +894,7 @@ def check_log(log: str | StartupLog, *, model: Any = None, vllm_version: str | N
                                 "log (no release, arguments, memory, block size or KV-cache figure was found); "
                                 "paste the log from `vllm serve` (or the engine's own output)", field="log")
     if vllm_version is not None and not isinstance(vllm_version, str):
-        raise InvalidInputError.for_value("vllm_version", vllm_version, "a vLLM version such as 0.19.0",
+        raise InvalidInputError.for_value("vllm_version", vllm_version, "a vLLM version such as X.Y.Z",
                                           flag="--vllm-version")
     start = parsed.last
     logged_release, release, release_note = _release(start, vllm_version)

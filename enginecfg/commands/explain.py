@@ -18,6 +18,7 @@ import attrs
 from enginecfg.commands._memory import (MemoryLike, curve, figures_pipeline, memory_options, release_of, split_memory,
                                        used_memory, utilization_given)
 from enginecfg.commands.findings import Finding, findings
+from enginecfg.pipeline import releases
 from enginecfg.pipeline.models.capacity import Impact, ImpactOptions, ImpactUnavailable
 from enginecfg.pipeline.document import Change, RunResult
 
@@ -40,7 +41,7 @@ class Explanation:
     memory: ImpactOptions
     result: RunResult
     findings: tuple[Finding, ...] = attrs.field(converter=tuple)
-    vllm_version: str = "0.19.0"
+    vllm_version: str = attrs.field(factory=lambda: releases.first().name)
 
     @property
     def run_id(self) -> str:

@@ -5,12 +5,12 @@ value, vLLM's reason) or, when no stage changed the field, the engine argument t
 The thresholds are enginecfg's judgement, not vLLM's: a hybrid attention block above
 :data:`LARGE_BLOCK` tokens, Mamba page padding above :data:`PADDING_PCT` percent of the state.
 
-Each finding says which vLLM releases it holds for (:data:`RELEASES`; ``()``: every release),
-and a run is given only the findings of the release it speaks for: the Gemma 4 decode-speed
-report was measured on 0.19.0's forced Triton backend, which 0.34.0 replaces by FlashAttention 4
-where the GPU has it; 0.34.0 aligns hybrid blocks when the engine starts, to the attention
-backend's kernel block, and its start-up decisions (the ``startup`` fact) are the cause a
-finding names there.
+Each finding says which vLLM releases it holds for (:data:`RULE_OF`: the dated rule it follows;
+``()``: every release), and a run is given only the findings of the release it speaks for: the
+Gemma 4 decode-speed report was measured on the forced Triton backend, which rule C4a replaces by
+FlashAttention 4 where the GPU has it; a release that decides at engine start (C8) aligns hybrid
+blocks there, to the attention backend's kernel block, and its start-up decisions (the
+``startup`` fact) are the cause a finding names there.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from typing import Any, Mapping
 import attrs
 
 from enginecfg.pipeline.models.capacity import Impact, ImpactUnavailable
+from enginecfg.pipeline import releases
 from enginecfg.pipeline.document import RunResult
 
-__all__ = ["LARGE_BLOCK", "PADDING_PCT", "SLOW_TRITON_ISSUE", "SLOW_TRITON_URL", "RELEASES",
+__all__ = ["LARGE_BLOCK", "PADDING_PCT", "SLOW_TRITON_ISSUE", "SLOW_TRITON_URL", "RULE_OF", "holds", "start_decision",
            "ChangeCause", "ArgumentCause", "Finding", "findings"]
 
 _GIB = 2**30
@@ -34,13 +35,20 @@ PADDING_PCT = 5.0
 #: the vLLM issue that measured Gemma 4's decode speed under the forced Triton backend
 SLOW_TRITON_ISSUE = 38887
 SLOW_TRITON_URL = "https://github.com/vllm-project/vllm/issues/38887"
-#: the releases each finding holds for; a finding not named here holds for every release
-RELEASES: Mapping[str, tuple[str, ...]] = MappingProxyType({
-    "forced-triton-attn": ("0.19.0",),        # the decode-speed report was measured on 0.19.0
-    "blocks-override": ("0.19.0",),           # its log line is 0.19.0's
-    "triton-attn-without-fa4": ("0.34.0",),   # 0.34.0's Gemma 4 rule: TRITON_ATTN only without FA4
-    "mamba-cache-mode-ignored": ("0.34.0",),  # the flag lost its effect ('all' went in 0.32)
+#: the dated rule each release-bound finding follows: finding -> (rule id, whether the finding
+#: holds where the rule is in force); a finding not named here holds for every release
+RULE_OF: Mapping[str, tuple[str, bool]] = MappingProxyType({
+    "forced-triton-attn": ("C4a", False),      # the decode-speed report: Gemma 4 forced to TRITON_ATTN
+    "blocks-override": ("K5a", False),         # its log line is the one before K5a's
+    "triton-attn-without-fa4": ("C4a", True),  # C4a's Gemma 4 rule: TRITON_ATTN only without FA4
+    "mamba-cache-mode-ignored": ("C7f", True),  # the flag lost its effect
 })
+
+
+def holds(finding_id: str, release: releases.Release) -> bool:
+    """Whether the finding *finding_id* holds for *release* (see :data:`RULE_OF`)."""
+    rule = RULE_OF.get(finding_id)
+    return rule is None or release.has(rule[0]) == rule[1]
 #: the stage that makes each start-up decision, by the rule the decision names
 _STARTUP_STAGES = {"S1": "startup-block-size", "K6": "engine-start"}
 
@@ -88,7 +96,9 @@ class Finding:
     @property
     def releases(self) -> tuple[str, ...]:
         """The vLLM releases this finding holds for (``()``: every release)."""
-        return RELEASES.get(self.id, ())
+        if self.id not in RULE_OF:
+            return ()
+        return tuple(r.name for r in releases.all_releases() if holds(self.id, r))
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "message": self.message, "figures": dict(self.figures),
@@ -107,8 +117,8 @@ def _change(result: RunResult, field: str) -> ChangeCause | None:
 def _startup_change(result: RunResult, field: str) -> ChangeCause | None:
     """The last start-up decision on ``cache_config.<name>`` of a release that decides it when
     the engine starts (the ``startup`` fact of the run's own release), as a change."""
-    startup = result.facts.get("startup")
-    if getattr(startup, "release", None) != _release(result) or _release(result) == "0.19.0":
+    startup = start_decision(result)
+    if startup is None:
         return None
     name = field.split(".", 1)[1]
     found = [d for d in getattr(startup, "decisions", ()) if d.field == name]
@@ -119,8 +129,19 @@ def _startup_change(result: RunResult, field: str) -> ChangeCause | None:
     return ChangeCause(stage, field, d.old, d.new, d.reason)
 
 
-def _release(result: RunResult) -> str:
-    return result.vllm_version or "0.19.0"
+def _release(result: RunResult) -> releases.Release:
+    """The release the run spoke for (a pack registered without a release of its own: the first)."""
+    name = result.vllm_version
+    return releases.get(name) if releases.known(name) else releases.first()
+
+
+def start_decision(result: RunResult) -> Any:
+    """The run's ``startup`` fact when its release decides the block size at engine start (the
+    fact of a run whose start-up step ran: it carries decisions); None otherwise."""
+    startup = result.facts.get("startup")
+    if not _release(result).decides_at_engine_start or not hasattr(startup, "decisions"):
+        return None
+    return startup
 
 
 def _cause(result: RunResult, field: str, arg: str, flag: str) -> ChangeCause | ArgumentCause | None:
@@ -161,7 +182,7 @@ def findings(result: RunResult) -> tuple[Finding, ...]:
     """The findings of one resolved run that hold for the release it speaks for, each with its
     figures and the change (or argument) behind it."""
     release = _release(result)
-    return tuple(f for f in _all_findings(result) if not f.releases or release in f.releases)
+    return tuple(f for f in _all_findings(result) if holds(f.id, release))
 
 
 def _fallback_finding(result: RunResult) -> list[Finding]:
@@ -218,7 +239,7 @@ def _all_findings(result: RunResult) -> tuple[Finding, ...]:
         figures = {"block_size": block, "min_request_bytes": impact.min_request_bytes,
                    "min_pages_per_request": pages, "groups": len(groups), "layer_slots": slots,
                    "page_size_bytes": page, "prefix_cache_granularity": impact.prefix_cache_granularity}
-        if _release(result) == "0.19.0":
+        if not _release(result).decides_at_engine_start:
             made = f"The hybrid alignment made attention blocks of {block:,} tokens (> {LARGE_BLOCK:,})"
         else:
             made = (f"vLLM {_release(result)} aligns the attention blocks when the engine starts, after the "
@@ -235,7 +256,7 @@ def _all_findings(result: RunResult) -> tuple[Finding, ...]:
                            _cause(result, "cache_config.block_size", "block_size", "--block-size")))
 
     ssm_dtypes = list((result.facts.get("pages") or {}).get("mamba_state_dtypes") 
-                     or (_state_dtypes(cfg) if _release(result) != "0.19.0" else ()))
+                     or (_state_dtypes(cfg) if _release(result).decides_at_engine_start else ()))
     kind = getattr(mc.arch_info, "state_kind", None)
     if len(ssm_dtypes) >= 2 and kind in ("mamba2", "mamba1", "gated_delta_net") \
             and ssm_dtypes[-1] in ("float16", "bfloat16"):
@@ -249,12 +270,12 @@ def _all_findings(result: RunResult) -> tuple[Finding, ...]:
                    "--mamba-ssm-cache-dtype")))
 
     given_mode = cfg.engine_args.get("mamba_cache_mode")
-    if given_mode is not None and _release(result) != "0.19.0":
+    if given_mode is not None and "mamba_cache_mode" in _release(result).ignored_arguments:
         out.append(Finding(
             "mamba-cache-mode-ignored",
             f"--mamba-cache-mode {given_mode} has no effect in vLLM {_release(result)} (it warns that the flag "
             f"is deprecated): the Mamba cache mode follows prefix caching, 'align' with it and 'none' without; "
-            f"'all' no longer exists (removed in 0.32). This run uses '{cc.mamba_cache_mode}'.",
+            f"'all' no longer exists (removed in {releases.brought_by('C7e').short}). This run uses '{cc.mamba_cache_mode}'.",
             {"given": given_mode, "mamba_cache_mode": cc.mamba_cache_mode},
             ArgumentCause("--mamba-cache-mode", given_mode)))
     if impact is None:

@@ -31,13 +31,15 @@ import attrs
 
 from enginecfg.commands._memory import (MemoryLike, curve, figures_pipeline, memory_options, release_of, split_memory,
                                        used_memory, utilization_given)
-from enginecfg.commands.findings import Finding, findings
+from enginecfg.commands.findings import Finding, findings, start_decision
 from enginecfg.pipeline.engine_args import ENGINE_ARGS
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError
 from enginecfg.pipeline.models.capacity import DEFAULT_CONTEXTS, Impact, ImpactOptions
 from enginecfg.pipeline.document import RunResult
 from enginecfg.pipeline.hf import open_source
 from enginecfg.pipeline.models.gpus import find_gpu
+from enginecfg.pipeline import releases
+from enginecfg.pipeline.releases import version_key
 from enginecfg.pipeline.suggest import did_you_mean
 
 __all__ = ["OBJECTIVES", "DEFAULT_CONTEXT", "MEMORY_AXES", "RELEASE_AXIS", "PlanRow", "Plan", "plan"]
@@ -71,7 +73,7 @@ class PlanRow:
     concurrency: float | None = None
     resolved: Mapping[str, Any] = attrs.field(factory=dict, converter=_read_only)
     memory: ImpactOptions | None = None
-    vllm_version: str = "0.19.0"
+    vllm_version: str = attrs.field(factory=lambda: releases.first().name)
     #: an error row's exit status as ``run`` maps it (1 rejected, 2 bad input); 0 for a row with figures
     exit_code: int = 0
 
@@ -135,7 +137,7 @@ class Plan:
     memory: ImpactOptions
     rows: tuple[PlanRow, ...] = attrs.field(converter=tuple)
     best: Mapping[str, int | None] = attrs.field(converter=_read_only)
-    vllm_versions: tuple[str, ...] = attrs.field(default=("0.19.0",), converter=tuple)
+    vllm_versions: tuple[str, ...] = attrs.field(factory=lambda: (releases.first().name,), converter=tuple)
 
     def best_row(self, objective: str) -> PlanRow | None:
         """The best row for *objective* (one of :data:`OBJECTIVES`), None if none qualifies."""
@@ -155,14 +157,14 @@ class Plan:
     @property
     def capacity_rules(self) -> tuple[Any, ...]:
         """Where the rows speak for several releases: the rules that change what their KV
-        figures mean between them (0.34.0 logs ``GPU KV cache size`` by another formula than
-        0.19.0), so that the columns are not read as one measure."""
-        from enginecfg.commands.upgrade import UPGRADE_RULES
+        figures mean between them (rule K6a changed the formula of the logged ``GPU KV cache
+        size``), so that the columns are not read as one measure."""
+        from enginecfg.commands.upgrade import rule_for
 
         out: list[Any] = []
         for old, new in itertools.combinations(_in_order(self.vllm_versions), 2):
-            table = UPGRADE_RULES.get((old, new), {})
-            out += [table[k] for k in ("kv_tokens.meaning", "concurrency.groups") if k in table and table[k] not in out]
+            found = (rule_for(k, old, new) for k in ("kv_tokens.meaning", "concurrency.groups"))
+            out += [r for r in found if r is not None and r not in out]
         return tuple(out)
 
     def to_dict(self) -> dict[str, Any]:
@@ -174,8 +176,8 @@ class Plan:
                 "capacity_rules": [r.to_dict() for r in self.capacity_rules]}
 
 
-def _in_order(releases: Sequence[str]) -> list[str]:
-    return sorted(releases, key=lambda r: tuple(int(p) if p.isdigit() else p for p in r.split(".")))
+def _in_order(names: Sequence[str]) -> list[str]:
+    return sorted(names, key=version_key)
 
 
 def _check_grid(grid: Any) -> dict[str, tuple[Any, ...]]:
@@ -202,8 +204,8 @@ def _resolved(result: RunResult, options: ImpactOptions, setting: Mapping[str, A
     doc = result.to_dict()["config"]
     out: dict[str, Any] = {}
     imp = result.facts.get("impact")
-    startup = result.facts.get("startup")
-    at_start = getattr(startup, "release", None) == result.vllm_version and result.vllm_version != "0.19.0"
+    startup = start_decision(result)
+    at_start = startup is not None
     for name in setting:
         if name == "block_size" and isinstance(imp, Impact) and imp.attention_block_size is not None:
             out[name] = imp.attention_block_size  # the block the attention layers run with

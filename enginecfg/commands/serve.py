@@ -22,17 +22,20 @@ run.  Mamba settings appear only for models with Mamba layers, ``--mamba-block-s
 when given (vLLM refuses it without prefix caching), and switches left at their default
 (``--no-calculate-kv-scales``) not at all.
 
-The command is the run's release's (``result.vllm_version``), and never holds a flag that
-release's ``vllm serve`` does not take.  For vLLM 0.34.0:
+The command is the run's release's (``result.vllm_version``, a
+:class:`~enginecfg.pipeline.releases.Release`), and never holds a flag that release's ``vllm
+serve`` does not take:
 
-- the block size the engine start decides (:class:`~enginecfg.pipeline.models.startup.Startup`)
-  is pinned where a start-up decision changed it (a hybrid's alignment to the backend's kernel
-  block, a backend's preferred size): given as ``--block-size``, it is what the engine start
-  would choose again; the config-time default (64) is not pinned;
-- ``--mamba-cache-mode`` is never printed: 0.34.0 only warns that it is deprecated and derives
-  the mode from prefix caching ('all' is gone since 0.32);
-- the flags 0.34.0's parser no longer has (:data:`NOT_TAKEN`) are left out, the caller's
-  pasted ones included (:func:`not_taken` lists those dropped).
+- for a release that decides at engine start (rule C8), the block size the engine start
+  decides (:class:`~enginecfg.pipeline.models.startup.Startup`) is pinned where a start-up
+  decision changed it (a hybrid's alignment to the backend's kernel block, a backend's
+  preferred size): given as ``--block-size``, it is what the engine start would choose again;
+  the config-time default is not pinned;
+- an engine argument the release takes without effect (:attr:`Release.ignored_arguments`:
+  ``--mamba-cache-mode`` once rule C7f deprecates it) is never printed;
+- the flags the release's parser no longer has (:attr:`Release.sets_aside`, the difference of
+  the first release's option table and its own) are left out, the caller's pasted ones
+  included (:func:`not_taken` lists those dropped).
 """
 
 from __future__ import annotations
@@ -40,10 +43,11 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Sequence
 
+from enginecfg.pipeline import releases
 from enginecfg.pipeline.document import RunResult
 from enginecfg.pipeline.engine_args import ENGINE_ARGS, to_flags
 
-__all__ = ["serve_flags", "serve_command", "not_taken", "MEMORY_FLAGS", "NOT_TAKEN"]
+__all__ = ["serve_flags", "serve_command", "not_taken", "MEMORY_FLAGS"]
 
 #: the impact options that are ``vllm serve`` flags, by option name
 MEMORY_FLAGS = {"gpu_memory_utilization": "--gpu-memory-utilization",
@@ -55,14 +59,11 @@ _DERIVED = ("dtype", "max_model_len")
 _MAMBA = ("mamba_cache_mode", "mamba_block_size", "mamba_ssm_cache_dtype", "mamba_cache_dtype")
 #: switches whose False is vLLM's default: never pinned off
 _OFF_BY_DEFAULT = ("calculate_kv_scales", "disable_sliding_window")
-#: per release after 0.19.0, the ``vllm serve`` options of 0.19.0 its parser does not take
-#: (0.34.0: read from its ``engine/arg_utils.py`` and the entry points' argument definitions)
-NOT_TAKEN: Mapping[str, frozenset[str]] = {
-    "0.34.0": frozenset({"--calculate-kv-scales", "--no-calculate-kv-scales", "--max-long-partial-prefills",
-                         "--max-num-partial-prefills", "--override-attention-dtype"}),
-}
-#: per release, engine arguments it takes but which have no effect there, never pinned
-_NO_EFFECT: Mapping[str, tuple[str, ...]] = {"0.34.0": ("mamba_cache_mode",)}
+
+
+def _release(result: RunResult) -> releases.Release:
+    name = result.vllm_version
+    return releases.get(name) if releases.known(name) else releases.first()
 
 
 def _resolved(config: Mapping[str, Any], field: str) -> Any:
@@ -77,7 +78,7 @@ def serve_flags(result: RunResult, *, memory: Mapping[str, Any] | None = None,
     gave) and *extra*, the caller's other ``vllm serve`` tokens, in that order."""
     doc_config = result.to_dict().get("config") or {}
     cfg = result.config
-    release = result.vllm_version or "0.19.0"
+    release = _release(result)
     given = dict(cfg.engine_args)
     changed = {c.field for c in result.changes}
     start_block = _start_block(result)
@@ -103,10 +104,10 @@ def serve_flags(result: RunResult, *, memory: Mapping[str, Any] | None = None,
             continue
         if name == "mamba_block_size" and name not in given:
             continue
-        if name in _NO_EFFECT.get(release, ()):
+        if name in release.ignored_arguments:
             continue
         args[name] = pick
-    flags = [f for f in to_flags(args) if f not in NOT_TAKEN.get(release, ())]
+    flags = [f for f in to_flags(args) if f not in release.sets_aside]
     if cfg.model_config.runner_type == "pooling":
         flags += ["--runner", "pooling"]
         pooler = {k: v for k, v in (doc_config.get("pooler_config") or {}).items() if v is not None}
@@ -120,15 +121,16 @@ def serve_flags(result: RunResult, *, memory: Mapping[str, Any] | None = None,
             flags += [flag, str(value)]
     if (memory or {}).get("enforce_eager"):
         flags.append("--enforce-eager")
-    return flags + _keep(extra, NOT_TAKEN.get(release, frozenset()))
+    return flags + _keep(extra, release.sets_aside)
 
 
 def _start_block(result: RunResult) -> int | None:
     """The block size a start-up decision of the run's release set (None: none did, or the
     release decides the block size at config time)."""
-    startup = result.facts.get("startup")
-    release = result.vllm_version
-    if release in (None, "0.19.0") or getattr(startup, "release", None) != release:
+    from enginecfg.commands.findings import start_decision
+
+    startup = start_decision(result)
+    if startup is None:
         return None
     if not any(d.field == "block_size" and d.old != d.new for d in startup.decisions):
         return None
@@ -150,7 +152,7 @@ def _keep(tokens: Sequence[str], drop: frozenset[str]) -> list[str]:
 def not_taken(result: RunResult, extra: Sequence[str] = ()) -> list[str]:
     """The options of *extra* (a pasted command's other ``vllm serve`` tokens) that the run's
     release does not take, which :func:`serve_flags` leaves out."""
-    drop = NOT_TAKEN.get(result.vllm_version or "0.19.0", frozenset())
+    drop = _release(result).sets_aside
     return [t.split("=", 1)[0] for t in extra if t.startswith("-") and t.split("=", 1)[0] in drop]
 
 

@@ -8,16 +8,17 @@ flags, under two rule packs (``Pipeline(vllm_version=...)``), and returns an :cl
   stages set, the start-up decisions (the block size the engine runs with, the Mamba block
   size and page padding, the attention backend of each kind of layer) and the
   ``gpu_memory_utilization`` the figures assume; each field that differs is tied to the rule
-  behind it and the release that brought it (:data:`UPGRADE_RULES`), or says that the rule is
-  not identified;
+  behind it and the release that brought it (the dated rules in force in exactly one of the two
+  releases, :func:`enginecfg.pipeline.releases.changes.explain`), or says that the rule is not
+  identified;
 - the KV capacity, the concurrency and whether the engine starts, under each release, with
   the ratios (:class:`Capacity`);
 - a release that refuses the setting (an :class:`~enginecfg.EngineCfgError`) is reported for
   its side (:class:`Side` ``error``) while the other side is still shown.
 
-The rule text is data: :data:`UPGRADE_RULES` maps a situation to ``(release, rule id,
-words)``, the rule ids those of ``tests/data/vllm-0.34.0/RULES.md``; :func:`_situation` only
-recognises which situation a difference is.  ``to_dict()`` is ``enginecfg upgrade --json``.
+The rule text is data, in the release room (:mod:`enginecfg.pipeline.releases.changes`): a
+situation, the dated rules that bring it, its name in the release notes and its words;
+:func:`_situation` only recognises which situation a difference is.  ``to_dict()`` is ``enginecfg upgrade --json``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from typing import Any, Mapping
 import attrs
 
 from enginecfg.commands._memory import memory_options, split_memory
-from enginecfg.pipeline import rulepacks
+from enginecfg.pipeline import releases, rulepacks
+from enginecfg.pipeline.releases import changes
 from enginecfg.pipeline.document import RunResult
 from enginecfg.pipeline.errors import EngineCfgError, InvalidInputError
 from enginecfg.pipeline.jsonvalue import to_json
@@ -36,7 +38,7 @@ from enginecfg.pipeline.models.capacity import Impact
 from enginecfg.pipeline.models.startup import Startup
 from enginecfg.pipeline.run import Pipeline
 
-__all__ = ["Rule", "UPGRADE_RULES", "RULE_NOT_IDENTIFIED", "FieldChange", "Side", "Capacity", "Upgrade",
+__all__ = ["Rule", "rule_for", "DEFAULT_FROM", "DEFAULT_TO", "RULE_NOT_IDENTIFIED", "FieldChange", "Side", "Capacity", "Upgrade",
            "upgrade"]
 
 RULE_NOT_IDENTIFIED = "rule not identified"
@@ -45,8 +47,9 @@ RULE_NOT_IDENTIFIED = "rule not identified"
 @attrs.frozen
 class Rule:
     """Why a field differs between two releases: the release that changed it (``"0.28"``,
-    ``"0.24-0.31"``; None where the release notes do not name one), the rule's id in the
-    release's notes (``tests/data/vllm-0.34.0/RULES.md``) and the change in words."""
+    ``"0.28-0.32"``, as the dated timeline has it), the rule's id in the release's notes
+    (``tests/data/vllm-0.34.0/RULES.md``) or the timeline's ids of the later steps, and the
+    change in words."""
 
     release: str | None
     rule: str
@@ -60,67 +63,10 @@ class Rule:
         return {"release": self.release, "rule": self.rule, "words": self.words}
 
 
-_C1 = Rule("0.23", "C1", "the architecture left vLLM's registry (Bamba and MiniMax in 0.23, Plamo2 in 0.26): "
-                         "the Transformers backend runs it, as a plain decoder, not as a hybrid")
+#: the releases ``upgrade`` compares unless told otherwise: the first spoken for and the latest
+DEFAULT_FROM = releases.first().name
+DEFAULT_TO = releases.last().name
 
-#: the rules behind the differences between two releases: ``(from, to)`` (in release order)
-#: -> situation -> :class:`Rule`.  A difference :func:`_situation` cannot place, or whose
-#: situation has no row here, says "rule not identified".
-UPGRADE_RULES: Mapping[tuple[str, str], Mapping[str, Rule]] = MappingProxyType({
-    ("0.19.0", "0.34.0"): MappingProxyType({
-        "block_size.default": Rule(
-            "0.33-0.34", "C3.3", "the default block size is 64 tokens (CacheConfig.DEFAULT_BLOCK_SIZE; was 16)"),
-        "block_size.no_config_alignment": Rule(
-            "0.20", "C8", "the hybrid alignment left config time: the config keeps the default block size and "
-                          "the engine start aligns it after the weights load"),
-        "block_size.start_alignment": Rule(
-            "0.20", "S2-S4", "the hybrid alignment moved to the engine start (after load_model) and aligns to the "
-                             "attention backend's kernel block, at least the block size (64); since 0.32 the lcm "
-                             "of every backend's kernel block"),
-        "block_size.not_built": Rule(
-            "0.20", "C8, F", "the model class does not build under this release, so no engine start aligns the "
-                             "block size"),
-        "enable_prefix_caching.hybrid": Rule(
-            "0.28", "C3.2", "prefix caching is on by default for generative hybrid models (was off)"),
-        "mamba_cache_mode.prefix_default": Rule(
-            "0.28", "C3.2 + C7", "with prefix caching on by default, a hybrid's Mamba cache mode defaults to 'align'"),
-        "mamba_cache_mode.all_gone": Rule(
-            "0.32", "C7", "the 'all' mode is gone: the mode is 'align' exactly when prefix caching is on"),
-        "mamba_cache_mode.ignored": Rule(
-            None, "C7", "--mamba-cache-mode no longer sets the mode (deprecated, no effect): a model without "
-                        "Mamba layers keeps 'none'"),
-        "mamba_block_size.align": Rule(
-            "0.28", "C7, S5", "in 'align' mode (the default with prefix caching) a Mamba block is one attention "
-                              "block"),
-        "mamba_page_size_padded.start_alignment": Rule(
-            "0.20", "S6", "the Mamba page is padded to the attention page of the block size the engine start "
-                          "chose"),
-        "mamba_ssm_cache_dtype.nemotron_h": Rule(
-            "0.20", "C5", "NemotronH's SSM-state dtype when the checkpoint names none is float32 (was float16)"),
-        "backend.gemma4": Rule(
-            "0.24-0.31", "C4", "Gemma 4 with heterogeneous head sizes runs FlashAttention 4 where the GPU has it "
-                               "(per layer FA3/FA4 on Hopper with an FP8 KV cache); TRITON_ATTN only without FA4"),
-        "gpu_memory_utilization.default": Rule(
-            "0.33-0.34", "C3.4", "gpu_memory_utilization defaults to None: 1.0 with the extensible KV cache (on by "
-                                 "default on CUDA), else 0.92 (was 0.9)"),
-        "kv_tokens.meaning": Rule(
-            "0.24-0.31", "K6", "the logged 'GPU KV cache size' is floor(concurrency x max_model_len) (was blocks "
-                               "over groups x the smallest block)"),
-        "concurrency.groups": Rule(
-            "0.24-0.31", "K2, K4-K6", "concurrency counts every group's blocks per request, and layers of one "
-                                      "type share a group"),
-        "architecture.transformers_backend": _C1,
-        "error.calculate_kv_scales": Rule(
-            None, "C6", "calculate_kv_scales was removed: the engine arguments refuse it"),
-        "error.mamba_block_size": Rule(
-            "0.28", "C9.5", "prefix caching is on by default for hybrids, so --mamba-block-size is no longer "
-                            "refused"),
-        "error.chunked_prefill": Rule(
-            "0.28", "C3.2, C9.1", "prefix caching (on by default for hybrids) needs chunked prefill"),
-        "start.not_built": Rule(
-            None, "F1-F7", "the model class fails to build under this release (see the start failure)"),
-    }),
-})
 
 #: the config-time fields every upgrade shows, whether a stage set them or not
 CORE_FIELDS = ("cache_config.block_size", "cache_config.enable_prefix_caching", "cache_config.mamba_cache_mode",
@@ -313,9 +259,9 @@ class Upgrade:
     def capacity_rules(self) -> tuple[Rule, ...]:
         """The rules that change what the KV figures mean between the two releases (the
         logged KV size, how concurrency counts the groups); empty where none is known."""
-        old, new = _ordered(self.from_side, self.to_side)
-        table = UPGRADE_RULES.get((old.release, new.release), {})
-        return tuple(table[k] for k in ("kv_tokens.meaning", "concurrency.groups") if k in table)
+        found = (rule_for(k, self.from_side.release, self.to_side.release)
+                 for k in ("kv_tokens.meaning", "concurrency.groups"))
+        return tuple(r for r in found if r is not None)
 
     @property
     def exit_code(self) -> int:
@@ -399,7 +345,7 @@ def _decision_detail(side: Side, field: str) -> str | None:
 # --------------------------------------------------------------------------- the rules
 def _ordered(a: Side, b: Side) -> tuple[Side, Side]:
     """The two sides in release order (an upgrade or a downgrade reads the same rules)."""
-    key = lambda s: tuple(int(p) if p.isdigit() else p for p in s.release.split("."))  # noqa: E731
+    key = lambda s: releases.version_key(s.release)  # noqa: E731
     return (a, b) if key(a) <= key(b) else (b, a)
 
 
@@ -427,16 +373,19 @@ def _situation(field: str, old: Side, new: Side) -> str | None:
     hybrid = bool(_at(cn, "model_config.is_hybrid"))
     if field == "impact.gpu_memory_utilization":
         return "gpu_memory_utilization.default"
+    r_old, r_new = _release_of(old), _release_of(new)
     if field == "cache_config.block_size":
-        if hybrid:
+        if hybrid and r_old is not None and not r_old.decides_at_engine_start:
             return "block_size.no_config_alignment"
-        return "block_size.default" if _at(cn, field) == 64 and _at(co, field) == 16 else None
+        defaults = (r_old.default_block_size, r_new.default_block_size) if r_old and r_new else None
+        return "block_size.default" if (_at(co, field), _at(cn, field)) == defaults else None
     if field in ("startup.block_size", "startup.engine_block_size"):
         if not _built(new):
             return "block_size.not_built"
         if hybrid:
             return "block_size.start_alignment"
-        return "block_size.default" if _start_value(new, "startup.block_size") == 64 else None
+        return "block_size.default" if r_new is not None and \
+            _start_value(new, "startup.block_size") == r_new.default_block_size else None
     if field == "cache_config.enable_prefix_caching":
         return "enable_prefix_caching.hybrid" if hybrid and _at(cn, field) else None
     if field == "cache_config.mamba_cache_mode":
@@ -449,7 +398,12 @@ def _situation(field: str, old: Side, new: Side) -> str | None:
             return "mamba_cache_mode.ignored"
         return None
     if field in ("cache_config.mamba_block_size", "startup.mamba_block_size"):
-        return "mamba_block_size.align" if _at(cn, "cache_config.mamba_cache_mode") == "align" else None
+        if _at(cn, "cache_config.mamba_cache_mode") != "align":
+            return None
+        if _at(co, "cache_config.mamba_cache_mode") == "align" and field.startswith("cache_config"):
+            # one attention block in both: it moved with the block size
+            return _situation("cache_config.block_size", old, new)
+        return "mamba_block_size.align"
     if field == "cache_config.mamba_page_size_padded":
         return "block_size.no_config_alignment" if hybrid else None
     if field == "startup.mamba_page_size_padded":
@@ -472,11 +426,23 @@ def _situation(field: str, old: Side, new: Side) -> str | None:
     return None
 
 
+def rule_for(situation: str, a: str, b: str) -> Rule | None:
+    """The rule behind *situation* between releases *a* and *b* (either order; None: none of
+    its dated rules moved between them, or a release is not spoken for)."""
+    if not (releases.known(a) and releases.known(b)):
+        return None
+    found = changes.explain(situation, releases.get(a), releases.get(b))
+    return None if found is None else Rule(found.release, found.rule, found.words)
+
+
+def _release_of(side: Side) -> releases.Release | None:
+    return releases.get(side.release) if releases.known(side.release) else None
+
+
 def _rule(field: str, a: Side, b: Side) -> Rule | None:
     old, new = _ordered(a, b)
-    table = UPGRADE_RULES.get((old.release, new.release), {})
     situation = _situation(field, old, new)
-    return table.get(situation) if situation is not None else None
+    return rule_for(situation, old.release, new.release) if situation is not None else None
 
 
 # --------------------------------------------------------------------------- comparing
@@ -564,7 +530,7 @@ def _resolve(release: str, model: Any, revision: str | None, memory: dict[str, A
         return Side(release, None, exc)
 
 
-def upgrade(path: Any, *, from_version: str = "0.19.0", to_version: str = "0.34.0", gpu: str | None = None,
+def upgrade(path: Any, *, from_version: str = DEFAULT_FROM, to_version: str = DEFAULT_TO, gpu: str | None = None,
             revision: str | None = None, **engine_args_and_memory: Any) -> Upgrade:
     """Resolve *path* (a folder, a ``config.json`` or a Hugging Face repo id) under the rule
     packs of *from_version* and *to_version*, on the same GPU (*gpu*, a preset; default the

@@ -20,7 +20,7 @@ checked against vLLM 0.19.0 itself (``tests/issue29_oracle/startup_summary.json`
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import attrs
 
@@ -171,6 +171,24 @@ BACKENDS: Mapping[str, Backend] = MappingProxyType({b.name: b for b in (
 )})
 
 
+#: the head sizes of the backends a caller may name that the CUDA selector never picks itself
+#: (their ``supports_head_size``)
+NAMED_ONLY_HEAD_SIZES: Mapping[str, Callable[[int], bool]] = MappingProxyType({
+    "FLASH_ATTN_DIFFKV": lambda h: h % 8 == 0 and h <= 256,
+    "TREE_ATTN": lambda h: h in (32, 64, 96, 128, 160, 192, 224, 256),
+    "CPU_ATTN": lambda h: h in (32, 64, 80, 96, 112, 128, 160, 192, 224, 256),
+    "ROCM_ATTN": lambda h: h in (32, 64, 80, 96, 128, 160, 192, 224, 256),
+    "ROCM_AITER_FA": lambda h: h in (64, 128, 256),
+    "ROCM_AITER_UNIFIED_ATTN": lambda h: h >= 32,
+})
+
+
+def head_size_rules() -> dict[str, Callable[[int], bool]]:
+    """Every non-MLA backend a caller may choose, and the head sizes it serves: the selector's
+    own (:data:`BACKENDS`) and those it never picks (:data:`NAMED_ONLY_HEAD_SIZES`)."""
+    return {**{n: b.head_size for n, b in BACKENDS.items() if not b.mla}, **NAMED_ONLY_HEAD_SIZES}
+
+
 def priorities(use_mla: bool, capability: tuple[int, int], kv_cache_dtype: str | None = None,
                num_heads: int | None = None) -> tuple[str, ...]:
     """The order vLLM 0.19.0 tries backends in on a GPU of *capability*."""
@@ -204,29 +222,31 @@ def preferred_block_size(blocks: tuple[KernelBlock, ...], default: int = DEFAULT
     return min(size for size, _ in blocks)
 
 
-def reasons(backend: Backend, q: Query, ctx: Context) -> list[str]:
-    """Why *backend* refuses the query (empty: it accepts), in vLLM's order of checks."""
-    out = []
-    if not backend.head_size(q.head_size):
-        out.append("head_size not supported")
-    if q.dtype not in backend.dtypes:
-        out.append("dtype not supported")
-    if not backend.kv_dtypes(q.kv_cache_dtype, ctx):
-        out.append("kv_cache_dtype not supported")
-    if not supports_block_size(backend.kernel_blocks(ctx), q.block_size):
-        out.append("block_size not supported")
-    if q.use_mm_prefix and not backend.mm_prefix:
-        out.append("partial multimodal token full attention not supported")
-    if q.use_mla != backend.mla:
-        out.append("MLA not supported" if q.use_mla else "non-MLA not supported")
-    if q.has_sink and not backend.sinks(ctx):
-        out.append("attention sinks not supported")
-    if q.use_sparse != backend.sparse:
-        out.append("sparse not supported" if q.use_sparse else "non-sparse not supported")
-    if not backend.capability(ctx.capability):
-        out.append("compute capability not supported")
-    if q.attn_type not in backend.attn_types:
-        out.append(f"attention type AttentionType.{q.attn_type.upper()} not supported")
+#: a selector check: (does the backend refuse the query, the reason in vLLM's words)
+Check = tuple[Callable[[Any, Query, Context], bool], Callable[[Query], str]]
+
+#: vLLM 0.19.0's checks, in its order (``validate_configuration``)
+CHECKS: tuple[Check, ...] = (
+    (lambda b, q, ctx: not b.head_size(q.head_size), lambda q: "head_size not supported"),
+    (lambda b, q, ctx: q.dtype not in b.dtypes, lambda q: "dtype not supported"),
+    (lambda b, q, ctx: not b.kv_dtypes(q.kv_cache_dtype, ctx), lambda q: "kv_cache_dtype not supported"),
+    (lambda b, q, ctx: not supports_block_size(b.kernel_blocks(ctx), q.block_size), lambda q: "block_size not supported"),
+    (lambda b, q, ctx: q.use_mm_prefix and not b.mm_prefix,
+     lambda q: "partial multimodal token full attention not supported"),
+    (lambda b, q, ctx: q.use_mla != b.mla, lambda q: "MLA not supported" if q.use_mla else "non-MLA not supported"),
+    (lambda b, q, ctx: q.has_sink and not b.sinks(ctx), lambda q: "attention sinks not supported"),
+    (lambda b, q, ctx: q.use_sparse != b.sparse,
+     lambda q: "sparse not supported" if q.use_sparse else "non-sparse not supported"),
+    (lambda b, q, ctx: not b.capability(ctx.capability), lambda q: "compute capability not supported"),
+    (lambda b, q, ctx: q.attn_type not in b.attn_types,
+     lambda q: f"attention type AttentionType.{q.attn_type.upper()} not supported"),
+)
+
+
+def reasons(backend: Any, q: Query, ctx: Context, checks: tuple[Check, ...] = CHECKS) -> list[str]:
+    """Why *backend* refuses the query (empty: it accepts), in the order of *checks* (a
+    release's own; default 0.19.0's), then the backend's own combination rule."""
+    out = [words(q) for refuses, words in checks if refuses(backend, q, ctx)]
     combination = backend.combination(q, ctx)
     if combination is not None:
         out.append(combination)
@@ -258,23 +278,38 @@ def query_text(q: Query) -> str:
             f"use_per_head_quant_scales=False, attn_type=AttentionType.{q.attn_type.upper()})")
 
 
+def _priorities_of(q: Query, ctx: Context, num_heads: int | None) -> tuple[str, ...]:
+    return priorities(q.use_mla, ctx.capability, q.kv_cache_dtype, num_heads)
+
+
 def select(q: Query, ctx: Context, forced: str | None = None, *, num_heads: int | None = None,
-           table: Mapping[str, Backend] = BACKENDS,
-           order: Callable[..., tuple[str, ...]] = priorities) -> Selection:
-    """The backend vLLM's selector gives the query on the GPU of *ctx* (see the module doc)."""
+           table: Mapping[str, Any] = BACKENDS,
+           order: Callable[[Query, Context, int | None], tuple[str, ...]] = _priorities_of,
+           refuse: Callable[[Any, Query, Context], list[str]] = reasons,
+           blocks: Callable[[str, Context], tuple[KernelBlock, ...]] | None = None,
+           preferred: Callable[[str, Context], int] | None = None) -> Selection:
+    """The backend vLLM's selector gives the query on the GPU of *ctx* (see the module doc).
+
+    A release's selector is this one given its data and hooks: *table* (its backends by name),
+    *order* (its priority list for the query), *refuse* (why a backend refuses the query, in its
+    order of checks), *blocks* (a backend's kernel blocks) and *preferred* (its preferred block
+    size); the defaults are this module's."""
+    if blocks is None:
+        blocks = lambda name, c: table[name].kernel_blocks(c)  # noqa: E731
+    if preferred is None:
+        preferred = lambda name, c: preferred_block_size(blocks(name, c))  # noqa: E731
     if forced is not None:
         backend = table.get(forced)
-        why = reasons(backend, q, ctx) if backend is not None else ["ImportError"]
+        why = refuse(backend, q, ctx) if backend is not None else ["ImportError"]
         if why:
             return Selection(None, True, (), ((forced, tuple(why)),),
                              error=f"Selected backend AttentionBackendEnum.{forced} is not valid for this "
                                    f"configuration. Reason: {why}")
-        blocks = backend.kernel_blocks(ctx)
-        return Selection(forced, True, (), (), blocks, preferred_block_size(blocks))
-    tried = order(q.use_mla, ctx.capability, q.kv_cache_dtype, num_heads)
+        return Selection(forced, True, (), (), blocks(forced, ctx), preferred(forced, ctx))
+    tried = order(q, ctx, num_heads)
     refused, valid = [], []
     for name in tried:
-        why = reasons(table[name], q, ctx)
+        why = refuse(table[name], q, ctx)
         if why:
             refused.append((name, tuple(why)))
         else:
@@ -294,6 +329,5 @@ def select(q: Query, ctx: Context, forced: str | None = None, *, num_heads: int 
             warning = (f"--block-size {q.block_size} precluded higher-priority backend(s) "
                        f"{', '.join(shut_out)}. Using {chosen} instead, which may result in reduced "
                        f"performance. Consider removing --block-size to auto-select the optimal block size.")
-    blocks = table[chosen].kernel_blocks(ctx)
-    return Selection(chosen, False, tried, tuple(refused), blocks, preferred_block_size(blocks),
+    return Selection(chosen, False, tried, tuple(refused), blocks(chosen, ctx), preferred(chosen, ctx),
                      warning=warning)

@@ -31,13 +31,16 @@ from enginecfg.pipeline.models import backends as be
 from enginecfg.pipeline.models import kv_cache as kc
 from enginecfg.pipeline.models import kv_specs
 from enginecfg.pipeline.models.engine_defaults import max_num_batched_tokens
+from enginecfg.pipeline.models import vllm_registry_019
 from enginecfg.pipeline.models.pages import page_facts
-from enginecfg.pipeline.models.startup import (SSM_BACKENDS, Decision, LayerBackend, LayerKind, StartFailure,
-                                               LayerClasses, Startup, layer_kinds, state_page_failure)
+from enginecfg.pipeline.models.startup import (Decision, LayerBackend, LayerKind, StartFailure,
+                                               LayerClasses, Startup, layer_kinds, select_layer_backends,
+                                               state_page_failure)
 
 __all__ = ["RELEASE", "STARTS", "start", "layer_class", "build_failure", "query_for"]
 
-RELEASE = "0.19.0"
+#: the release whose generated tables these rules read (what a start names when no release is given)
+RELEASE = vllm_registry_019.VLLM_VERSION
 #: the start-up decisions of configs seen before in this process (a pure function of the
 #: config and the GPU)
 STARTS = ContentMemo(maxsize=256)
@@ -166,37 +169,19 @@ def _deepseek_moe(cfg: Any) -> StartFailure | None:
 
 def _select(cfg: Any, kinds: list[LayerKind], ctx: be.Context,
             messages: list[tuple[str, str]]) -> tuple[list[LayerBackend], StartFailure | None]:
-    mc = cfg.model_config
-    forced = cfg.attention_config.backend
-    heads = mc.num_attention_heads
-    per_rank = heads // cfg.parallel_config.tensor_parallel_size if isinstance(heads, int) else None
-    out, failure = [], None
-    for kind in kinds:
-        cls = layer_class(kind, mc.architecture)
-        if kind.kind == "mamba":
-            out.append(LayerBackend(kind, cls, SSM_BACKENDS.get(kind.mamba_type or "", "MAMBA2_ATTN")))
-            continue
-        sel = be.select(query_for(cfg, kind), ctx, forced, num_heads=per_rank)
-        if sel.warning is not None:
-            messages.append(("WARNING", sel.warning))
-        fa = be.flash_attn_version(ctx.capability) if sel.backend in ("FLASH_ATTN", "FLASH_ATTN_MLA") else None
-        out.append(LayerBackend(kind, cls, sel.backend, forced=sel.forced, priority=sel.priority,
-                                refused=sel.refused, fa_version=fa,
-                                kernel_block_sizes=tuple(s for s, _ in sel.kernel_blocks),
-                                kernel_block_multiple_of=tuple(m for _, m in sel.kernel_blocks),
-                                preferred_block_size=sel.preferred_block_size, error=sel.error))
-        if sel.error is not None and failure is None:
-            where = "platforms/cuda.py in CudaPlatformBase.get_attn_backend_cls"
-            why = (f"the named backend {forced} refuses the {cls} layers" if sel.forced else
-                   f"no backend on compute capability {ctx.capability[0]}.{ctx.capability[1]} serves "
-                   f"the {cls} layers")
-            failure = StartFailure("build", "ValueError", sel.error, where, why)
+    def fa(sel, kind, q):
+        return be.flash_attn_version(ctx.capability) if sel.backend in ("FLASH_ATTN", "FLASH_ATTN_MLA") else None
+
+    out, found, failure = select_layer_backends(
+        cfg, kinds, ctx.capability, layer_class=layer_class, query=lambda kind: query_for(cfg, kind),
+        select=lambda q, kind, forced, heads: be.select(q, ctx, forced, num_heads=heads), fa_version=fa)
+    messages += found
     return out, failure
 
 
 @memoised(STARTS)
 def start(cfg: Any, *, gpu: str = "H200", capability: tuple[int, int] = (9, 0),
-          disable_hybrid_kv_cache_manager: bool = False) -> Startup:
+          disable_hybrid_kv_cache_manager: bool = False, release: str | None = None) -> Startup:
     """vLLM 0.19.0's engine start of the resolved *cfg* on a GPU of *capability* (the
     preset *gpu* names it); see the module doc."""
     mc, cc = cfg.model_config, cfg.cache_config
@@ -282,6 +267,6 @@ def start(cfg: Any, *, gpu: str = "H200", capability: tuple[int, int] = (9, 0),
                         "config/vllm.py in VllmConfig.validate_block_size",
                         f"in 'align' mode a scheduling step must hold a whole block: the block of "
                         f"{engine_block:,} tokens is larger than the step's {budget:,} tokens")
-    return Startup(RELEASE, gpu, f"{capability[0]}.{capability[1]}", layers, block,
+    return Startup(release or RELEASE, gpu, f"{capability[0]}.{capability[1]}", layers, block,
                    cc.mamba_block_size, cc.mamba_page_size_padded, engine_block, decisions, messages,
                    failure, disable_hybrid_kv_cache_manager)

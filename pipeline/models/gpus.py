@@ -26,6 +26,7 @@ from typing import Callable
 import attrs
 
 from enginecfg.pipeline.errors import InvalidInputError
+from enginecfg.pipeline.models.backends import head_size_rules
 from enginecfg.pipeline.suggest import did_you_mean
 
 __all__ = ["preset_of", "Gpu", "GPUS", "DEFAULT_GPU", "find_gpu", "custom_gpu", "BACKEND_HEAD_SIZES", "backend_serves",
@@ -182,20 +183,9 @@ def custom_gpu(memory_gib: float, like: Gpu = DEFAULT_GPU) -> Gpu:
 
 
 #: the attention head sizes each backend vLLM 0.19.0 lets a caller choose can serve (its
-#: ``supports_head_size``, ``v1/attention/backends``): FlashAttention's kernels stop at 256,
-#: FlashInfer's take 64, 128 and 256, Triton's any from 32, FlexAttention's any
-BACKEND_HEAD_SIZES: dict[str, Callable[[int], bool]] = {
-    "FLASH_ATTN": lambda h: h % 8 == 0 and h <= 256,
-    "FLASH_ATTN_DIFFKV": lambda h: h % 8 == 0 and h <= 256,
-    "FLASHINFER": lambda h: h in (64, 128, 256),
-    "TRITON_ATTN": lambda h: h >= 32,
-    "FLEX_ATTENTION": lambda h: True,
-    "TREE_ATTN": lambda h: h in (32, 64, 96, 128, 160, 192, 224, 256),
-    "CPU_ATTN": lambda h: h in (32, 64, 80, 96, 112, 128, 160, 192, 224, 256),
-    "ROCM_ATTN": lambda h: h in (32, 64, 80, 96, 128, 160, 192, 224, 256),
-    "ROCM_AITER_FA": lambda h: h in (64, 128, 256),
-    "ROCM_AITER_UNIFIED_ATTN": lambda h: h >= 32,
-}
+#: ``supports_head_size``, ``v1/attention/backends``): the selector's table's, and those of the
+#: backends it never picks (:func:`enginecfg.pipeline.models.backends.head_size_rules`)
+BACKEND_HEAD_SIZES: dict[str, Callable[[int], bool]] = head_size_rules()
 
 
 def backend_serves(backend: str, head_size: int) -> bool | None:

@@ -285,7 +285,7 @@ def activation_part(cfg: Any, card: Any, specs: dict, tokens: int, requests: int
     return MemoryPart("activation_peak", int(point), low, high, basis)
 
 
-def non_torch_part(cfg: Any, card: Any, *, release: str = "0.19.0") -> MemoryPart:
+def non_torch_part(cfg: Any, card: Any) -> MemoryPart:
     """Memory outside torch's allocator that appears after the worker's first snapshot: a range
     by tensor-parallel size, from real start-up logs and a measurement on an H200."""
     tp = cfg.parallel_config.tensor_parallel_size

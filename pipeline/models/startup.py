@@ -38,7 +38,8 @@ from enginecfg.pipeline.models.engine_defaults import is_causal
 from enginecfg.pipeline.hf import typed
 
 __all__ = ["LayerKind", "LayerBackend", "Decision", "StartFailure", "Startup", "StartupUnavailable",
-           "layer_kinds", "layer_state_page", "state_page_failure", "SSM_BACKENDS", "LayerClasses"]
+           "layer_kinds", "layer_state_page", "state_page_failure", "SSM_BACKENDS", "LayerClasses",
+           "select_layer_backends"]
 
 #: the backend a Mamba-like layer always gets (its class fixes it; the selector is not asked)
 SSM_BACKENDS = {"mamba1": "MAMBA1_ATTN", "mamba2": "MAMBA2_ATTN", "gdn_attention": "GDN_ATTN",
@@ -371,3 +372,48 @@ class LayerClasses:
         if architecture == "OlmoHybridForCausalLM":
             return self.olmo_hybrid
         return self.mamba.get(kind.state_kind or "", "MambaMixer2")
+
+
+def select_layer_backends(cfg: Any, kinds: list[LayerKind], capability: tuple[int, int], *,
+                          layer_class: Any, query: Any, select: Any, fa_version: Any,
+                          after: Any = None, rule: str | None = None
+                          ) -> tuple[list[LayerBackend], list[tuple[str, str]], StartFailure | None]:
+    """The engine start's backend loop, one release's selector given: every kind of layer with
+    its backend (a Mamba-like layer's is fixed by its class), the selector's warnings, and the
+    first failure (a backend that refuses, or what *after* finds about the chosen one).
+
+    The release's hooks: ``layer_class(kind, architecture)``, ``query(kind)`` (the selector's
+    query), ``select(query, kind, forced, num_heads)`` (its :class:`Selection`),
+    ``fa_version(selection, kind, query)`` and ``after(backend)`` (a failure or None); *rule*:
+    the id a refusal's failure names."""
+    mc = cfg.model_config
+    forced = cfg.attention_config.backend
+    heads = mc.num_attention_heads
+    per_rank = heads // cfg.parallel_config.tensor_parallel_size if isinstance(heads, int) else None
+    out: list[LayerBackend] = []
+    messages: list[tuple[str, str]] = []
+    failure: StartFailure | None = None
+    for kind in kinds:
+        cls = layer_class(kind, mc.architecture)
+        if kind.kind == "mamba":
+            out.append(LayerBackend(kind, cls, SSM_BACKENDS.get(kind.mamba_type or "", "MAMBA2_ATTN")))
+            continue
+        q = query(kind)
+        sel = select(q, kind, forced, per_rank)
+        if sel.warning is not None:
+            messages.append(("WARNING", sel.warning))
+        out.append(LayerBackend(kind, cls, sel.backend, forced=sel.forced, priority=sel.priority,
+                                refused=sel.refused, fa_version=fa_version(sel, kind, q),
+                                kernel_block_sizes=tuple(size for size, _ in sel.kernel_blocks),
+                                kernel_block_multiple_of=tuple(m for _, m in sel.kernel_blocks),
+                                preferred_block_size=sel.preferred_block_size, error=sel.error))
+        if failure is None and sel.error is not None:
+            why = (f"the named backend {forced} refuses the {cls} layers" if sel.forced else
+                   f"no backend on compute capability {capability[0]}.{capability[1]} serves the "
+                   f"{cls} layers")
+            failure = StartFailure("build", "ValueError", sel.error,
+                                   "platforms/cuda.py in CudaPlatformBase.get_attn_backend_cls", why,
+                                   *((rule,) if rule is not None else ()))
+        if failure is None and sel.backend is not None and after is not None:
+            failure = after(sel.backend)
+    return out, messages, failure

@@ -18,7 +18,7 @@ from enginecfg.pipeline.hf import HFConfigView, typed
 from enginecfg.pipeline.models.gpus import DEFAULT_GPU
 from enginecfg.pipeline.models.v034 import config_time as ct
 from enginecfg.stages._common import config_hook
-from enginecfg.stages.engine_defaults import EngineDefaultsStage, _a, _what
+from enginecfg.stages.engine_defaults import EngineDefaultsStage
 from enginecfg.stages.mamba_cache_mode import MambaCacheModeStage
 from enginecfg.stages.pooling import PoolingStage
 from enginecfg.stages.scheduler import SchedulerStage
@@ -52,28 +52,26 @@ class Pooling034Stage(PoolingStage):
 
 
 class EngineDefaults034Stage(EngineDefaultsStage):
-    """C3.1-C3.2: chunked prefill as 0.19.0; prefix caching now on for generative hybrids."""
+    """C3.1-C3.2: chunked prefill as 0.19.0 (without its warnings); prefix caching on for
+    generative hybrids since C3.2b."""
 
+    def warnings(self, cfg) -> list[str]:
+        return []
 
-    def run(self, cfg, ctx) -> None:
-        kind = ct.attn_type(cfg)
-        if cfg.scheduler_config.enable_chunked_prefill is None:
-            on = ct.chunked_prefill_supported(cfg)
-            ctx.set("scheduler_config", "enable_chunked_prefill", on,
-                    reason=f"default: chunked prefill is {'on' if on else 'off'} for {_a(kind)} "
-                           f"{cfg.model_config.runner_type} model",
-                    explanation=f"--enable-chunked-prefill was not given. vLLM {ct.RELEASE} turns it on unless "
-                                f"the model is encoder-decoder, or a pooling model that is encoder-only or pools "
-                                f"MEAN, CLS or STEP; this one is {_what(cfg, kind)}, so it is "
-                                f"{'on' if on else 'off'}.")
-        if cfg.cache_config.enable_prefix_caching is None:
-            on = ct.prefix_caching_supported(cfg)
-            ctx.set("cache_config", "enable_prefix_caching", on,
-                    reason=f"default: prefix caching is {'on' if on else 'off'} for {_a(kind)} "
-                           f"{cfg.model_config.runner_type} model",
-                    explanation=f"--enable-prefix-caching was not given. vLLM {ct.RELEASE} turns it on for "
-                                f"decoder and generative hybrid models (a pooling one must pool LAST or ALL); "
-                                f"this one is {_what(cfg, kind)}, so it is {'on' if on else 'off'}.")
+    def kind(self, cfg) -> str:
+        return ct.attn_type(cfg)
+
+    def chunked_default(self, cfg) -> bool:
+        return ct.chunked_prefill_supported(cfg)
+
+    def prefix_default(self, cfg, ctx, kind: str) -> tuple[bool, str]:
+        hybrids = ctx.release is None or ctx.release.has("C3.2b")  # the hybrids' default since C3.2b
+        on = ct.prefix_caching_supported(cfg) and (hybrids or kind != "hybrid")
+        return on, (f"for {'decoder and generative hybrid models' if hybrids else 'decoder models, not hybrids'} "
+                    f"(a pooling one must pool LAST or ALL)")
+
+    def who(self, ctx) -> str:
+        return f"vLLM {ctx.release}"
 
 
 class Gemma4Backend034Stage(Stage):
@@ -124,6 +122,8 @@ class MambaCacheMode034Stage(MambaCacheModeStage):
 
 
     def run(self, cfg, ctx) -> None:
+        if ctx.release is not None and not ctx.release.has("C7c"):
+            return super().run(cfg, ctx)  # before C7c: 'all' where the model supports it, as 0.19.0
         cc, mc = cfg.cache_config, cfg.model_config
         if cc.enable_prefix_caching:
             if cc.mamba_cache_mode == "none":
@@ -131,7 +131,7 @@ class MambaCacheMode034Stage(MambaCacheModeStage):
                         reason=f"Mamba cache mode is set to 'align' for {mc.architecture} by default when prefix "
                                f"caching is enabled",
                         explanation="Prefix caching is on, so Mamba states are kept at block boundaries: 'align' "
-                                    f"(vLLM {ct.RELEASE} has no 'all' mode, and ignores --mamba-cache-mode).")
+                                    f"(vLLM {ctx.release} has no 'all' mode, and ignores --mamba-cache-mode).")
             if not cfg.scheduler_config.enable_chunked_prefill:
                 raise ConfigRejectedError("Chunked prefill is required for Mamba prefix caching.",
                                           field="scheduler_config.enable_chunked_prefill",

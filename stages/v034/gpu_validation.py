@@ -66,9 +66,9 @@ class GpuValidation034Stage(GpuValidationStage):
         startup = ctx.fact("startup")
         if not isinstance(startup, Startup):
             why = startup.error if isinstance(startup, StartupUnavailable) else "engine-start did not run"
-            return f"no page layout to check: vLLM {ct.RELEASE}'s start-up step was not worked out ({why})"
+            return f"no page layout to check: vLLM {ctx.release}'s start-up step was not worked out ({why})"
         if startup.failure is not None:
-            return (f"no page layout to check: vLLM {ct.RELEASE} would not start "
+            return (f"no page layout to check: vLLM {ctx.release} would not start "
                     f"({startup.failure.vllm_type}: {startup.failure.reason})")
         try:
             layout = page_layout(startup)

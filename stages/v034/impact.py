@@ -23,6 +23,8 @@ from enginecfg.stages.impact import ImpactStage, with_start_verdict
 
 #: vLLM 0.34.0's gpu_memory_utilization when the extensible KV cache is off (RULES.md C3.4)
 NON_EXTENSIBLE_UTILIZATION = 0.92
+#: the default before rule C3.4a
+EARLIER_UTILIZATION = 0.9
 
 
 class Impact034Stage(ImpactStage):
@@ -46,11 +48,14 @@ class Impact034Stage(ImpactStage):
             ctx.record("impact", ImpactUnavailable("the start-up step was not decided (engine-start did not run)"))
             return
         opts = self.options
-        # 0.34.0 keeps the extensible KV cache off when the KV cache is sized by a flag
+        # C3.4b: the extensible KV cache, off when the KV cache is sized by a flag
         # (--kv-cache-memory-bytes, --num-gpu-blocks-override); without it the utilization
-        # defaults to 0.92
-        extensible = opts.kv_cache_memory is None and opts.num_gpu_blocks_override is None
-        default_utilization = 1.0 if extensible else NON_EXTENSIBLE_UTILIZATION
+        # defaults to 0.92 (C3.4a), and before C3.4a to 0.9
+        release = ctx.release
+        extensible = (release is None or release.has("C3.4b")) and opts.kv_cache_memory is None \
+            and opts.num_gpu_blocks_override is None
+        default_utilization = 1.0 if extensible else (
+            NON_EXTENSIBLE_UTILIZATION if release is None or release.has("C3.4a") else EARLIER_UTILIZATION)
         try:
             figures = kv_planning.impact(
                 cfg, startup=kv_planning.startup_key(startup), gpu=kv_planning.gpu_key(opts.card),

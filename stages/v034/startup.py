@@ -72,7 +72,7 @@ class AttentionBackend034Stage(_StartupStage):
         for level, message in messages:  # logged while the layers are built
             ctx.warn(message, level=level)
         ctx.record("startup", Startup(
-            ct.RELEASE, self.gpu.name, self.gpu.capability_text, layers, cc.block_size, cc.mamba_block_size,
+            str(ctx.release), self.gpu.name, self.gpu.capability_text, layers, cc.block_size, cc.mamba_block_size,
             cc.mamba_page_size_padded, messages=messages, failure=failure,
             disable_hybrid_kv_cache_manager=bool(cfg.scheduler_config.disable_hybrid_kv_cache_manager)))
 
@@ -149,5 +149,5 @@ class EngineStart034Stage(_StartupStage):
         startup = self._add(ctx, attrs.evolve(startup, failure=failure), decisions, messages,
                             engine_block_size=engine_block)
         if failure is not None:
-            ctx.warn(failure_message(ct.RELEASE, failure))
+            ctx.warn(failure_message(ctx.release, failure))
         ctx.record("startup", startup)

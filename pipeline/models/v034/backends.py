@@ -294,68 +294,40 @@ def preferred_block_size(name: str, ctx: Context, default: int = DEFAULT_BLOCK_S
     return be.preferred_block_size(blocks, default)
 
 
-def _reasons(backend: Backend, q: Query, ctx: Context) -> list[str]:
-    out = []
-    if not backend.head(q.head_size, ctx):
-        out.append("head_size not supported")
-    if q.dtype not in backend.dtypes:
-        out.append("dtype not supported")
-    if not backend.kv(q.kv_cache_dtype, ctx):
-        out.append("kv_cache_dtype not supported")
-    if not be.supports_block_size(kernel_blocks(backend.name, ctx), q.block_size):
-        out.append("block_size not supported")
-    if q.use_mm_prefix and not backend.mm_prefix(ctx):
-        out.append("partial multimodal token full attention not supported")
-    if q.use_mla != backend.mla:
-        out.append("MLA not supported" if q.use_mla else "non-MLA not supported")
-    if q.use_sparse != backend.sparse:
-        out.append("sparse not supported" if q.use_sparse else "non-sparse not supported")
-    if not backend.capability(ctx.capability):
-        out.append("compute capability not supported")
-    if q.attn_type not in backend.attn_types:
-        out.append(f"attention type {q.attn_type} not supported")
-    combination = backend.combination(q, ctx)
-    if combination is not None:
-        out.append(combination)
-    return out
+#: 0.34.0's selector checks, in its order: the attention-sink check is gone, a backend's head
+#: sizes, KV dtypes and multimodal-prefix support depend on the GPU, and the attention type is
+#: named without its enum's prefix
+CHECKS: tuple[be.Check, ...] = (
+    (lambda b, q, ctx: not b.head(q.head_size, ctx), lambda q: "head_size not supported"),
+    (lambda b, q, ctx: q.dtype not in b.dtypes, lambda q: "dtype not supported"),
+    (lambda b, q, ctx: not b.kv(q.kv_cache_dtype, ctx), lambda q: "kv_cache_dtype not supported"),
+    (lambda b, q, ctx: not be.supports_block_size(kernel_blocks(b.name, ctx), q.block_size),
+     lambda q: "block_size not supported"),
+    (lambda b, q, ctx: q.use_mm_prefix and not b.mm_prefix(ctx),
+     lambda q: "partial multimodal token full attention not supported"),
+    (lambda b, q, ctx: q.use_mla != b.mla, lambda q: "MLA not supported" if q.use_mla else "non-MLA not supported"),
+    (lambda b, q, ctx: q.use_sparse != b.sparse,
+     lambda q: "sparse not supported" if q.use_sparse else "non-sparse not supported"),
+    (lambda b, q, ctx: not b.capability(ctx.capability), lambda q: "compute capability not supported"),
+    (lambda b, q, ctx: q.attn_type not in b.attn_types, lambda q: f"attention type {q.attn_type} not supported"),
+)
 
 
 def select(q: Query, ctx: Context, forced: str | None = None, *, num_heads: int | None = None,
            sliding_window: bool = False) -> be.Selection:
-    """The backend vLLM 0.34.0's selector gives the query on the GPU of *ctx*."""
-    q_reasons = lambda b: _reasons(b, q, ctx) + (  # noqa: E731
-        ["sliding window not supported"] if sliding_window and not b.sliding else [])
-    if forced is not None:
-        backend = BACKENDS.get(forced)
-        why = q_reasons(backend) if backend is not None else ["ImportError"]
-        if why:
-            return be.Selection(None, True, (), ((forced, tuple(why)),),
-                                error=f"Selected backend AttentionBackendEnum.{forced} is not valid for this "
-                                      f"configuration. Reason: {why}")
-        blocks = kernel_blocks(forced, ctx)
-        return be.Selection(forced, True, (), (), blocks, preferred_block_size(forced, ctx))
-    tried = priorities(q.use_mla, ctx.capability, q.kv_cache_dtype, num_heads, head_size=q.head_size,
-                       use_mm_prefix=q.use_mm_prefix)
-    refused, valid = [], []
-    for name in tried:
-        why = q_reasons(BACKENDS[name])
-        (refused.append((name, tuple(why))) if why else valid.append(name))
-    if not valid:
-        listed = ", ".join(f"{name}: [{', '.join(why)}]" for name, why in refused)
-        return be.Selection(None, False, tried, tuple(refused),
-                            error=f"No valid attention backend found for cuda with "
-                                  f"{be.query_text(q)}. Reasons: {{{listed}}}.")
-    chosen = valid[0]
-    warning = None
-    if q.block_size is not None:
-        rank = tried.index(chosen)
-        shut_out = [name for name, why in refused if tried.index(name) < rank and why == ("block_size not supported",)]
-        if shut_out:
-            warning = (f"--block-size {q.block_size} precluded higher-priority backend(s) "
-                       f"{', '.join(shut_out)}. Using {chosen} instead, which may result in reduced "
-                       f"performance. Consider removing --block-size to auto-select the optimal block size.")
-    return be.Selection(chosen, False, tried, tuple(refused), kernel_blocks(chosen, ctx),
-                        preferred_block_size(chosen, ctx), warning=warning)
+    """The backend vLLM 0.34.0's selector gives the query on the GPU of *ctx*: the shared
+    selector given this release's backends, priorities, checks (a sliding-window layer also
+    needs a backend that takes one) and kernel blocks."""
+    def refuse(backend: Backend, q: Query, ctx: Context) -> list[str]:
+        return be.reasons(backend, q, ctx, CHECKS) + (
+            ["sliding window not supported"] if sliding_window and not backend.sliding else [])
+
+    def order(q: Query, ctx: Context, heads: int | None) -> tuple[str, ...]:
+        return priorities(q.use_mla, ctx.capability, q.kv_cache_dtype, heads, head_size=q.head_size,
+                          use_mm_prefix=q.use_mm_prefix)
+
+    return be.select(q, ctx, forced, num_heads=num_heads, table=BACKENDS, order=order, refuse=refuse,
+                     blocks=kernel_blocks, preferred=preferred_block_size)
 
 
 def common_block(names: list[str], ctx: Context, default: int = DEFAULT_BLOCK_SIZE) -> int | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from enginecfg.pipeline.errors import InvalidInputError
+from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
 from enginecfg.pipeline.hf import HFConfigView, typed
 from enginecfg.pipeline.models.architectures import GENERIC_ATTENTION
 from enginecfg.pipeline.models.derive import gemma4_head_dims as _gemma4_dims
@@ -35,7 +35,8 @@ __all__ = ["RELEASE", "DEFAULT_BLOCK_SIZE", "REGISTRY", "REMOVED_ARCHITECTURES",
            "gemma4_head_dims", "gemma4_rule", "float_kv_mismatch", "FP8_KV_MESSAGE", "REMOVED_ARGUMENTS", "BIDIRECTIONAL_NO_POOLING",
            "check_engine_args", "adapt"]
 
-RELEASE = "0.34.0"
+#: the release whose generated tables these rules read (its model registry, its option table)
+RELEASE = vllm_registry_034.VLLM_VERSION
 
 #: vLLM 0.34.0's model registry (C1); its Transformers backend also runs a class whose module
 #: uses the attention interface
@@ -44,9 +45,14 @@ REGISTRY = Registry(RELEASE, vllm_registry_034.SUPPORTED, vllm_registry_034.PREV
 
 #: architectures of the 0.19.0 table that left vLLM's registry, and the last release with them
 REMOVED_ARCHITECTURES: Mapping[str, str] = MappingProxyType({
-    "BambaForCausalLM": "0.23.0", "MiniMaxForCausalLM": "0.23.0", "MiniMaxText01ForCausalLM": "0.23.0",
-    "MiniMaxM1ForCausalLM": "0.23.0", "Plamo2ForCausalLM": "0.26.0",
-})
+    name: last for name, last in vllm_registry_034.PREVIOUSLY_SUPPORTED.items()
+    if name in ("BambaForCausalLM", "MiniMaxForCausalLM", "MiniMaxText01ForCausalLM", "MiniMaxM1ForCausalLM",
+                "Plamo2ForCausalLM")})
+
+#: the dated rule that removed each architecture (C1b: Bamba and MiniMax; C1c: Plamo2)
+_LEFT_BY = {"Plamo2ForCausalLM": "C1c"}
+#: removed architectures whose Transformers class the backend does not take before C1g
+_NOT_BACKEND_COMPATIBLE = ("BambaForCausalLM", "Plamo2ForCausalLM")
 
 #: NemotronH's SSM-state dtype when the checkpoint names none (0.19.0: float16)
 NEMOTRON_H_SSM_DTYPE = "float32"
@@ -233,19 +239,24 @@ def float_kv_mismatch(cfg: Any) -> str | None:
 
 #: engine arguments 0.34.0 no longer has (C6)
 REMOVED_ARGUMENTS: Mapping[str, str] = MappingProxyType({
-    "calculate_kv_scales": "vLLM 0.34.0 removed it: KV-cache scales come from the checkpoint or default to 1.0",
+    "calculate_kv_scales": "removed since {since}: KV-cache scales come from the checkpoint or default to 1.0",
 })
 
 
-def check_engine_args(engine_args: dict[str, Any]) -> None:
-    """C6: an engine argument 0.34.0 does not have is refused, as ``EngineArgs`` refuses it."""
+#: the dated rule that removed each argument of :data:`REMOVED_ARGUMENTS`
+_REMOVED_BY = {"calculate_kv_scales": "C6"}
+
+
+def check_engine_args(engine_args: dict[str, Any], release: Any) -> None:
+    """C6: an engine argument *release* does not have is refused, as ``EngineArgs`` refuses it."""
     for name in engine_args:
-        if name in REMOVED_ARGUMENTS:
-            raise InvalidInputError(f"unknown engine argument {name!r} for vLLM {RELEASE} "
-                                    f"({REMOVED_ARGUMENTS[name]})", field=name)
+        if name in REMOVED_ARGUMENTS and release.has(_REMOVED_BY[name]):
+            since = next(r for r in release.chain if any(d.id == _REMOVED_BY[name] for d in r.adds))
+            raise InvalidInputError(f"unknown engine argument {name!r} for vLLM {release} "
+                                    f"({REMOVED_ARGUMENTS[name].format(since=f'vLLM {since}')})", field=name)
 
 
-def adapt(cfg: Any) -> Any:
+def adapt(cfg: Any, release: Any) -> Any:
     """What vLLM 0.34.0 resolves differently while it builds the model and cache configs,
     applied to a config loaded with 0.19.0's rules: a removed architecture runs on the
     Transformers backend (not hybrid); ``is_hybrid`` counts ``full_attention`` layers as
@@ -253,21 +264,31 @@ def adapt(cfg: Any) -> Any:
     engine arguments (with vLLM's deprecation warning); the quantized-KV line names the dtype."""
     mc, cc = cfg.model_config, cfg.cache_config
     info = mc.arch_info
-    if info is not None and info.name in REMOVED_ARCHITECTURES:
+    removed = info is not None and info.name in REMOVED_ARCHITECTURES and release.has(_LEFT_BY.get(info.name, "C1b"))
+    if removed and info.name in _NOT_BACKEND_COMPATIBLE and not release.has("C1g"):
+        # C1b/C1c until C1g: the Transformers backend does not take the class, config time stops
+        raise ConfigRejectedError(f"Model architecture {info.name} was supported in vLLM until "
+                                  f"v{REMOVED_ARCHITECTURES[info.name]}, and is not supported anymore. Please use "
+                                  f"an older version of vLLM if you want to use this model architecture.",
+                                  field="model_config.architecture", vllm_type="ValueError")
+    if removed:
         mc.architecture = transformers_backend(mc.hf_config, mc.hf_text_config)
-        mc.arch_fallback = Fallback(info.name, mc.architecture, "transformers", RELEASE)
+        mc.arch_fallback = Fallback(info.name, mc.architecture, "transformers", str(release))
         mc.arch_info = GENERIC_ATTENTION
         mc.is_attention_free = False
         mc.supports_mamba_prefix_caching = False
         info = GENERIC_ATTENTION
-    mc.is_hybrid = is_hybrid(info, mc.hf_config)
+    if removed or release.has("C1e"):  # C1e: all-attention layer_types are not hybrid
+        mc.is_hybrid = is_hybrid(info, mc.hf_config)
     if not cc.user_specified_block_size:
-        cc.block_size = DEFAULT_BLOCK_SIZE
+        cc.block_size = release.default_block_size
     messages = list(cfg.load_messages)
-    if cfg.engine_args.get("mamba_cache_mode") is not None:
-        messages.append(("WARNING", "--mamba-cache-mode is deprecated and will be removed in v0.34.0. It has no "
-                                    "effect: Mamba prefix caching follows --enable-prefix-caching."))
-    cc.mamba_cache_mode = "none"
+    if release.has("C7f"):  # the flag is taken, warned about and ignored; the text names C7f's or C7g's release
+        if cfg.engine_args.get("mamba_cache_mode") is not None:
+            named = next(r for r in reversed(release.chain) if any(d.id in ("C7f", "C7g") for d in r.adds))
+            messages.append(("WARNING", f"--mamba-cache-mode is deprecated and will be removed in v{named}. It "
+                                        f"has no effect: Mamba prefix caching follows --enable-prefix-caching."))
+        cc.mamba_cache_mode = "none"
     old = ("INFO", "Using fp8 data type to store kv cache. It reduces the GPU memory footprint and boosts the "
                    "performance. Meanwhile, it may cause accuracy drop without a proper scaling factor.")
     messages = [("INFO", FP8_KV_MESSAGE.format(cc.cache_dtype)) if m == old else m for m in messages]

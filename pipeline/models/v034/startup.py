@@ -24,8 +24,8 @@ from typing import Any
 from enginecfg.pipeline.hf import typed
 from enginecfg.pipeline.models import backends as be019
 from enginecfg.pipeline.models.pages import page_facts
-from enginecfg.pipeline.models.startup import (SSM_BACKENDS, Decision, LayerBackend, LayerKind, StartFailure,
-                                               LayerClasses, layer_kinds, state_page_failure)
+from enginecfg.pipeline.models.startup import (Decision, LayerBackend, LayerKind, StartFailure, LayerClasses,
+                                               layer_kinds, select_layer_backends, state_page_failure)
 from enginecfg.pipeline.models.v034 import backends as be
 from enginecfg.pipeline.models.v034 import config_time
 
@@ -179,45 +179,30 @@ def _triton_fp8(cfg: Any, backend: str, gpu: Any) -> StartFailure | None:
 
 def select_backends(cfg: Any, gpu: Any) -> tuple[list[LayerBackend], list[tuple[str, str]], StartFailure | None]:
     """B1-B6: every kind of layer with its backend on *gpu*, the selector's warnings, and the
-    first failure building the model class meets (None: it builds)."""
+    first failure building the model class meets (None: it builds): the shared loop given this
+    release's query, selector (a sliding-window layer needs a backend that takes one) and
+    FlashAttention version."""
     mc, cc = cfg.model_config, cfg.cache_config
     ctx = context(cfg, gpu)
-    forced = cfg.attention_config.backend
-    heads = mc.num_attention_heads
-    per_rank = heads // cfg.parallel_config.tensor_parallel_size if isinstance(heads, int) else None
-    mm_prefix = ctx.mm_prefix_lm
-    messages: list[tuple[str, str]] = []
-    failure = build_failure(cfg, before_layers=True)
-    out: list[LayerBackend] = []
-    for kind in layer_kinds(cfg):
-        cls = layer_class(kind, mc.architecture)
-        if kind.kind == "mamba":
-            out.append(LayerBackend(kind, cls, SSM_BACKENDS.get(kind.mamba_type or "", "MAMBA2_ATTN")))
-            continue
-        q = be.Query(head_size=kind.head_size, dtype=mc.dtype, kv_cache_dtype=kind.kv_cache_dtype or cc.cache_dtype,
-                     block_size=cc.block_size if cc.user_specified_block_size else None,
-                     use_mla=kind.kind == "mla", attn_type=kind.attn_type or "decoder", use_mm_prefix=mm_prefix)
-        sel = be.select(q, ctx, forced, num_heads=per_rank, sliding_window=kind.sliding_window is not None)
-        if sel.warning is not None:
-            messages.append(("WARNING", sel.warning))
-        fa = None
+
+    def query(kind: LayerKind) -> be.Query:
+        return be.Query(head_size=kind.head_size, dtype=mc.dtype, kv_cache_dtype=kind.kv_cache_dtype or cc.cache_dtype,
+                        block_size=cc.block_size if cc.user_specified_block_size else None,
+                        use_mla=kind.kind == "mla", attn_type=kind.attn_type or "decoder",
+                        use_mm_prefix=ctx.mm_prefix_lm)
+
+    def fa(sel: Any, kind: LayerKind, q: be.Query) -> int | None:
         if sel.backend in ("FLASH_ATTN", "TRITON_FLASH_ATTN"):
-            fa = be.flash_attn_version(ctx, kind.head_size, q.block_size, fa4_hd256=True)
-        out.append(LayerBackend(kind, cls, sel.backend, forced=sel.forced, priority=sel.priority,
-                                refused=sel.refused, fa_version=fa,
-                                kernel_block_sizes=tuple(s for s, _ in sel.kernel_blocks),
-                                kernel_block_multiple_of=tuple(m for _, m in sel.kernel_blocks),
-                                preferred_block_size=sel.preferred_block_size, error=sel.error))
-        if failure is None and sel.error is not None:
-            why = (f"the named backend {forced} refuses the {cls} layers" if sel.forced else
-                   f"no backend on compute capability {ctx.capability[0]}.{ctx.capability[1]} serves the "
-                   f"{cls} layers")
-            failure = StartFailure("build", "ValueError", sel.error,
-                                   "platforms/cuda.py in CudaPlatformBase.get_attn_backend_cls", why, "B5")
-        if failure is None and sel.backend is not None:
-            failure = _triton_fp8(cfg, sel.backend, gpu)
-    failure = failure or build_failure(cfg, before_layers=False)
-    return out, messages, failure
+            return be.flash_attn_version(ctx, kind.head_size, q.block_size, fa4_hd256=True)
+        return None
+
+    before = build_failure(cfg, before_layers=True)
+    layers, messages, failure = select_layer_backends(
+        cfg, layer_kinds(cfg), ctx.capability, layer_class=layer_class, query=query,
+        select=lambda q, kind, forced, heads: be.select(q, ctx, forced, num_heads=heads,
+                                                       sliding_window=kind.sliding_window is not None),
+        fa_version=fa, after=lambda backend: _triton_fp8(cfg, backend, gpu), rule="B5")
+    return layers, messages, before or failure or build_failure(cfg, before_layers=False)
 
 
 def _non_ssm(layers: list[LayerBackend]) -> list[str]:
@@ -231,16 +216,17 @@ def _non_ssm(layers: list[LayerBackend]) -> list[str]:
 
 def preferred_block(cfg: Any, layers: list[LayerBackend], gpu: Any) -> tuple[int, list[Decision],
                                                                           list[tuple[str, str]]]:
-    """S0-S1: the block size the backends prefer, unless the user gave one."""
+    """S0-S1: the block size the backends prefer, unless the user gave one (the default is the
+    config's block size, the release's ``DEFAULT_BLOCK_SIZE`` when none was given)."""
     cc = cfg.cache_config
     names = _non_ssm(layers)
     if not names or cc.user_specified_block_size:
         return cc.block_size, [], []
     ctx = context(cfg, gpu)
     if len(names) == 1:
-        block = be.preferred_block_size(names[0], ctx)
+        block = be.preferred_block_size(names[0], ctx, cc.block_size)
     else:
-        block = be.common_block(names, ctx)
+        block = be.common_block(names, ctx, cc.block_size)
         if block is None:
             sizes = "; ".join(f"{n}: {[s for s, _ in be.kernel_blocks(n, ctx)]}" for n in names)
             raise ValueError(f"The attention backends share no supported KV cache block size ({sizes}).")
@@ -251,7 +237,7 @@ def preferred_block(cfg: Any, layers: list[LayerBackend], gpu: Any) -> tuple[int
     return block, [Decision("block_size", cc.block_size, block, reason,
                             f"No --block-size was given; the attention layers run on {'/'.join(names)} "
                             f"(kernel blocks {sizes}), which prefer {block} tokens to the default "
-                            f"{be.DEFAULT_BLOCK_SIZE}.", "S1")], [("INFO", reason)]
+                            f"{cc.block_size}.", "S1")], [("INFO", reason)]
 
 
 def checkpoint_alignment(cfg: Any, gpu: Any) -> int | None:
