@@ -324,23 +324,34 @@ def known(d: Difference, table: tuple[Known, ...]) -> Known | None:
     return None
 
 
-def _main() -> None:  # a development report: what differs, per release and field
-    import sys
+def _main() -> None:
+    """A development report: what differs, per release and field.
 
-    releases = sys.argv[1:] or list(RUN_RELEASES)
-    for release in releases:
+        python tests/release_oracle_support.py [RELEASE ...] [--json FILE]
+
+    ``--json`` also writes every difference, as a list of objects, to FILE."""
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("releases", nargs="*", default=list(RUN_RELEASES))
+    parser.add_argument("--json", dest="json_out")
+    opts = parser.parse_args()
+    everything = []
+    for release in opts.releases:
         if not answers(release):
             print(f"{release}: no answers")
             continue
         diffs = [d for cid, r in cases(release) for d in compare(release, cid, r)]
+        everything += diffs
         by_field = Counter(re.sub(r"@\d+GiB", "", d.field) for d in diffs)
         n_cases = len({d.case for d in diffs})
         print(f"== {release} (enginecfg {spoken_release(release)}): {len(diffs)} differences "
               f"in {n_cases} of {len(cases(release))} cases")
         for field, n in by_field.most_common():
             print(f"   {n:5d}  {field}")
-        with open(f"/tmp/diffs-{release}.json", "w") as f:
-            json.dump([d._asdict() for d in diffs], f, default=str, indent=0)
+    if opts.json_out:
+        with open(opts.json_out, "w") as f:
+            json.dump([d._asdict() for d in everything], f, default=str, indent=0)
 
 
 if __name__ == "__main__":
