@@ -38,6 +38,14 @@ RUN = {
         "vllm_serve_flags.json":
             "c073099dab9c6bc93dc7f23f5cff7cccdc16c52c880867bc00b54bf6866412e0",
     },
+    "0.24.0": {
+        "examples-024.json.gz":
+            "573fee09171379e494b529aa462e34d7ebbc91c3e57cd7b660b529db2f735a54",
+        "public-024.json.gz":
+            "dff5b4f6191d7b2b888eef07643b8e65c4e29c1bb1c077769a424f6472e6a3dc",
+        "vllm_serve_flags.json":
+            "b4e1efa3e95ae64c8ae33f2e3f791c4fe3758c676e370f7b1e7cb1519590d0ef",
+    },
     "0.28.0": {
         "examples-028.json.gz":
             "d4f14de3a40a38f439502d4cd4d96609805c079bd2f6e5af52b3c4a2bc55270f",
