@@ -10,7 +10,10 @@ Mamba block and padding, and the KV planning at 2, 17, 64 and 500 GiB).
 A difference passes only when ``KNOWN`` names it with its reason (an artefact of how the oracle
 ran, or a deliberate choice).  Until enginecfg speaks a release, ``spoken_release`` compares its
 answers with the nearest release it speaks, and a case that differs is an expected failure that
-lists what differs; once the release is spoken, every difference fails.
+lists what differs.  A release composed from the timeline whose dated rules the shared machinery
+does not all switch yet (``Release.unwired``, which ``enginecfg releases`` prints) is in the same
+state: its differing cases are expected failures naming those rules.  Once a release is exact,
+every difference fails.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import re
 from collections import Counter
 
 import pytest
+
+from enginecfg.pipeline import releases
 
 from support import DATA
 from release_oracle_support import (RUN_RELEASES, Difference, Known, answers, cases, compare, known,
@@ -59,6 +64,11 @@ def test_a_run_release_decides_as_its_oracle(release, case_id, r, warm_snapshots
     spoken = spoken_release(release)
     if diffs and spoken != release:
         pytest.xfail(f"enginecfg does not speak {release} yet; the {spoken} rules differ in: {_summary(diffs)}")
+    unwired = releases.get(release).unwired
+    if diffs and unwired:
+        # composed from the timeline, but with dated rules the shared machinery does not switch
+        # yet: a difference is expected only while the release says it is not exact
+        pytest.xfail(f"{release} is composed without rules {', '.join(unwired)}; it differs in: {_summary(diffs)}")
     assert diffs == []
 
 
