@@ -340,6 +340,9 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
             "The text_config extracted from the model config does not have `num_attention_heads` attribute. "
             "This indicates a mismatch between the model config and vLLM's expectations. Please ensure that "
             "the model config is compatible with vLLM.", field="hf_config.text_config.num_attention_heads")
+    # the release's own config class fills in what config.json leaves out (0.34.0's Kimi-Linear
+    # class: max_position_embeddings 4096) before anything is derived from the config
+    (registry or vllm_registry.REGISTRY).fill_class_defaults(text)
     derive.check_model_ints(text)
     for view in (hf, text):
         typed.attr(view, "model_type", typed.STR, expect="a string (a model type name)")

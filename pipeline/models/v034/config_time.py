@@ -39,8 +39,15 @@ RELEASE = "0.34.0"
 
 #: vLLM 0.34.0's model registry (C1); its Transformers backend also runs a class whose module
 #: uses the attention interface
+#: C1: 0.34.0's own ``KimiLinearConfig`` (``vllm/transformers_utils/configs/kimi_linear.py``)
+#: takes ``max_position_embeddings`` with a default of 4096, which 0.19.0's class did not have:
+#: a Kimi-Linear config.json without it (and without ``model_max_length``) derives a
+#: max_model_len of 4096 under 0.34.0 (0.19.0: none found, 2048 with a warning)
+KIMI_LINEAR_DEFAULTS: Mapping[str, Any] = MappingProxyType({"max_position_embeddings": 4096})
+
 REGISTRY = Registry(RELEASE, vllm_registry_034.SUPPORTED, vllm_registry_034.PREVIOUSLY_SUPPORTED,
-                    vllm_registry_034.OOT_SUPPORTED, attention_interface=True)
+                    vllm_registry_034.OOT_SUPPORTED, attention_interface=True,
+                    class_defaults={"kimi_linear": KIMI_LINEAR_DEFAULTS})
 
 #: architectures of the 0.19.0 table that left vLLM's registry, and the last release with them
 REMOVED_ARCHITECTURES: Mapping[str, str] = MappingProxyType({
