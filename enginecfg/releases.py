@@ -17,6 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from enginecfg.pipeline import rulepacks
+from enginecfg.pipeline.arg_order import CONFIGS
+from enginecfg.pipeline.engine_args import release_table
 from enginecfg.pipeline.loading import load_pretrained, prefetch_pretrained
 from enginecfg.pipeline.models.v034 import config_time as v034
 from enginecfg.stages import BUILTIN_STAGES
@@ -28,12 +30,18 @@ __all__ = ["DEFAULT_RELEASE", "PACKS", "load_034", "register_all"]
 DEFAULT_RELEASE = "0.19.0"
 
 
+#: 0.34.0's engine arguments, (table, phases): its parser's choices, its config classes'
+#: bounds, and the cache config's own checks at their step
+ARGUMENTS_034 = (release_table(dict(v034.ARGUMENT_CHOICES), dict(v034.ARGUMENT_BOUNDS)),
+                 {name: CONFIGS for name in v034.CACHE_CONFIG_CHECKED})
+
+
 def load_034(path: Any, engine_args: dict[str, Any], revision: str | None = None, *,
              defer_argument_errors: bool = False):
     """A config under vLLM 0.34.0's rules (see the module doc)."""
     v034.check_engine_args(engine_args)
     cfg = load_pretrained(path, engine_args, revision, defer_argument_errors=defer_argument_errors,
-                          registry=v034.REGISTRY)
+                          registry=v034.REGISTRY, arguments=ARGUMENTS_034)
     return v034.adapt(cfg)
 
 

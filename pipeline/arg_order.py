@@ -75,33 +75,37 @@ def phase_of(name: str, value: Any) -> str:
     return ENGINE if name in _ENGINE_ORDER else CONFIGS
 
 
-def _rank(name: str) -> int:
+def _rank(name: str, phase: str = "") -> int:
+    if phase == CONFIGS and name == "block_size":
+        return -1  # a release that checks it with its cache config: the class's first field
     order = _CONFIGS_ORDER + _ENGINE_ORDER + _POST_ORDER + _FINAL_ORDER
     return order.index(name) if name in order else len(order)
 
 
 def _sorted(deferred: list[tuple[str, str, EngineCfgError]]) -> list[tuple[str, EngineCfgError]]:
-    deferred = sorted(deferred, key=lambda d: (STEP_ORDER.index(d[0]), _rank(d[1])))
+    deferred = sorted(deferred, key=lambda d: (STEP_ORDER.index(d[0]), _rank(d[1], d[0])))
     return [(phase, exc) for phase, _, exc in deferred]
 
 
 def split_engine_args(engine_args: dict[str, Any], parse_one: Callable[[str, Any], Any],
                       known: Container[str],
                       refusal: Callable[[str, Any], InvalidInputError | None] = lambda name, value: None,
+                      phases: dict[str, str] | None = None,
                       ) -> tuple[dict[str, Any], list[tuple[str, EngineCfgError]]]:
     """Check every argument with ``parse_one(name, value)`` (returns the normalised value or
     raises :class:`InvalidInputError`).  An unknown name or a :data:`MODEL` error is raised
     now; the others are returned as ``(phase, error)`` in vLLM's order, their arguments left
     out of the returned dict (so they take their defaults).  ``refusal(name, value)`` names
     a value that passed but that enginecfg refuses after vLLM's checks: the value is kept,
-    its error is returned as :data:`FINAL`."""
+    its error is returned as :data:`FINAL`.  *phases*: a later release's own step for an
+    argument's error (its config class checks the value while it is built)."""
     good: dict[str, Any] = {}
     deferred: list[tuple[str, str, EngineCfgError]] = []
     for name, value in engine_args.items():
         try:
             good[name] = parse_one(name, value)
         except InvalidInputError as exc:
-            phase = phase_of(name, value)
+            phase = (phases or {}).get(name) or phase_of(name, value)
             if phase == MODEL or name not in known:  # vLLM: EngineArgs refuses the name
                 raise
             deferred.append((phase, name, exc))

@@ -22,7 +22,7 @@ from enginecfg.pipeline.suggest import did_you_mean
 
 __all__ = ["EngineArg", "ENGINE_ARGS", "DTYPE_CHOICES", "human_readable_int", "human_readable_int_or_auto",
            "parse_flag_text", "to_flags", "parse_engine_args", "check_engine_args", "check_names",
-           "ACCEPTED_BY_VLLM", "refusal", "given_flag"]
+           "ACCEPTED_BY_VLLM", "refusal", "given_flag", "release_table"]
 
 #: ``--dtype``'s choices (what the model config resolves them to: config.RESOLVED_DTYPES)
 DTYPE_CHOICES = ("auto", "half", "float16", "bfloat16", "float", "float32")
@@ -42,6 +42,9 @@ class EngineArg:
     parser: str | None = None
     #: where the resolved value lives in the config (``cache_config.block_size``)
     config_field: str = ""
+    #: the bound the release's config class checks while it is built, as pydantic states it:
+    #: ``("greater than", 0)``, ``("greater than or equal to", 1)`` (None: no bound of vLLM's)
+    bound: tuple[str, int | float] | None = None
 
     @property
     def flag(self) -> str:
@@ -211,12 +214,29 @@ def parse_engine_args(engine_args: dict[str, Any]) -> dict[str, Any]:
     return good
 
 
-def check_engine_args(engine_args: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, InvalidInputError]]]:
+def check_engine_args(engine_args: dict[str, Any], table: dict[str, EngineArg] | None = None,
+                      phases: dict[str, str] | None = None,
+                      ) -> tuple[dict[str, Any], list[tuple[str, InvalidInputError]]]:
     """Every engine argument checked: the good ones normalised, and the errors vLLM reports
     later, as ``(phase, error)`` in its order (:mod:`.arg_order`; an unknown name or a
     model-config error is raised now), with enginecfg's own refusals of values vLLM accepts
-    last (those values are kept: vLLM's checks run on them)."""
-    return split_engine_args(engine_args, _parse_one, ENGINE_ARGS, refusal)
+    last (those values are kept: vLLM's checks run on them).
+
+    *table*: the release's arguments (:func:`release_table`; default 0.19.0's
+    :data:`ENGINE_ARGS`); *phases*: the release's own step for an argument's error, where it
+    differs from 0.19.0's."""
+    table = ENGINE_ARGS if table is None else table
+    return split_engine_args(engine_args, lambda name, value: _parse_one(name, value, table), table,
+                             lambda name, value: None if table[name].bound else refusal(name, value), phases)
+
+
+def release_table(choices: dict[str, tuple[str, ...]] | None = None,
+                  bounds: dict[str, tuple[str, int | float]] | None = None) -> dict[str, EngineArg]:
+    """The engine arguments of a later release: 0.19.0's with that release's parser choices
+    and config-class bounds where they differ."""
+    choices, bounds = choices or {}, bounds or {}
+    return {name: attrs.evolve(arg, choices=choices.get(name, arg.choices), bound=bounds.get(name, arg.bound))
+            for name, arg in ENGINE_ARGS.items()}
 
 
 #: arguments whose nonpositive values vLLM 0.19.0 accepts while it builds its config (and then
@@ -264,13 +284,13 @@ def _bad(name: str, value: Any, allowed: str) -> InvalidInputError:
     return InvalidInputError(f"invalid {name} ({flag}): got {value!r}; allowed: {allowed}", field=name)
 
 
-def _parse_one(name: str, value: Any) -> Any:
+def _parse_one(name: str, value: Any, table: dict[str, EngineArg] = ENGINE_ARGS) -> Any:
     """One engine argument, normalised, or :class:`InvalidInputError` naming it."""
-    if name not in ENGINE_ARGS:
+    if name not in table:
         raise InvalidInputError(
             f"unknown engine argument {name!r}{did_you_mean(str(name), ENGINE_ARGS)}; known: "
             f"{', '.join(sorted(ENGINE_ARGS))}", field=name)
-    arg = ENGINE_ARGS[name]
+    arg = table[name]
     kind, choices, nullable = arg.kind, arg.choices, arg.nullable
     if value is None:
         if not nullable:
@@ -279,7 +299,9 @@ def _parse_one(name: str, value: Any) -> Any:
     if kind == INT:
         if isinstance(value, bool) or not isinstance(value, int):
             raise _bad(name, value, "an integer")
-        if name not in ACCEPTED_BY_VLLM and value < 1:
+        if arg.bound is not None:
+            _check_bound(arg, value)
+        elif name not in ACCEPTED_BY_VLLM and value < 1:
             raise _bad(name, value, "a positive integer")
     elif kind == BOOL:
         if not isinstance(value, bool):
@@ -296,6 +318,18 @@ def _parse_one(name: str, value: Any) -> Any:
         elif choices is not None and value not in choices:
             raise _bad(name, value, ", ".join(choices))
     return value
+
+
+_BOUND_TESTS = {"greater than": lambda v, b: v > b, "greater than or equal to": lambda v, b: v >= b,
+                "less than or equal to": lambda v, b: v <= b}
+
+
+def _check_bound(arg: EngineArg, value: Any) -> None:
+    """Refuse a value outside the release's bound in pydantic's words, as vLLM reports it."""
+    op, limit = arg.bound
+    if not _BOUND_TESTS[op](value, limit):
+        raise InvalidInputError(f"Input should be {op} {limit} (got {value!r} for {arg.name}, {arg.flag})",
+                                field=arg.name)
 
 
 def _parse_backend(value: str) -> str | None:

@@ -119,7 +119,8 @@ def _eager(cfg: EngineConfig, defer: bool) -> EngineConfig:
 
 
 def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None = None, *,
-                    defer_argument_errors: bool = False, registry: Any = None) -> EngineConfig:
+                    defer_argument_errors: bool = False, registry: Any = None,
+                    arguments: Any = None) -> EngineConfig:
     """A config from a model folder, a ``config.json`` or a Hugging Face repo id.
 
     Besides ``config.json`` the files vLLM 0.19.0 reads while building its config are read
@@ -137,6 +138,8 @@ def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None
     *registry*: the model registry of the release whose rules load it
     (:class:`~enginecfg.pipeline.models.vllm_registry.Registry`; default vLLM 0.19.0's), which
     decides what an architecture it does not register resolves to, or that it is refused.
+    *arguments*: that release's engine arguments, ``(table, phases)`` (see
+    :func:`~enginecfg.pipeline.engine_args.check_engine_args`; default 0.19.0's).
     """
     check_names(engine_args)  # vLLM's EngineArgs refuses an unknown name before anything
     registry = registry or vllm_registry.REGISTRY
@@ -157,7 +160,7 @@ def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None
             parsed.append(_parse_config(file, raw))
         return parsed[0]
     try:
-        args, deferred = check_engine_args(engine_args)
+        args, deferred = check_engine_args(engine_args, *(arguments or ()))
     except InvalidInputError:
         parse()  # vLLM reads config.json before its model config checks its own arguments
         raise

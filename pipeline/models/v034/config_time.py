@@ -33,7 +33,8 @@ __all__ = ["RELEASE", "DEFAULT_BLOCK_SIZE", "REGISTRY", "REMOVED_ARCHITECTURES",
            "is_hybrid", "is_mm_prefix_lm", "attn_type", "prefix_caching_supported", "chunked_prefill_supported",
            "batch_defaults", "chunked_prefill", "max_num_batched_tokens", "max_num_seqs", "async_scheduling",
            "gemma4_head_dims", "gemma4_rule", "float_kv_mismatch", "FP8_KV_MESSAGE", "REMOVED_ARGUMENTS", "BIDIRECTIONAL_NO_POOLING",
-           "check_engine_args", "adapt"]
+           "check_engine_args", "adapt", "ARGUMENT_CHOICES", "ARGUMENT_BOUNDS", "CACHE_CONFIG_CHECKED",
+           "KIMI_LINEAR_DEFAULTS"]
 
 RELEASE = "0.34.0"
 
@@ -242,6 +243,26 @@ def float_kv_mismatch(cfg: Any) -> str | None:
 REMOVED_ARGUMENTS: Mapping[str, str] = MappingProxyType({
     "calculate_kv_scales": "vLLM 0.34.0 removed it: KV-cache scales come from the checkpoint or default to 1.0",
 })
+
+
+#: the choices of ``vllm serve`` 0.34.0's parser where they differ from 0.19.0's (its flag
+#: table, ``enginecfg/cli/vllm_serve_flags_034.py``, holds the same; a test compares them)
+ARGUMENT_CHOICES: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "mamba_cache_dtype": ("auto", "bfloat16", "float16", "float32"),
+    "mamba_ssm_cache_dtype": ("auto", "bfloat16", "float16", "float32"),
+})
+
+#: the bounds 0.34.0's config classes check while they are built (pydantic ``Field(gt=...)``,
+#: ``ge=``), in pydantic's words; 0.19.0 accepted a nonpositive block size there
+ARGUMENT_BOUNDS: Mapping[str, tuple[str, int]] = MappingProxyType({
+    "block_size": ("greater than", 0), "mamba_block_size": ("greater than", 0),
+    "tensor_parallel_size": ("greater than or equal to", 1),
+    "pipeline_parallel_size": ("greater than or equal to", 1),
+})
+
+#: the arguments 0.34.0 refuses while it builds its cache config where 0.19.0 refused them
+#: later (enginecfg's own refusal after vLLM's steps): the block size
+CACHE_CONFIG_CHECKED: tuple[str, ...] = ("block_size",)
 
 
 def check_engine_args(engine_args: dict[str, Any]) -> None:
