@@ -9,6 +9,7 @@ the CLI builds its engine flags from it, so there is no second list of flag name
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -17,7 +18,7 @@ import attrs
 from enginecfg.pipeline.arg_order import split_engine_args
 from enginecfg.pipeline.config import ATTENTION_BACKENDS, CACHE_DTYPES, MAMBA_CACHE_MODES, MAMBA_DTYPES
 from enginecfg.pipeline.errors import InvalidInputError
-from enginecfg.pipeline.jsonvalue import BOOL, INT, STR
+from enginecfg.pipeline.jsonvalue import BOOL, INT, OBJECT, STR
 from enginecfg.pipeline.suggest import did_you_mean
 
 __all__ = ["EngineArg", "ENGINE_ARGS", "DTYPE_CHOICES", "human_readable_int", "human_readable_int_or_auto",
@@ -113,6 +114,17 @@ _ARGS = (
     EngineArg("disable_sliding_window", ("--disable-sliding-window",), BOOL, help=(
         "Ignore the model's sliding window: attention over the whole context, and the context "
         "capped at the window's size.")),
+    EngineArg("hf_overrides", ("--hf-overrides",), OBJECT, nullable=True, parser="json", help=(
+        "Fields of the model's config to replace, as a JSON object (a dict from Python): vLLM "
+        "applies them to the config before it reads anything from it, so every figure derived "
+        "from the config (max_model_len and its refusals, head sizes, KV heads, layer pattern, "
+        "Mamba state and page sizes, the KV-cache figures) is computed from the overridden "
+        "config. A value that is an object and names a nested config (text_config) updates "
+        "that config's fields; any other value replaces the field.")),
+    EngineArg("trust_remote_code", ("--trust-remote-code",), BOOL, help=(
+        "Allow the model's own code (a config.json whose auto_map names a module). Without it, "
+        "a config whose model type only custom code defines is refused, as vLLM refuses it; "
+        "enginecfg never runs that code: it reads the config as it is.")),
     EngineArg("disable_hybrid_kv_cache_manager", ("--disable-hybrid-kv-cache-manager",), BOOL, nullable=True,
               help=(
         "Give every layer one KV-cache layout (sliding-window layers then keep the whole context; "
@@ -138,7 +150,8 @@ _CONFIG_FIELDS = {
 }
 
 #: name -> :class:`EngineArg`, in the order ``enginecfg run --help`` lists them
-ENGINE_ARGS: dict[str, EngineArg] = {a.name: attrs.evolve(a, config_field=_CONFIG_FIELDS[a.name]) for a in _ARGS}
+ENGINE_ARGS: dict[str, EngineArg] = {a.name: attrs.evolve(a, config_field=_CONFIG_FIELDS.get(a.name, ""))
+                                     for a in _ARGS}
 
 
 def to_flags(args: dict[str, Any]) -> list[str]:
@@ -153,6 +166,8 @@ def to_flags(args: dict[str, Any]) -> list[str]:
             continue
         if arg.kind == BOOL:
             out.append(arg.flags[0] if value else "--no-" + arg.flags[0][2:])
+        elif arg.kind == OBJECT:
+            out += [arg.flags[0], value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))]
         else:
             out += [arg.flags[0], str(value)]
     return out
@@ -198,7 +213,17 @@ def parse_flag_text(arg: EngineArg, text: str) -> Any:
         return human_readable_int(text)
     if arg.parser == "int":
         return int(text)
+    if arg.parser == "json":
+        return _json_object(text)
     return text
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    """A JSON object given as text (``ValueError`` if it is not one)."""
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError(f"a JSON object is needed, not {type(value).__name__}")
+    return value
 
 
 # -- Python values ---------------------------------------------------------------------------
@@ -306,6 +331,14 @@ def _parse_one(name: str, value: Any, table: dict[str, EngineArg] = ENGINE_ARGS)
     elif kind == BOOL:
         if not isinstance(value, bool):
             raise _bad(name, value, "true or false")
+    elif kind == OBJECT:
+        if isinstance(value, str):
+            try:
+                value = _json_object(value)
+            except ValueError as exc:
+                raise _bad(name, value, f"a JSON object or a dict ({exc})") from None
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            raise _bad(name, value, "a JSON object or a dict with text keys")
     else:
         if not isinstance(value, str):
             raise _bad(name, value, "a string" + (f": one of {', '.join(choices)}" if choices else ""))

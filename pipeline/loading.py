@@ -30,7 +30,7 @@ from enginecfg.pipeline.config import (
     AttentionConfig, BaseEngineConfig, CacheConfig, ModelConfig, ParallelConfig, PoolerConfig,
     SchedulerConfig,
 )
-from enginecfg.pipeline.engine_args import check_engine_args, check_names
+from enginecfg.pipeline.engine_args import check_engine_args, check_names, parse_engine_args
 from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
 from enginecfg.pipeline.hf import (
     VLLM_CLASSES, HFConfigView, ModelSource, missing, open_source, remember_bytes, snapshot_for,
@@ -153,6 +153,9 @@ def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None
         source = open_source(path, revision)
     raw = source.config_bytes()
     file = source.describe("config.json")
+    overrides = engine_args.get("hf_overrides")
+    if isinstance(overrides, (dict, str)) and overrides:
+        raw = _overridden(file, raw, engine_args)
     parsed: list[dict[str, Any]] = []
 
     def parse() -> dict[str, Any]:
@@ -179,6 +182,22 @@ def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None
     if memo_key is not None:
         LOADS.put(memo_key, source, raw, cfg)
     return _eager(cfg, defer_argument_errors)
+
+
+def _overridden(file: str, raw: bytes, engine_args: dict[str, Any]) -> bytes:
+    """config.json as vLLM reads it with ``hf_overrides``: each field replaced before anything
+    is read from the config; a JSON object for a nested config (a field holding an object
+    with a ``model_type``, such as ``text_config``) updates that config's fields.  Everything
+    derived from the config is then derived from the overridden one."""
+    overrides = parse_engine_args({"hf_overrides": engine_args["hf_overrides"]})["hf_overrides"]
+    config = _parse_config(file, raw)
+    for key, value in overrides.items():
+        nested = config.get(key)
+        if isinstance(value, dict) and isinstance(nested, dict) and "model_type" in nested:
+            config[key] = {**nested, **value}
+        else:
+            config[key] = value
+    return json.dumps(config).encode()
 
 
 def _readable_configs(paths: list[Any]) -> list[tuple[bytes, dict[str, Any]]]:
