@@ -46,6 +46,9 @@ class EngineArg:
     #: the bound the release's config class checks while it is built, as pydantic states it:
     #: ``("greater than", 0)``, ``("greater than or equal to", 1)`` (None: no bound of vLLM's)
     bound: tuple[str, int | float] | None = None
+    #: the release's config class checks the choices itself (a pydantic Literal): a value
+    #: outside them is refused in its words, the choices in the Literal's order
+    literal: bool = False
 
     @property
     def flag(self) -> str:
@@ -260,7 +263,8 @@ def release_table(choices: dict[str, tuple[str, ...]] | None = None,
     """The engine arguments of a later release: 0.19.0's with that release's parser choices
     and config-class bounds where they differ."""
     choices, bounds = choices or {}, bounds or {}
-    return {name: attrs.evolve(arg, choices=choices.get(name, arg.choices), bound=bounds.get(name, arg.bound))
+    return {name: attrs.evolve(arg, choices=choices.get(name, arg.choices), bound=bounds.get(name, arg.bound),
+                               literal=arg.literal or name in choices)
             for name, arg in ENGINE_ARGS.items()}
 
 
@@ -349,6 +353,11 @@ def _parse_one(name: str, value: Any, table: dict[str, EngineArg] = ENGINE_ARGS)
                 f"Unknown dtype: {value!r}: invalid dtype (--dtype); allowed: {', '.join(choices)}",
                 field="dtype")
         elif choices is not None and value not in choices:
+            if arg.literal:
+                shown = [repr(c) for c in choices]
+                words = "Input should be " + (" or ".join([", ".join(shown[:-1]), shown[-1]]) if len(shown) > 1
+                                              else shown[0])
+                raise _bad(name, value, f"{', '.join(choices)} ({words})")
             raise _bad(name, value, ", ".join(choices))
     return value
 

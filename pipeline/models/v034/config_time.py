@@ -246,10 +246,11 @@ REMOVED_ARGUMENTS: Mapping[str, str] = MappingProxyType({
 
 
 #: the choices of ``vllm serve`` 0.34.0's parser where they differ from 0.19.0's (its flag
-#: table, ``enginecfg/cli/vllm_serve_flags_034.py``, holds the same; a test compares them)
+#: table, ``enginecfg/cli/vllm_serve_flags_034.py``, holds the same; a test compares them), in
+#: the order of its config class's Literal (``MambaDType``), whose words refuse another value
 ARGUMENT_CHOICES: Mapping[str, tuple[str, ...]] = MappingProxyType({
-    "mamba_cache_dtype": ("auto", "bfloat16", "float16", "float32"),
-    "mamba_ssm_cache_dtype": ("auto", "bfloat16", "float16", "float32"),
+    "mamba_cache_dtype": ("auto", "float32", "float16", "bfloat16"),
+    "mamba_ssm_cache_dtype": ("auto", "float32", "float16", "bfloat16"),
 })
 
 #: the bounds 0.34.0's config classes check while they are built (pydantic ``Field(gt=...)``,
