@@ -31,9 +31,9 @@ DEFAULT_RELEASE = "0.19.0"
 
 
 #: 0.34.0's engine arguments, (table, phases): its parser's choices, its config classes'
-#: bounds, and the cache config's own checks at their step
+#: bounds, and the checks its config classes make at their step
 ARGUMENTS_034 = (release_table(dict(v034.ARGUMENT_CHOICES), dict(v034.ARGUMENT_BOUNDS)),
-                 {name: CONFIGS for name in v034.CACHE_CONFIG_CHECKED})
+                 {name: CONFIGS for name in v034.CONFIG_CLASS_CHECKED})
 
 
 def load_034(path: Any, engine_args: dict[str, Any], revision: str | None = None, *,

@@ -48,8 +48,11 @@ _MODEL_ARGS = ("dtype", "disable_sliding_window", "hf_overrides", "trust_remote_
 #: arguments of the cache and scheduler configs, in the order vLLM reports their errors (each
 #: config's fields in its class's order; the cache config is built first)
 _CONFIGS_ORDER = (
-    "kv_cache_dtype", "enable_prefix_caching", "calculate_kv_scales",
+    "block_size", "kv_cache_dtype", "enable_prefix_caching", "calculate_kv_scales",
     "mamba_block_size", "mamba_cache_dtype", "mamba_ssm_cache_dtype", "mamba_cache_mode",
+    # (a release whose parallel config checks its sizes while it is built: between the cache
+    # and the scheduler configs, in the class's field order; 0.19.0 reports them later)
+    "pipeline_parallel_size", "tensor_parallel_size",
     "max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill", "disable_hybrid_kv_cache_manager",
 )
 #: the attention backend's name, checked after the scheduler config
@@ -75,10 +78,9 @@ def phase_of(name: str, value: Any) -> str:
     return ENGINE if name in _ENGINE_ORDER else CONFIGS
 
 
-def _rank(name: str, phase: str = "") -> int:
-    if phase == CONFIGS and name == "block_size":
-        return -1  # a release that checks it with its cache config: the class's first field
-    order = _CONFIGS_ORDER + _ENGINE_ORDER + _POST_ORDER + _FINAL_ORDER
+def _rank(name: str, phase: str) -> int:
+    """The place of *name*'s error among the errors of its step."""
+    order = {CONFIGS: _CONFIGS_ORDER, ENGINE: _ENGINE_ORDER, POST: _POST_ORDER, FINAL: _FINAL_ORDER}.get(phase, ())
     return order.index(name) if name in order else len(order)
 
 

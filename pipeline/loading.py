@@ -37,6 +37,7 @@ from enginecfg.pipeline.hf import (
     snapshot_for_bytes, snapshot_of_object, snapshots_for, start_worker, typed,
 )
 from enginecfg.pipeline.jsonvalue import to_json
+from enginecfg.pipeline.hf.vllm_classes import VLLM_REGISTERED_TYPES
 from enginecfg.pipeline.loadmemo import LOADS
 from enginecfg.pipeline.models import architectures, derive, mamba_state, model_files, vllm_registry
 from enginecfg.pipeline.arg_order import POST, add_pending
@@ -177,6 +178,8 @@ def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None
     snap = snapshot_for_bytes(raw, parse)
     if "error" in snap and not parsed:
         parse()  # a refused config: name the field where a section has the wrong type
+    if b'"auto_map"' in raw and not parsed:
+        parse()  # a config naming custom code: what transformers decides about it
     cfg = _build(source.model, parsed[0] if parsed else None, snap, engine_args, args,
                  source=source, deferred=deferred, registry=registry)
     if memo_key is not None:
@@ -333,11 +336,46 @@ def _raise_load_error(err: dict[str, Any]) -> None:
                               vllm_type=err.get("type", "ValueError"))
 
 
+def _check_custom_code(model: str, raw: dict[str, Any] | None, snap: dict[str, Any], args: dict[str, Any],
+                       source: ModelSource | None) -> None:
+    """What transformers' ``AutoConfig`` decides, while vLLM loads the config, about a config
+    whose ``auto_map`` names its own config class (custom code):
+
+    - without ``trust_remote_code``, a model type that neither transformers nor vLLM has a
+      class for is refused (the custom code is the only way to build it);
+    - with it, a model type vLLM has no class of its own for is built by that code: a folder
+      that does not hold the module is refused (enginecfg never runs the code; where the
+      folder holds it, the config is read as it is).
+    """
+    if not isinstance(raw, dict) or not isinstance(raw.get("auto_map"), dict):
+        return
+    ref = raw["auto_map"].get("AutoConfig")
+    model_type = raw.get("model_type")
+    if not isinstance(ref, str) or model_type in VLLM_REGISTERED_TYPES:
+        return
+    if not args.get("trust_remote_code"):
+        if snap.get("class") == "PreTrainedConfig":  # no class of transformers' either
+            raise ConfigRejectedError(
+                f"The repository {model} contains custom code which must be executed to correctly load the "
+                f"model. You can inspect the repository content at {model} .\n You can inspect the repository "
+                f"content at https://hf.co/{model}.\nPlease pass the argument `trust_remote_code=True` to allow "
+                f"custom code to be run.", field="trust_remote_code")
+        return
+    module = ref.split("--")[-1].rsplit(".", 1)[0] + ".py"
+    if source is not None and source.kind == "folder" and source.root is not None \
+            and not (source.root / module).is_file():
+        raise ConfigRejectedError(
+            f"{model} does not appear to have a file named {module}. Checkout "
+            f"'https://huggingface.co/{model}/tree/main' for available files.",
+            field="hf_config.auto_map", vllm_type="OSError")
+
+
 def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
            given_args: dict[str, Any], args: dict[str, Any], source: ModelSource | None = None,
            deferred: list | None = None, registry: Any = None) -> EngineConfig:
     if snap is None:
         snap = snapshot_for(raw)
+    _check_custom_code(model, raw, snap, args, source)
     if "error" in snap:
         if raw is not None:
             _check_sections(raw)

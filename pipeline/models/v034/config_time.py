@@ -33,7 +33,7 @@ __all__ = ["RELEASE", "DEFAULT_BLOCK_SIZE", "REGISTRY", "REMOVED_ARCHITECTURES",
            "is_hybrid", "is_mm_prefix_lm", "attn_type", "prefix_caching_supported", "chunked_prefill_supported",
            "batch_defaults", "chunked_prefill", "max_num_batched_tokens", "max_num_seqs", "async_scheduling",
            "gemma4_head_dims", "gemma4_rule", "float_kv_mismatch", "FP8_KV_MESSAGE", "REMOVED_ARGUMENTS", "BIDIRECTIONAL_NO_POOLING",
-           "check_engine_args", "adapt", "ARGUMENT_CHOICES", "ARGUMENT_BOUNDS", "CACHE_CONFIG_CHECKED",
+           "check_engine_args", "adapt", "ARGUMENT_CHOICES", "ARGUMENT_BOUNDS", "CONFIG_CLASS_CHECKED",
            "KIMI_LINEAR_DEFAULTS"]
 
 RELEASE = "0.34.0"
@@ -261,9 +261,10 @@ ARGUMENT_BOUNDS: Mapping[str, tuple[str, int]] = MappingProxyType({
     "pipeline_parallel_size": ("greater than or equal to", 1),
 })
 
-#: the arguments 0.34.0 refuses while it builds its cache config where 0.19.0 refused them
-#: later (enginecfg's own refusal after vLLM's steps): the block size
-CACHE_CONFIG_CHECKED: tuple[str, ...] = ("block_size",)
+#: the arguments 0.34.0 refuses while it builds its cache and parallel configs where 0.19.0
+#: refused them later: the block size (enginecfg's own refusal after vLLM's steps), the
+#: parallel sizes (after the vllm-level hooks)
+CONFIG_CLASS_CHECKED: tuple[str, ...] = ("block_size", "pipeline_parallel_size", "tensor_parallel_size")
 
 
 def check_engine_args(engine_args: dict[str, Any]) -> None:
