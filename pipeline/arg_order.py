@@ -44,7 +44,7 @@ MODEL, CONFIGS, ENGINE, POST, FINAL = "model", "configs", "engine", "post", "fin
 STEP_ORDER = (MODEL, CONFIGS, ENGINE, POST, FINAL)
 
 #: arguments of the model config: checked when it is built, before the model's config is read
-_MODEL_ARGS = ("dtype", "disable_sliding_window", "hf_overrides", "trust_remote_code")
+_MODEL_ARGS = ("dtype", "disable_sliding_window", "hf_overrides", "trust_remote_code", "runner")
 #: arguments of the cache and scheduler configs, in the order vLLM reports their errors (each
 #: config's fields in its class's order; the cache config is built first)
 _CONFIGS_ORDER = (

@@ -128,6 +128,10 @@ _ARGS = (
         "Allow the model's own code (a config.json whose auto_map names a module). Without it, "
         "a config whose model type only custom code defines is refused, as vLLM refuses it; "
         "enginecfg never runs that code: it reads the config as it is.")),
+    EngineArg("runner", ("--runner",), STR, choices=("auto", "draft", "generate", "pooling"), help=(
+        "The model runner. auto: as the architecture says; pooling: a generative model runs as a "
+        "pooling model (converted to embedding unless its class name says classification), with "
+        "the last token's state pooled.")),
     EngineArg("disable_hybrid_kv_cache_manager", ("--disable-hybrid-kv-cache-manager",), BOOL, nullable=True,
               help=(
         "Give every layer one KV-cache layout (sliding-window layers then keep the whole context; "
@@ -150,6 +154,7 @@ _CONFIG_FIELDS = {
     "disable_sliding_window": "model_config.disable_sliding_window",
     "max_num_seqs": "scheduler_config.max_num_seqs",
     "disable_hybrid_kv_cache_manager": "scheduler_config.disable_hybrid_kv_cache_manager",
+    "runner": "model_config.runner_type",
 }
 
 #: name -> :class:`EngineArg`, in the order ``enginecfg run --help`` lists them

@@ -439,6 +439,11 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
     suffix_pooling = defaulted and not info.is_pooling and architectures.default_is_embedding(named)
     pooling = info.is_pooling or st_pooling is not None or suffix_pooling
     convert_type = "embed" if (st_pooling is not None or suffix_pooling) and not info.is_pooling else "none"
+    if args.get("runner") == "pooling" and not pooling:
+        # --runner pooling: a generative class runs as a pooling model, converted as vLLM's
+        # suffix table says for the pooling runner (embedding where it says nothing)
+        pooling = True
+        convert_type = architectures.pooling_convert_type(named)
     hybrid = architectures.is_hybrid(info, hf)
     tp = args.get("tensor_parallel_size", 1)
     is_mla = derive.is_mla(text)

@@ -35,7 +35,7 @@ MEMORY = ("gpu_memory_utilization",)
 
 _CACHE = ("block_size", "enable_prefix_caching", "mamba_cache_mode", "mamba_block_size", "mamba_cache_dtype",
           "mamba_ssm_cache_dtype", "cache_dtype")
-_MODEL = ("architecture", "max_model_len", "runner_type", "is_hybrid", "dtype")
+_MODEL = ("architecture", "max_model_len", "runner_type", "convert_type", "is_hybrid", "dtype")
 
 
 def _folder(r) -> str:

@@ -33,7 +33,7 @@ __all__ = ["main", "build_parser", "read_vllm_serve_line"]
 #: a run given them still resolves without them, and says so
 _CHANGES_THE_ANSWER = frozenset({
     "--quantization", "-q", "--code-revision", "--hf-config-path",
-    "--config-format", "--runner", "--convert", "--pooler-config",
+    "--config-format", "--convert", "--pooler-config",
     "--model-impl", "--speculative-config",
 })
 _COMMANDS_WITH_ENGINE_FLAGS = ("run", "stages", "explain", "upgrade")

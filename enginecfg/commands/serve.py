@@ -89,6 +89,8 @@ def serve_flags(result: RunResult, *, memory: Mapping[str, Any] | None = None,
             if given.get(name) not in (None, False):
                 args[name] = given[name]
             continue
+        if name == "runner":  # said below, with the pooler it runs
+            continue
         if name == "block_size" and start_block is not None:
             args[name] = start_block
             continue
