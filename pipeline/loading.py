@@ -33,11 +33,10 @@ from enginecfg.pipeline.config import (
 from enginecfg.pipeline.engine_args import check_engine_args, check_names, parse_engine_args
 from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
 from enginecfg.pipeline.hf import (
-    VLLM_CLASSES, HFConfigView, ModelSource, missing, open_source, remember_bytes, snapshot_for,
+    VLLM_CLASSES, VLLM_REGISTERED_TYPES, HFConfigView, ModelSource, missing, open_source, remember_bytes, snapshot_for,
     snapshot_for_bytes, snapshot_of_object, snapshots_for, start_worker, typed,
 )
 from enginecfg.pipeline.jsonvalue import to_json
-from enginecfg.pipeline.hf.vllm_classes import VLLM_REGISTERED_TYPES
 from enginecfg.pipeline.loadmemo import LOADS
 from enginecfg.pipeline.models import architectures, derive, mamba_state, model_files, vllm_registry
 from enginecfg.pipeline.arg_order import POST, add_pending

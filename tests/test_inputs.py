@@ -110,7 +110,13 @@ def test_unknown_model_type_with_its_own_code_loads_as_generic_config(model_dir)
                            "AutoModelForCausalLM": "modeling_my_own.MyOwnForCausalLM"},
               "hidden_size": 1024, "num_attention_heads": 8, "num_key_value_heads": 2,
               "max_position_embeddings": 4096, "torch_dtype": "float16", "custom_flag": 7}
-    cfg = EngineConfig.from_pretrained(model_dir(json.dumps(config)))
+    folder = model_dir(json.dumps(config))
+    with pytest.raises(ConfigRejectedError, match="contains custom code which must be executed"):
+        EngineConfig.from_pretrained(folder)  # vLLM: only with trust_remote_code
+    with pytest.raises(ConfigRejectedError, match="does not appear to have a file named configuration_my_own.py"):
+        EngineConfig.from_pretrained(folder, trust_remote_code=True)  # the code it names is not there
+    model_dir("", name="configuration_my_own.py")
+    cfg = EngineConfig.from_pretrained(folder, trust_remote_code=True)
     mc = cfg.model_config
     assert (mc.architecture, mc.head_size, mc.total_num_kv_heads, mc.max_model_len, mc.dtype) == \
         ("TransformersForCausalLM", 128, 2, 4096, "float16")
@@ -118,7 +124,7 @@ def test_unknown_model_type_with_its_own_code_loads_as_generic_config(model_dir)
     assert mc.hf_config.custom_flag == 7 and not mc.is_hybrid
     del config["auto_map"]["AutoModelForCausalLM"]
     with pytest.raises(ConfigRejectedError, match=r"Model architectures \['MyOwnForCausalLM'\] are not supported"):
-        EngineConfig.from_pretrained(model_dir(json.dumps(config)))
+        EngineConfig.from_pretrained(model_dir(json.dumps(config)), trust_remote_code=True)
 
 
 def test_remote_code_is_named_but_never_run(model_dir, tmp_path):
@@ -130,7 +136,7 @@ def test_remote_code_is_named_but_never_run(model_dir, tmp_path):
                               "auto_map": {"AutoConfig": "configuration_evil.EvilConfig",
                                            "AutoModelForCausalLM": "modeling_evil.EvilForCausalLM"},
                               "hidden_size": 512, "num_attention_heads": 8, "max_position_embeddings": 2048}))
-    cfg = EngineConfig.from_pretrained(d)
+    cfg = EngineConfig.from_pretrained(d, trust_remote_code=True)
     assert cfg.model_config.hf_config.auto_map["AutoConfig"] == "configuration_evil.EvilConfig"
     assert not marker.exists()
 
