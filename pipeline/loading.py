@@ -335,38 +335,22 @@ def _raise_load_error(err: dict[str, Any]) -> None:
                               vllm_type=err.get("type", "ValueError"))
 
 
-def _check_custom_code(model: str, raw: dict[str, Any] | None, snap: dict[str, Any], args: dict[str, Any],
-                       source: ModelSource | None) -> None:
+def _check_custom_code(model: str, raw: dict[str, Any] | None, snap: dict[str, Any], args: dict[str, Any]) -> None:
     """What transformers' ``AutoConfig`` decides, while vLLM loads the config, about a config
-    whose ``auto_map`` names its own config class (custom code):
-
-    - without ``trust_remote_code``, a model type that neither transformers nor vLLM has a
-      class for is refused (the custom code is the only way to build it);
-    - with it, a model type vLLM has no class of its own for is built by that code: a folder
-      that does not hold the module is refused (enginecfg never runs the code; where the
-      folder holds it, the config is read as it is).
-    """
-    if not isinstance(raw, dict) or not isinstance(raw.get("auto_map"), dict):
+    whose ``auto_map`` names its own config class (custom code): without
+    ``trust_remote_code``, a model type that neither transformers nor vLLM has a class for is
+    refused (the custom code is the only way to build it).  With it, vLLM runs that code;
+    enginecfg never does, and reads the config as it is."""
+    if args.get("trust_remote_code") or not isinstance(raw, dict) or not isinstance(raw.get("auto_map"), dict):
         return
     ref = raw["auto_map"].get("AutoConfig")
-    model_type = raw.get("model_type")
-    if not isinstance(ref, str) or model_type in VLLM_REGISTERED_TYPES:
-        return
-    if not args.get("trust_remote_code"):
-        if snap.get("class") == "PreTrainedConfig":  # no class of transformers' either
-            raise ConfigRejectedError(
-                f"The repository {model} contains custom code which must be executed to correctly load the "
-                f"model. You can inspect the repository content at {model} .\n You can inspect the repository "
-                f"content at https://hf.co/{model}.\nPlease pass the argument `trust_remote_code=True` to allow "
-                f"custom code to be run.", field="trust_remote_code")
-        return
-    module = ref.split("--")[-1].rsplit(".", 1)[0] + ".py"
-    if source is not None and source.kind == "folder" and source.root is not None \
-            and not (source.root / module).is_file():
+    if isinstance(ref, str) and raw.get("model_type") not in VLLM_REGISTERED_TYPES \
+            and snap.get("class") == "PreTrainedConfig":  # no class of transformers' either
         raise ConfigRejectedError(
-            f"{model} does not appear to have a file named {module}. Checkout "
-            f"'https://huggingface.co/{model}/tree/main' for available files.",
-            field="hf_config.auto_map", vllm_type="OSError")
+            f"The repository {model} contains custom code which must be executed to correctly load the "
+            f"model. You can inspect the repository content at {model} .\n You can inspect the repository "
+            f"content at https://hf.co/{model}.\nPlease pass the argument `trust_remote_code=True` to allow "
+            f"custom code to be run.", field="trust_remote_code")
 
 
 def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
@@ -374,7 +358,7 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
            deferred: list | None = None, registry: Any = None) -> EngineConfig:
     if snap is None:
         snap = snapshot_for(raw)
-    _check_custom_code(model, raw, snap, args, source)
+    _check_custom_code(model, raw, snap, args)
     if "error" in snap:
         if raw is not None:
             _check_sections(raw)

@@ -79,6 +79,9 @@ KNOWN = {
     # the memory options are checked when the pipeline is built, before the model's config is
     # read; vLLM checks the utilization with the rest of its cache config (after block_size)
     "qwen3.5-27b/bs0-gmu1.5": "the utilization is checked before the engine arguments",
+    # with trust_remote_code vLLM loads the config class the auto_map names from the folder,
+    # which holds only config.json here; enginecfg never runs that code and reads config.json
+    "nemotron-h-56b-base-8k/trust-true": "enginecfg reads config.json; vLLM imports the module it names",
 }
 CASES = [pytest.param(r, id=r["name"], marks=[pytest.mark.xfail(reason=KNOWN[r["name"]], strict=True)]
                       if r["name"] in KNOWN else []) for r in DATA["results"]]
@@ -109,3 +112,22 @@ def test_the_cases_cover_each_class():
                  "custom-code", "trust-", "pooling"):
         assert any(part in n for n in names), part
     assert 60 <= len(names) <= 150
+
+
+def test_a_release_takes_its_own_parsers_choices():
+    """Each release's engine-argument choices are its ``vllm serve`` parser's (its flag table):
+    0.34.0 takes bfloat16 Mamba dtypes, 0.19.0 refuses them with its own choices."""
+    from enginecfg.cli import vllm_serve_flags, vllm_serve_flags_034
+    from enginecfg.pipeline.engine_args import ENGINE_ARGS
+    from enginecfg.releases import ARGUMENTS_034
+
+    table_034 = ARGUMENTS_034[0]
+    for flags, table in ((vllm_serve_flags, ENGINE_ARGS), (vllm_serve_flags_034, table_034)):
+        for name in ("mamba_cache_dtype", "mamba_ssm_cache_dtype"):
+            arg = table[name]
+            assert set(arg.choices) == set(flags.VLLM_SERVE_CHOICES[arg.flags[0]][1]), (flags.VLLM_VERSION, name)
+    folder = CONFIGS / "jamba-1.5-mini"
+    with pytest.raises(EngineCfgError, match="allowed: auto, float16, float32"):
+        Pipeline(gpu_validation="off").resolve(folder, mamba_cache_dtype="bfloat16")
+    doc = Pipeline(vllm_version="0.34.0", gpu_validation="off").resolve(folder, mamba_cache_dtype="bfloat16").to_dict()
+    assert doc["config"]["cache_config"]["mamba_cache_dtype"] == "bfloat16"
