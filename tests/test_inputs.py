@@ -179,3 +179,25 @@ def test_vllm_crash_cases_resolve_or_name_the_field():
         except EngineCfgError as exc:
             assert exc.field, case["name"]
             assert exc.field.split(".")[-1] in str(exc), (case["name"], str(exc))
+
+
+def test_hf_overrides_are_applied_to_the_config_before_anything_is_derived():
+    """``--hf-overrides`` (a JSON object, or a dict) replaces config fields before vLLM reads the
+    config: the derived length, its refusal and the KV-cache figures follow; bad input is named."""
+    from enginecfg.commands.serve import serve_command
+
+    folder = CONFIGS / "jamba-1.5-mini"
+    plain = Pipeline(gpu_validation="off").resolve(folder)
+    for given in ({"max_position_embeddings": 4096}, '{"max_position_embeddings": 4096}'):
+        result = Pipeline(gpu_validation="off").resolve(folder, hf_overrides=given)
+        assert result.config.model_config.max_model_len == 4096
+        assert result.config.engine_args["hf_overrides"] == given
+    assert plain.config.model_config.max_model_len == 262144
+    assert result.facts["impact"].kv_tokens != plain.facts["impact"].kv_tokens or \
+        result.facts["impact"].max_concurrency != plain.facts["impact"].max_concurrency
+    assert "--hf-overrides" in serve_command(result)
+    with pytest.raises(EngineCfgError, match=r"derived max_model_len \(max_position_embeddings=4096"):
+        Pipeline(gpu_validation="off").resolve(folder, hf_overrides={"max_position_embeddings": 4096},
+                                               max_model_len=8192)
+    with pytest.raises(InvalidInputError, match=r"invalid hf_overrides \(--hf-overrides\): got '\[1\]'"):
+        Pipeline(gpu_validation="off").resolve(folder, hf_overrides="[1]")
