@@ -314,7 +314,7 @@ def check_names(engine_args: dict[str, Any]) -> None:
 
 
 def _bad(name: str, value: Any, allowed: str) -> InvalidInputError:
-    flag = ENGINE_ARGS[name].flag
+    flag = ENGINE_ARGS[name].flag  # (every release's table names the same flags)
     return InvalidInputError(f"invalid {name} ({flag}): got {value!r}; allowed: {allowed}", field=name)
 
 
@@ -375,8 +375,7 @@ def _check_bound(arg: EngineArg, value: Any) -> None:
     """Refuse a value outside the release's bound in pydantic's words, as vLLM reports it."""
     op, limit = arg.bound
     if not _BOUND_TESTS[op](value, limit):
-        raise InvalidInputError(f"Input should be {op} {limit} (got {value!r} for {arg.name}, {arg.flag})",
-                                field=arg.name)
+        raise _bad(arg.name, value, f"an integer {op} {limit} (vLLM: Input should be {op} {limit})")
 
 
 def _parse_backend(value: str) -> str | None:
