@@ -59,6 +59,21 @@ case("qwen3.5-27b", "mbs-noprefix-seqs", mamba_block_size=64, enable_prefix_cach
 case("qwen3.5-27b", "prefix-nochunk-bs0", enable_prefix_caching=True, enable_chunked_prefill=False, block_size=0)
 case("qwen3.5-27b", "mbs-noprefix-bs0", mamba_block_size=64, enable_prefix_caching=False, block_size=0)
 
+for cfg in ("qwen3.5-27b", "nemotron-h-56b-base-8k"):
+    case(cfg, "prefix-nochunk-backend", enable_prefix_caching=True, enable_chunked_prefill=False,
+         attention_backend="NO_SUCH_BACKEND")
+    case(cfg, "prefix-nochunk-tp0", enable_prefix_caching=True, enable_chunked_prefill=False, tensor_parallel_size=0)
+    case(cfg, "mbs-noprefix-tp0", mamba_block_size=64, enable_prefix_caching=False, tensor_parallel_size=0)
+    case(cfg, "prefix-nochunk-maxlen-big", enable_prefix_caching=True, enable_chunked_prefill=False,
+         max_model_len=10**7)
+    case(cfg, "prefix-nochunk-hkv-off", enable_prefix_caching=True, enable_chunked_prefill=False,
+         disable_hybrid_kv_cache_manager=True)
+    case(cfg, "mbs-noprefix-mbs-odd", mamba_block_size=60, enable_prefix_caching=False)
+    case(cfg, "mbs-noprefix-pp0", mamba_block_size=64, enable_prefix_caching=False, pipeline_parallel_size=0)
+case("kimi-linear-48b-like", "pooling", own=True, runner="pooling")
+case("kimi-linear-48b-like", "bs0", own=True, block_size=0)
+case("kimi-linear-48b-like", "mbs-noprefix", own=True, mamba_block_size=64, enable_prefix_caching=False)
+
 # item 13, class 3: bounds
 for cfg in ("qwen3.5-27b", "jamba-1.5-mini"):
     case(cfg, "bs0", block_size=0)
