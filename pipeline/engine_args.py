@@ -79,14 +79,15 @@ _ARGS = (
         "all: the state at every block boundary (the default with prefix caching, where the model "
         "supports it); align: only a scheduler step's last state, when it falls on a block "
         "boundary.")),
-    EngineArg("mamba_block_size", ("--mamba-block-size",), INT, nullable=True, parser="int", help=(
+    EngineArg("mamba_block_size", ("--mamba-block-size",), INT, nullable=True, parser="int",
+              bound=("greater than", 0), help=(
         "Tokens per Mamba cache block. Needs prefix caching; a multiple of 8 (the causal_conv1d "
         "kernel's alignment).")),
-    EngineArg("mamba_ssm_cache_dtype", ("--mamba-ssm-cache-dtype",), STR, choices=tuple(sorted(MAMBA_DTYPES)),
+    EngineArg("mamba_ssm_cache_dtype", ("--mamba-ssm-cache-dtype",), STR, choices=MAMBA_DTYPES, literal=True,
               help=(
         "Data type of the Mamba SSM state alone (the conv state follows --mamba-cache-dtype). "
         "'auto': as --mamba-cache-dtype.")),
-    EngineArg("mamba_cache_dtype", ("--mamba-cache-dtype",), STR, choices=tuple(sorted(MAMBA_DTYPES)), help=(
+    EngineArg("mamba_cache_dtype", ("--mamba-cache-dtype",), STR, choices=MAMBA_DTYPES, literal=True, help=(
         "Data type of the whole Mamba cache, conv and SSM state. 'auto': from the model config.")),
     EngineArg("calculate_kv_scales", ("--calculate-kv-scales",), BOOL, help=(
         "Deprecated. Compute the fp8 KV-cache scales (k_scale, v_scale) at run time instead of "

@@ -124,3 +124,11 @@ case("qwen3.5-27b", "pooling", runner="pooling")
 
 (HERE / "cases.json").write_text(json.dumps(cases, indent=1) + "\n")
 print(len(cases), "cases")
+
+# the same argument sets under vLLM 0.19.0, where its answer can differ: its choices and
+# bounds, the Kimi-Linear class, hf_overrides, custom code, the pooling runner
+KEYS_019 = ("pooling", "gmu", "/bs0", "bs-16", "hf-", "custom-code", "trust-", "kimi", "mamba-bf16", "ssm-bf16",
+            "mbs0", "tp0", "pp0")
+cases_019 = [c for c in cases if any(k in c["name"] for k in KEYS_019)]
+(HERE / "cases-019.json").write_text(json.dumps(cases_019, indent=1) + "\n")
+print(len(cases_019), "cases for 0.19.0")
