@@ -193,6 +193,8 @@ def _overridden(file: str, raw: bytes, engine_args: dict[str, Any]) -> bytes:
     derived from the config is then derived from the overridden one."""
     overrides = parse_engine_args({"hf_overrides": engine_args["hf_overrides"]})["hf_overrides"]
     config = _parse_config(file, raw)
+    if not isinstance(config, dict):
+        return raw  # refused as it is, where the config is read
     for key, value in overrides.items():
         nested = config.get(key)
         if isinstance(value, dict) and isinstance(nested, dict) and "model_type" in nested:
@@ -343,8 +345,8 @@ def _check_custom_code(model: str, raw: dict[str, Any] | None, snap: dict[str, A
     enginecfg never does, and reads the config as it is."""
     if args.get("trust_remote_code") or not isinstance(raw, dict) or not isinstance(raw.get("auto_map"), dict):
         return
-    ref = raw["auto_map"].get("AutoConfig")
-    if isinstance(ref, str) and raw.get("model_type") not in VLLM_REGISTERED_TYPES \
+    ref, model_type = raw["auto_map"].get("AutoConfig"), raw.get("model_type")
+    if isinstance(ref, str) and not (isinstance(model_type, str) and model_type in VLLM_REGISTERED_TYPES) \
             and snap.get("class") == "PreTrainedConfig":  # no class of transformers' either
         raise ConfigRejectedError(
             f"The repository {model} contains custom code which must be executed to correctly load the "

@@ -93,7 +93,8 @@ class Registry:
     def fill_class_defaults(self, text: Any) -> tuple[str, ...]:
         """Give *text* (the text config's view) the release's class defaults for the fields its
         config.json leaves out; returns the names filled in."""
-        defaults = self.class_defaults.get(typed.attr(text, "model_type", typed.ANY) or "", {})
+        model_type = typed.attr(text, "model_type", typed.ANY)
+        defaults = self.class_defaults.get(model_type, {}) if isinstance(model_type, str) else {}
         filled = tuple(name for name in defaults if not typed.has(text, name))
         for name in filled:
             setattr(text, name, defaults[name])
