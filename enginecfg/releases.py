@@ -23,15 +23,29 @@ from functools import partial
 from typing import Any
 
 from enginecfg.pipeline import releases, rulepacks
+from enginecfg.pipeline.arg_order import CONFIGS
+from enginecfg.pipeline.engine_args import release_table
 from enginecfg.pipeline.loading import load_pretrained, prefetch_pretrained
 from enginecfg.pipeline.models.v034 import config_time as v034
 from enginecfg.stages import BUILTIN_STAGES
 from enginecfg.stages.v034 import STAGES as STAGES_034
 
-__all__ = ["DEFAULT_RELEASE", "pack_for", "load_at_start", "register", "register_all"]
+__all__ = ["DEFAULT_RELEASE", "arguments_for", "pack_for", "load_at_start", "register", "register_all"]
 
 #: the release a pipeline speaks for unless told otherwise (the first one spoken for)
 DEFAULT_RELEASE = releases.first().name
+
+
+def arguments_for(release: releases.Release) -> tuple[dict[str, Any], dict[str, str]]:
+    """The engine arguments of *release*, a release that decides at engine start: ``(table,
+    phases)``, its parser's choices (a choice of :data:`v034.ARGUMENT_CHOICES` where the
+    release's own option table offers it: ``bfloat16`` Mamba dtypes arrive with the parser of
+    a later release than 0.20.0's), its config classes' bounds and the steps they are checked at."""
+    offered = release.flag_table().VLLM_SERVE_CHOICES
+    choices = {name: values for name, values in v034.ARGUMENT_CHOICES.items()
+               if set(values) <= set(offered.get("--" + name.replace("_", "-"), (None, ()))[1])}
+    return (release_table(choices, dict(v034.ARGUMENT_BOUNDS)),
+            {name: CONFIGS for name in v034.CONFIG_CLASS_CHECKED})
 
 
 def load_at_start(release: releases.Release, path: Any, engine_args: dict[str, Any],
@@ -40,7 +54,7 @@ def load_at_start(release: releases.Release, path: Any, engine_args: dict[str, A
     module doc)."""
     v034.check_engine_args(engine_args, release)
     cfg = load_pretrained(path, engine_args, revision, defer_argument_errors=defer_argument_errors,
-                          registry=v034.REGISTRY)
+                          registry=v034.REGISTRY, arguments=arguments_for(release))
     return v034.adapt(cfg, release)
 
 
@@ -48,7 +62,7 @@ def pack_for(release: releases.Release) -> rulepacks.RulePack:
     """The rule pack of *release* (see the module doc)."""
     if release.decides_at_engine_start:
         return rulepacks.RulePack(release=release.name, stages=STAGES_034, load=partial(load_at_start, release),
-                                  prefetch=prefetch_pretrained)
+                                  prefetch=prefetch_pretrained, arguments=arguments_for(release)[0])
     return rulepacks.RulePack(release=release.name, stages=BUILTIN_STAGES, load=load_pretrained,
                               prefetch=prefetch_pretrained)
 

@@ -44,12 +44,15 @@ MODEL, CONFIGS, ENGINE, POST, FINAL = "model", "configs", "engine", "post", "fin
 STEP_ORDER = (MODEL, CONFIGS, ENGINE, POST, FINAL)
 
 #: arguments of the model config: checked when it is built, before the model's config is read
-_MODEL_ARGS = ("dtype", "disable_sliding_window")
+_MODEL_ARGS = ("dtype", "disable_sliding_window", "hf_overrides", "trust_remote_code", "runner")
 #: arguments of the cache and scheduler configs, in the order vLLM reports their errors (each
 #: config's fields in its class's order; the cache config is built first)
 _CONFIGS_ORDER = (
-    "kv_cache_dtype", "enable_prefix_caching", "calculate_kv_scales",
+    "block_size", "kv_cache_dtype", "enable_prefix_caching", "calculate_kv_scales",
     "mamba_block_size", "mamba_cache_dtype", "mamba_ssm_cache_dtype", "mamba_cache_mode",
+    # (a release whose parallel config checks its sizes while it is built: between the cache
+    # and the scheduler configs, in the class's field order; 0.19.0 reports them later)
+    "pipeline_parallel_size", "tensor_parallel_size",
     "max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill", "disable_hybrid_kv_cache_manager",
 )
 #: the attention backend's name, checked after the scheduler config
@@ -75,33 +78,36 @@ def phase_of(name: str, value: Any) -> str:
     return ENGINE if name in _ENGINE_ORDER else CONFIGS
 
 
-def _rank(name: str) -> int:
-    order = _CONFIGS_ORDER + _ENGINE_ORDER + _POST_ORDER + _FINAL_ORDER
+def _rank(name: str, phase: str) -> int:
+    """The place of *name*'s error among the errors of its step."""
+    order = {CONFIGS: _CONFIGS_ORDER, ENGINE: _ENGINE_ORDER, POST: _POST_ORDER, FINAL: _FINAL_ORDER}.get(phase, ())
     return order.index(name) if name in order else len(order)
 
 
 def _sorted(deferred: list[tuple[str, str, EngineCfgError]]) -> list[tuple[str, EngineCfgError]]:
-    deferred = sorted(deferred, key=lambda d: (STEP_ORDER.index(d[0]), _rank(d[1])))
+    deferred = sorted(deferred, key=lambda d: (STEP_ORDER.index(d[0]), _rank(d[1], d[0])))
     return [(phase, exc) for phase, _, exc in deferred]
 
 
 def split_engine_args(engine_args: dict[str, Any], parse_one: Callable[[str, Any], Any],
                       known: Container[str],
                       refusal: Callable[[str, Any], InvalidInputError | None] = lambda name, value: None,
+                      phases: dict[str, str] | None = None,
                       ) -> tuple[dict[str, Any], list[tuple[str, EngineCfgError]]]:
     """Check every argument with ``parse_one(name, value)`` (returns the normalised value or
     raises :class:`InvalidInputError`).  An unknown name or a :data:`MODEL` error is raised
     now; the others are returned as ``(phase, error)`` in vLLM's order, their arguments left
     out of the returned dict (so they take their defaults).  ``refusal(name, value)`` names
     a value that passed but that enginecfg refuses after vLLM's checks: the value is kept,
-    its error is returned as :data:`FINAL`."""
+    its error is returned as :data:`FINAL`.  *phases*: a later release's own step for an
+    argument's error (its config class checks the value while it is built)."""
     good: dict[str, Any] = {}
     deferred: list[tuple[str, str, EngineCfgError]] = []
     for name, value in engine_args.items():
         try:
             good[name] = parse_one(name, value)
         except InvalidInputError as exc:
-            phase = phase_of(name, value)
+            phase = (phases or {}).get(name) or phase_of(name, value)
             if phase == MODEL or name not in known:  # vLLM: EngineArgs refuses the name
                 raise
             deferred.append((phase, name, exc))

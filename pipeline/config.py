@@ -199,7 +199,8 @@ class CacheConfig:
     mamba_block_size: int | None = attrs.field(default=None, validator=integer(optional=True))
     mamba_page_size_padded: int | None = attrs.field(default=None, validator=positive_int(optional=True))
     mamba_ssm_cache_dtype: str = attrs.field(default="auto", validator=one_of(_MAMBA_ASSIGNABLE))
-    mamba_cache_dtype: str = attrs.field(default="auto", validator=one_of(MAMBA_DTYPES))
+    #: a later release's parser may allow more (0.34.0: bfloat16): the loader checks the choices
+    mamba_cache_dtype: str = attrs.field(default="auto", validator=one_of(MAMBA_DTYPES + ("bfloat16",)))
     _engine: Any = _engine_slot()
     _writes: int = _writes_slot()
 

@@ -9,6 +9,7 @@ the CLI builds its engine flags from it, so there is no second list of flag name
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -17,12 +18,13 @@ import attrs
 from enginecfg.pipeline.arg_order import split_engine_args
 from enginecfg.pipeline.config import ATTENTION_BACKENDS, CACHE_DTYPES, MAMBA_CACHE_MODES, MAMBA_DTYPES
 from enginecfg.pipeline.errors import InvalidInputError
-from enginecfg.pipeline.jsonvalue import BOOL, INT, STR
+from enginecfg.pipeline.jsonvalue import BOOL, INT, OBJECT, STR
 from enginecfg.pipeline.suggest import did_you_mean
 
 __all__ = ["EngineArg", "ENGINE_ARGS", "DTYPE_CHOICES", "human_readable_int", "human_readable_int_or_auto",
            "parse_flag_text", "to_flags", "parse_engine_args", "check_engine_args", "check_names",
-           "ACCEPTED_BY_VLLM", "refusal", "given_flag", "arg_for_field", "config_value_error"]
+           "ACCEPTED_BY_VLLM", "refusal", "given_flag", "arg_for_field", "config_value_error",
+           "release_table"]
 
 #: ``--dtype``'s choices (what the model config resolves them to: config.RESOLVED_DTYPES)
 DTYPE_CHOICES = ("auto", "half", "float16", "bfloat16", "float", "float32")
@@ -42,6 +44,12 @@ class EngineArg:
     parser: str | None = None
     #: where the resolved value lives in the config (``cache_config.block_size``)
     config_field: str = ""
+    #: the bound the release's config class checks while it is built, as pydantic states it:
+    #: ``("greater than", 0)``, ``("greater than or equal to", 1)`` (None: no bound of vLLM's)
+    bound: tuple[str, int | float] | None = None
+    #: the release's config class checks the choices itself (a pydantic Literal): a value
+    #: outside them is refused in its words, the choices in the Literal's order
+    literal: bool = False
 
     @property
     def flag(self) -> str:
@@ -72,14 +80,15 @@ _ARGS = (
         "all: the state at every block boundary (the default with prefix caching, where the model "
         "supports it); align: only a scheduler step's last state, when it falls on a block "
         "boundary.")),
-    EngineArg("mamba_block_size", ("--mamba-block-size",), INT, nullable=True, parser="int", help=(
+    EngineArg("mamba_block_size", ("--mamba-block-size",), INT, nullable=True, parser="int",
+              bound=("greater than", 0), help=(
         "Tokens per Mamba cache block. Needs prefix caching; a multiple of 8 (the causal_conv1d "
         "kernel's alignment).")),
-    EngineArg("mamba_ssm_cache_dtype", ("--mamba-ssm-cache-dtype",), STR, choices=tuple(sorted(MAMBA_DTYPES)),
+    EngineArg("mamba_ssm_cache_dtype", ("--mamba-ssm-cache-dtype",), STR, choices=MAMBA_DTYPES, literal=True,
               help=(
         "Data type of the Mamba SSM state alone (the conv state follows --mamba-cache-dtype). "
         "'auto': as --mamba-cache-dtype.")),
-    EngineArg("mamba_cache_dtype", ("--mamba-cache-dtype",), STR, choices=tuple(sorted(MAMBA_DTYPES)), help=(
+    EngineArg("mamba_cache_dtype", ("--mamba-cache-dtype",), STR, choices=MAMBA_DTYPES, literal=True, help=(
         "Data type of the whole Mamba cache, conv and SSM state. 'auto': from the model config.")),
     EngineArg("calculate_kv_scales", ("--calculate-kv-scales",), BOOL, help=(
         "Deprecated. Compute the fp8 KV-cache scales (k_scale, v_scale) at run time instead of "
@@ -110,6 +119,21 @@ _ARGS = (
     EngineArg("disable_sliding_window", ("--disable-sliding-window",), BOOL, help=(
         "Ignore the model's sliding window: attention over the whole context, and the context "
         "capped at the window's size.")),
+    EngineArg("hf_overrides", ("--hf-overrides",), OBJECT, nullable=True, parser="json", help=(
+        "Fields of the model's config to replace, as a JSON object (a dict from Python): vLLM "
+        "applies them to the config before it reads anything from it, so every figure derived "
+        "from the config (max_model_len and its refusals, head sizes, KV heads, layer pattern, "
+        "Mamba state and page sizes, the KV-cache figures) is computed from the overridden "
+        "config. A value that is an object and names a nested config (text_config) updates "
+        "that config's fields; any other value replaces the field.")),
+    EngineArg("trust_remote_code", ("--trust-remote-code",), BOOL, help=(
+        "Allow the model's own code (a config.json whose auto_map names a module). Without it, "
+        "a config whose model type only custom code defines is refused, as vLLM refuses it; "
+        "enginecfg never runs that code: it reads the config as it is.")),
+    EngineArg("runner", ("--runner",), STR, choices=("auto", "draft", "generate", "pooling"), help=(
+        "The model runner. auto: as the architecture says; pooling: a generative model runs as a "
+        "pooling model (converted to embedding unless its class name says classification), with "
+        "the last token's state pooled.")),
     EngineArg("disable_hybrid_kv_cache_manager", ("--disable-hybrid-kv-cache-manager",), BOOL, nullable=True,
               help=(
         "Give every layer one KV-cache layout (sliding-window layers then keep the whole context; "
@@ -132,10 +156,12 @@ _CONFIG_FIELDS = {
     "disable_sliding_window": "model_config.disable_sliding_window",
     "max_num_seqs": "scheduler_config.max_num_seqs",
     "disable_hybrid_kv_cache_manager": "scheduler_config.disable_hybrid_kv_cache_manager",
+    "runner": "model_config.runner_type",
 }
 
 #: name -> :class:`EngineArg`, in the order ``enginecfg run --help`` lists them
-ENGINE_ARGS: dict[str, EngineArg] = {a.name: attrs.evolve(a, config_field=_CONFIG_FIELDS[a.name]) for a in _ARGS}
+ENGINE_ARGS: dict[str, EngineArg] = {a.name: attrs.evolve(a, config_field=_CONFIG_FIELDS.get(a.name, ""))
+                                     for a in _ARGS}
 
 
 def to_flags(args: dict[str, Any]) -> list[str]:
@@ -150,6 +176,8 @@ def to_flags(args: dict[str, Any]) -> list[str]:
             continue
         if arg.kind == BOOL:
             out.append(arg.flags[0] if value else "--no-" + arg.flags[0][2:])
+        elif arg.kind == OBJECT:
+            out += [arg.flags[0], value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))]
         else:
             out += [arg.flags[0], str(value)]
     return out
@@ -195,7 +223,17 @@ def parse_flag_text(arg: EngineArg, text: str) -> Any:
         return human_readable_int(text)
     if arg.parser == "int":
         return int(text)
+    if arg.parser == "json":
+        return _json_object(text)
     return text
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    """A JSON object given as text (``ValueError`` if it is not one)."""
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError(f"a JSON object is needed, not {type(value).__name__}")
+    return value
 
 
 # -- Python values ---------------------------------------------------------------------------
@@ -211,12 +249,30 @@ def parse_engine_args(engine_args: dict[str, Any]) -> dict[str, Any]:
     return good
 
 
-def check_engine_args(engine_args: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, InvalidInputError]]]:
+def check_engine_args(engine_args: dict[str, Any], table: dict[str, EngineArg] | None = None,
+                      phases: dict[str, str] | None = None,
+                      ) -> tuple[dict[str, Any], list[tuple[str, InvalidInputError]]]:
     """Every engine argument checked: the good ones normalised, and the errors vLLM reports
     later, as ``(phase, error)`` in its order (:mod:`.arg_order`; an unknown name or a
     model-config error is raised now), with enginecfg's own refusals of values vLLM accepts
-    last (those values are kept: vLLM's checks run on them)."""
-    return split_engine_args(engine_args, _parse_one, ENGINE_ARGS, refusal)
+    last (those values are kept: vLLM's checks run on them).
+
+    *table*: the release's arguments (:func:`release_table`; default 0.19.0's
+    :data:`ENGINE_ARGS`); *phases*: the release's own step for an argument's error, where it
+    differs from 0.19.0's."""
+    table = ENGINE_ARGS if table is None else table
+    return split_engine_args(engine_args, lambda name, value: _parse_one(name, value, table), table,
+                             lambda name, value: None if table[name].bound else refusal(name, value), phases)
+
+
+def release_table(choices: dict[str, tuple[str, ...]] | None = None,
+                  bounds: dict[str, tuple[str, int | float]] | None = None) -> dict[str, EngineArg]:
+    """The engine arguments of a later release: 0.19.0's with that release's parser choices
+    and config-class bounds where they differ."""
+    choices, bounds = choices or {}, bounds or {}
+    return {name: attrs.evolve(arg, choices=choices.get(name, arg.choices), bound=bounds.get(name, arg.bound),
+                               literal=arg.literal or name in choices)
+            for name, arg in ENGINE_ARGS.items()}
 
 
 #: arguments whose nonpositive values vLLM 0.19.0 accepts while it builds its config (and then
@@ -256,7 +312,7 @@ def arg_for_field(field: str) -> EngineArg | None:
     return next((a for a in ENGINE_ARGS.values() if a.config_field == field), None)
 
 
-def config_value_error(field: str, value: Any) -> InvalidInputError | None:
+def config_value_error(field: str, value: Any, table: dict[str, EngineArg] | None = None) -> InvalidInputError | None:
     """The refusal the caller would get for giving *value* as the engine argument behind
     config *field* (``cache_config.block_size`` = 3 is checked as ``--block-size 3``), or None
     when it passes, or *field* is no engine argument's.
@@ -269,7 +325,7 @@ def config_value_error(field: str, value: Any) -> InvalidInputError | None:
     if arg is None or (value is None and arg.nullable):
         return None
     try:
-        normalised = _parse_one(arg.name, value)
+        normalised = _parse_one(arg.name, value, ENGINE_ARGS if table is None else table)
     except InvalidInputError as exc:
         return exc
     return refusal(arg.name, normalised)
@@ -284,17 +340,17 @@ def check_names(engine_args: dict[str, Any]) -> None:
 
 
 def _bad(name: str, value: Any, allowed: str) -> InvalidInputError:
-    flag = ENGINE_ARGS[name].flag
+    flag = ENGINE_ARGS[name].flag  # (every release's table names the same flags)
     return InvalidInputError(f"invalid {name} ({flag}): got {value!r}; allowed: {allowed}", field=name)
 
 
-def _parse_one(name: str, value: Any) -> Any:
+def _parse_one(name: str, value: Any, table: dict[str, EngineArg] = ENGINE_ARGS) -> Any:
     """One engine argument, normalised, or :class:`InvalidInputError` naming it."""
-    if name not in ENGINE_ARGS:
+    if name not in table:
         raise InvalidInputError(
             f"unknown engine argument {name!r}{did_you_mean(str(name), ENGINE_ARGS)}; known: "
             f"{', '.join(sorted(ENGINE_ARGS))}", field=name)
-    arg = ENGINE_ARGS[name]
+    arg = table[name]
     kind, choices, nullable = arg.kind, arg.choices, arg.nullable
     if value is None:
         if not nullable:
@@ -303,11 +359,21 @@ def _parse_one(name: str, value: Any) -> Any:
     if kind == INT:
         if isinstance(value, bool) or not isinstance(value, int):
             raise _bad(name, value, "an integer")
-        if name not in ACCEPTED_BY_VLLM and value < 1:
+        if arg.bound is not None:
+            _check_bound(arg, value)
+        elif name not in ACCEPTED_BY_VLLM and value < 1:
             raise _bad(name, value, "a positive integer")
     elif kind == BOOL:
         if not isinstance(value, bool):
             raise _bad(name, value, "true or false")
+    elif kind == OBJECT:
+        if isinstance(value, str):
+            try:
+                value = _json_object(value)
+            except ValueError as exc:
+                raise _bad(name, value, f"a JSON object or a dict ({exc})") from None
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            raise _bad(name, value, "a JSON object or a dict with text keys")
     else:
         if not isinstance(value, str):
             raise _bad(name, value, "a string" + (f": one of {', '.join(choices)}" if choices else ""))
@@ -318,8 +384,24 @@ def _parse_one(name: str, value: Any) -> Any:
                 f"Unknown dtype: {value!r}: invalid dtype (--dtype); allowed: {', '.join(choices)}",
                 field="dtype")
         elif choices is not None and value not in choices:
+            if arg.literal:
+                shown = [repr(c) for c in choices]
+                words = "Input should be " + (" or ".join([", ".join(shown[:-1]), shown[-1]]) if len(shown) > 1
+                                              else shown[0])
+                raise _bad(name, value, f"{', '.join(choices)} ({words})")
             raise _bad(name, value, ", ".join(choices))
     return value
+
+
+_BOUND_TESTS = {"greater than": lambda v, b: v > b, "greater than or equal to": lambda v, b: v >= b,
+                "less than or equal to": lambda v, b: v <= b}
+
+
+def _check_bound(arg: EngineArg, value: Any) -> None:
+    """Refuse a value outside the release's bound in pydantic's words, as vLLM reports it."""
+    op, limit = arg.bound
+    if not _BOUND_TESTS[op](value, limit):
+        raise _bad(arg.name, value, f"an integer {op} {limit} (vLLM: Input should be {op} {limit})")
 
 
 def _parse_backend(value: str) -> str | None:

@@ -30,10 +30,10 @@ from enginecfg.pipeline.config import (
     AttentionConfig, BaseEngineConfig, CacheConfig, ModelConfig, ParallelConfig, PoolerConfig,
     SchedulerConfig,
 )
-from enginecfg.pipeline.engine_args import check_engine_args, check_names
+from enginecfg.pipeline.engine_args import check_engine_args, check_names, parse_engine_args
 from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
 from enginecfg.pipeline.hf import (
-    VLLM_CLASSES, HFConfigView, ModelSource, missing, open_source, remember_bytes, snapshot_for,
+    VLLM_CLASSES, VLLM_REGISTERED_TYPES, HFConfigView, ModelSource, missing, open_source, remember_bytes, snapshot_for,
     snapshot_for_bytes, snapshot_of_object, snapshots_for, start_worker, typed,
 )
 from enginecfg.pipeline.jsonvalue import to_json
@@ -119,7 +119,8 @@ def _eager(cfg: EngineConfig, defer: bool) -> EngineConfig:
 
 
 def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None = None, *,
-                    defer_argument_errors: bool = False, registry: Any = None) -> EngineConfig:
+                    defer_argument_errors: bool = False, registry: Any = None,
+                    arguments: Any = None) -> EngineConfig:
     """A config from a model folder, a ``config.json`` or a Hugging Face repo id.
 
     Besides ``config.json`` the files vLLM 0.19.0 reads while building its config are read
@@ -137,6 +138,8 @@ def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None
     *registry*: the model registry of the release whose rules load it
     (:class:`~enginecfg.pipeline.models.vllm_registry.Registry`; default vLLM 0.19.0's), which
     decides what an architecture it does not register resolves to, or that it is refused.
+    *arguments*: that release's engine arguments, ``(table, phases)`` (see
+    :func:`~enginecfg.pipeline.engine_args.check_engine_args`; default 0.19.0's).
     """
     check_names(engine_args)  # vLLM's EngineArgs refuses an unknown name before anything
     registry = registry or vllm_registry.REGISTRY
@@ -150,6 +153,9 @@ def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None
         source = open_source(path, revision)
     raw = source.config_bytes()
     file = source.describe("config.json")
+    overrides = engine_args.get("hf_overrides")
+    if isinstance(overrides, (dict, str)) and overrides:
+        raw = _overridden(file, raw, engine_args)
     parsed: list[dict[str, Any]] = []
 
     def parse() -> dict[str, Any]:
@@ -157,7 +163,7 @@ def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None
             parsed.append(_parse_config(file, raw))
         return parsed[0]
     try:
-        args, deferred = check_engine_args(engine_args)
+        args, deferred = check_engine_args(engine_args, *(arguments or ()))
     except InvalidInputError:
         parse()  # vLLM reads config.json before its model config checks its own arguments
         raise
@@ -171,11 +177,31 @@ def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None
     snap = snapshot_for_bytes(raw, parse)
     if "error" in snap and not parsed:
         parse()  # a refused config: name the field where a section has the wrong type
+    if b'"auto_map"' in raw and not parsed:
+        parse()  # a config naming custom code: what transformers decides about it
     cfg = _build(source.model, parsed[0] if parsed else None, snap, engine_args, args,
                  source=source, deferred=deferred, registry=registry)
     if memo_key is not None:
         LOADS.put(memo_key, source, raw, cfg)
     return _eager(cfg, defer_argument_errors)
+
+
+def _overridden(file: str, raw: bytes, engine_args: dict[str, Any]) -> bytes:
+    """config.json as vLLM reads it with ``hf_overrides``: each field replaced before anything
+    is read from the config; a JSON object for a nested config (a field holding an object
+    with a ``model_type``, such as ``text_config``) updates that config's fields.  Everything
+    derived from the config is then derived from the overridden one."""
+    overrides = parse_engine_args({"hf_overrides": engine_args["hf_overrides"]})["hf_overrides"]
+    config = _parse_config(file, raw)
+    if not isinstance(config, dict):
+        return raw  # refused as it is, where the config is read
+    for key, value in overrides.items():
+        nested = config.get(key)
+        if isinstance(value, dict) and isinstance(nested, dict) and "model_type" in nested:
+            config[key] = {**nested, **value}
+        else:
+            config[key] = value
+    return json.dumps(config).encode()
 
 
 def _readable_configs(paths: list[Any]) -> list[tuple[bytes, dict[str, Any]]]:
@@ -311,11 +337,30 @@ def _raise_load_error(err: dict[str, Any]) -> None:
                               vllm_type=err.get("type", "ValueError"))
 
 
+def _check_custom_code(model: str, raw: dict[str, Any] | None, snap: dict[str, Any], args: dict[str, Any]) -> None:
+    """What transformers' ``AutoConfig`` decides, while vLLM loads the config, about a config
+    whose ``auto_map`` names its own config class (custom code): without
+    ``trust_remote_code``, a model type that neither transformers nor vLLM has a class for is
+    refused (the custom code is the only way to build it).  With it, vLLM runs that code;
+    enginecfg never does, and reads the config as it is."""
+    if args.get("trust_remote_code") or not isinstance(raw, dict) or not isinstance(raw.get("auto_map"), dict):
+        return
+    ref, model_type = raw["auto_map"].get("AutoConfig"), raw.get("model_type")
+    if isinstance(ref, str) and not (isinstance(model_type, str) and model_type in VLLM_REGISTERED_TYPES) \
+            and snap.get("class") == "PreTrainedConfig":  # no class of transformers' either
+        raise ConfigRejectedError(
+            f"The repository {model} contains custom code which must be executed to correctly load the "
+            f"model. You can inspect the repository content at {model} .\n You can inspect the repository "
+            f"content at https://hf.co/{model}.\nPlease pass the argument `trust_remote_code=True` to allow "
+            f"custom code to be run.", field="trust_remote_code")
+
+
 def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
            given_args: dict[str, Any], args: dict[str, Any], source: ModelSource | None = None,
            deferred: list | None = None, registry: Any = None) -> EngineConfig:
     if snap is None:
         snap = snapshot_for(raw)
+    _check_custom_code(model, raw, snap, args)
     if "error" in snap:
         if raw is not None:
             _check_sections(raw)
@@ -340,6 +385,9 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
             "The text_config extracted from the model config does not have `num_attention_heads` attribute. "
             "This indicates a mismatch between the model config and vLLM's expectations. Please ensure that "
             "the model config is compatible with vLLM.", field="hf_config.text_config.num_attention_heads")
+    # the release's own config class fills in what config.json leaves out (0.34.0's Kimi-Linear
+    # class: max_position_embeddings 4096) before anything is derived from the config
+    (registry or vllm_registry.REGISTRY).fill_class_defaults(text)
     derive.check_model_ints(text)
     for view in (hf, text):
         typed.attr(view, "model_type", typed.STR, expect="a string (a model type name)")
@@ -376,6 +424,11 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
     suffix_pooling = defaulted and not info.is_pooling and architectures.default_is_embedding(named)
     pooling = info.is_pooling or st_pooling is not None or suffix_pooling
     convert_type = "embed" if (st_pooling is not None or suffix_pooling) and not info.is_pooling else "none"
+    if args.get("runner") == "pooling" and not pooling:
+        # --runner pooling: a generative class runs as a pooling model, converted as vLLM's
+        # suffix table says for the pooling runner (embedding where it says nothing)
+        pooling = True
+        convert_type = architectures.pooling_convert_type(named)
     hybrid = architectures.is_hybrid(info, hf)
     tp = args.get("tensor_parallel_size", 1)
     is_mla = derive.is_mla(text)

@@ -28,15 +28,17 @@ def _who(stage: Any) -> str:
     return f"stage {stage.name!r} ({stage.origin})"
 
 
-def check_plugin_changes(cfg: Any, stage: Any, changes: Sequence[Any], earlier: Sequence[Any]) -> None:
+def check_plugin_changes(cfg: Any, stage: Any, changes: Sequence[Any], earlier: Sequence[Any],
+                         arguments: Any = None) -> None:
     """Refuse the changes *stage* (a plugin's) made, given as the run's change records, where
-    the caller's value would be refused; *earlier*: the stages that ran before it."""
+    the caller's value would be refused; *earlier*: the stages that ran before it; *arguments*:
+    the release's engine-argument table (None: the first release's)."""
     mine = [c for c in changes if c.stage == stage.name]
     if not mine:
         return
     latest = {c.field: c for c in mine}  # a field changed twice: its last value stands
     for field, change in latest.items():
-        err = config_value_error(field, _current(cfg, field, change.new))
+        err = config_value_error(field, _current(cfg, field, change.new), arguments)
         if err is not None:
             _raise_for(err, stage, field, change.new)
     if _MAX_LEN in latest:

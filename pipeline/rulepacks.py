@@ -33,13 +33,17 @@ class RulePack:
     * ``load``: ``load(path, engine_args, revision, *, defer_argument_errors)`` -> a config
       (``EngineConfig.from_pretrained``'s work; deferred engine-argument errors are raised
       by the pipeline at the step where vLLM reports them);
-    * ``prefetch``: ``prefetch(paths)``: get ready to load many paths at once (may do nothing).
+    * ``prefetch``: ``prefetch(paths)``: get ready to load many paths at once (may do nothing);
+    * ``arguments``: the release's engine-argument table (``engine_args.release_table``), or
+      None for the first release's (``engine_args.ENGINE_ARGS``): what a plugin's stage sets is
+      checked against it as the caller's arguments are.
     """
 
     release: str
     stages: tuple[type[Stage], ...]
     load: Callable[..., Any]
     prefetch: Callable[[list[Any]], Any] = lambda paths: None
+    arguments: Any = None
 
 
 _PACKS: dict[str, RulePack] = {}

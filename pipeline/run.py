@@ -362,7 +362,7 @@ class Pipeline:
         """The changes a plugin's stage made, checked as the caller's values are
         (:mod:`.plugin_checks`); a refusal fails the run at that stage."""
         try:
-            check_plugin_changes(run.cfg, stage, run.changes[n_before:], self.stages[:order])
+            check_plugin_changes(run.cfg, stage, run.changes[n_before:], self.stages[:order], self.rules.arguments)
         except EngineCfgError as exc:
             self._fail(run, order, stage, exc, t0, None)
 

@@ -58,6 +58,18 @@ def _number(name: str, value: Any, *, low: float, high: float | None, flag: str,
     return value
 
 
+def _utilization(value: Any) -> None:
+    """``--gpu-memory-utilization``: a finite number > 0 and <= 1; a number outside is refused
+    in the words of vLLM's CacheConfig (pydantic's), as both releases refuse it."""
+    try:
+        _number("gpu_memory_utilization", value, low=0, high=1, flag="--gpu-memory-utilization")
+    except InvalidInputError as exc:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value):
+            words = "Input should be greater than 0" if value <= 0 else "Input should be less than or equal to 1"
+            exc.message = exc.message.replace("allowed: ", f"{words} (allowed: ", 1) + ")"
+        raise
+
+
 def parse_options(options: Any, card: Gpu | None = None) -> ImpactOptions:
     """The stage's options, checked; bad input names the option, the value and what is allowed.
     *card*: the pipeline's GPU (``Pipeline(gpu=...)``), which the figures assume unless the
@@ -99,9 +111,8 @@ def parse_options(options: Any, card: Gpu | None = None) -> ImpactOptions:
     if out["gpu_memory_gib"] is not None:
         _number("gpu_memory_gib", out["gpu_memory_gib"], low=0, high=MAX_GPU_MEMORY_GIB, below=True,
                 flag="--gpu-memory")
-    # vLLM 0.19.0: gt=0, le=1 (CacheConfig)
-    _number("gpu_memory_utilization", out["gpu_memory_utilization"], low=0, high=1,
-            flag="--gpu-memory-utilization")
+    # vLLM 0.19.0 and 0.34.0: gt=0, le=1 (CacheConfig), refused in pydantic's words
+    _utilization(out["gpu_memory_utilization"])
     kv = out["kv_cache_memory"]
     if kv is not None and (isinstance(kv, bool) or not isinstance(kv, int)):
         # vLLM takes any integer: 0 reads as unset, a negative one leaves no memory at start-up

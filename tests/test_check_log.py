@@ -53,8 +53,9 @@ def test_qwen35_on_0_19_0_the_two_figures_users_ask_about_agree_and_why_they_do_
     assert "1,487 // 4 x 784 = 290,864" in size.why
     (why,) = [e for e in c.observation.explanations if e.startswith("Why \"GPU KV cache size")]
     assert "1,487 / 45 = 33.04" in why and "cdiv(32,768, 784) = 42" in why
-    assert c.engine_args == {"max_model_len": 32768, "max_num_seqs": 16, "max_num_batched_tokens": 16384}
-    assert set(c.set_aside) == {"trust_remote_code", "load_format"}
+    assert c.engine_args == {"trust_remote_code": True, "max_model_len": 32768, "max_num_seqs": 16,
+                             "max_num_batched_tokens": 16384}
+    assert set(c.set_aside) == {"load_format"}
 
 
 def test_qwen3_next_every_exact_figure_agrees_under_the_nearest_release_given_the_logged_memory():

@@ -182,6 +182,11 @@ def _good_value(name: str):
         return st.one_of(st.integers(-3, 4096), st.sampled_from([16, 64, 528, 1024, 2**20, 2**40, 2**63]))
     if kind == "bool":
         return st.booleans()
+    if kind == "object":  # --hf-overrides: a JSON object or its text
+        return st.sampled_from([{}, {"max_position_embeddings": 4096}, {"num_hidden_layers": None},
+                                '{"max_position_embeddings": 8192}', "[1]", "{bad", {"text_config": {"x": 1}}])
+    if choices is None:
+        return st.text(max_size=8)
     return st.sampled_from(list(choices) + [c.upper() for c in choices] + ["", "auto "])
 
 

@@ -110,7 +110,10 @@ def test_unknown_model_type_with_its_own_code_loads_as_generic_config(model_dir)
                            "AutoModelForCausalLM": "modeling_my_own.MyOwnForCausalLM"},
               "hidden_size": 1024, "num_attention_heads": 8, "num_key_value_heads": 2,
               "max_position_embeddings": 4096, "torch_dtype": "float16", "custom_flag": 7}
-    cfg = EngineConfig.from_pretrained(model_dir(json.dumps(config)))
+    folder = model_dir(json.dumps(config))
+    with pytest.raises(ConfigRejectedError, match="contains custom code which must be executed"):
+        EngineConfig.from_pretrained(folder)  # vLLM: only with trust_remote_code
+    cfg = EngineConfig.from_pretrained(folder, trust_remote_code=True)
     mc = cfg.model_config
     assert (mc.architecture, mc.head_size, mc.total_num_kv_heads, mc.max_model_len, mc.dtype) == \
         ("TransformersForCausalLM", 128, 2, 4096, "float16")
@@ -118,7 +121,7 @@ def test_unknown_model_type_with_its_own_code_loads_as_generic_config(model_dir)
     assert mc.hf_config.custom_flag == 7 and not mc.is_hybrid
     del config["auto_map"]["AutoModelForCausalLM"]
     with pytest.raises(ConfigRejectedError, match=r"Model architectures \['MyOwnForCausalLM'\] are not supported"):
-        EngineConfig.from_pretrained(model_dir(json.dumps(config)))
+        EngineConfig.from_pretrained(model_dir(json.dumps(config)), trust_remote_code=True)
 
 
 def test_remote_code_is_named_but_never_run(model_dir, tmp_path):
@@ -130,7 +133,7 @@ def test_remote_code_is_named_but_never_run(model_dir, tmp_path):
                               "auto_map": {"AutoConfig": "configuration_evil.EvilConfig",
                                            "AutoModelForCausalLM": "modeling_evil.EvilForCausalLM"},
                               "hidden_size": 512, "num_attention_heads": 8, "max_position_embeddings": 2048}))
-    cfg = EngineConfig.from_pretrained(d)
+    cfg = EngineConfig.from_pretrained(d, trust_remote_code=True)
     assert cfg.model_config.hf_config.auto_map["AutoConfig"] == "configuration_evil.EvilConfig"
     assert not marker.exists()
 
@@ -176,3 +179,25 @@ def test_vllm_crash_cases_resolve_or_name_the_field():
         except EngineCfgError as exc:
             assert exc.field, case["name"]
             assert exc.field.split(".")[-1] in str(exc), (case["name"], str(exc))
+
+
+def test_hf_overrides_are_applied_to_the_config_before_anything_is_derived():
+    """``--hf-overrides`` (a JSON object, or a dict) replaces config fields before vLLM reads the
+    config: the derived length, its refusal and the KV-cache figures follow; bad input is named."""
+    from enginecfg.commands.serve import serve_command
+
+    folder = CONFIGS / "jamba-1.5-mini"
+    plain = Pipeline(gpu_validation="off").resolve(folder)
+    for given in ({"max_position_embeddings": 4096}, '{"max_position_embeddings": 4096}'):
+        result = Pipeline(gpu_validation="off").resolve(folder, hf_overrides=given)
+        assert result.config.model_config.max_model_len == 4096
+        assert result.config.engine_args["hf_overrides"] == given
+    assert plain.config.model_config.max_model_len == 262144
+    assert result.facts["impact"].kv_tokens != plain.facts["impact"].kv_tokens or \
+        result.facts["impact"].max_concurrency != plain.facts["impact"].max_concurrency
+    assert "--hf-overrides" in serve_command(result)
+    with pytest.raises(EngineCfgError, match=r"derived max_model_len \(max_position_embeddings=4096"):
+        Pipeline(gpu_validation="off").resolve(folder, hf_overrides={"max_position_embeddings": 4096},
+                                               max_model_len=8192)
+    with pytest.raises(InvalidInputError, match=r"invalid hf_overrides \(--hf-overrides\): got '\[1\]'"):
+        Pipeline(gpu_validation="off").resolve(folder, hf_overrides="[1]")

@@ -115,7 +115,7 @@ def test_the_callers_other_flags_and_memory_flags_are_kept():
     line = ["vllm", "serve", str(CONFIGS / "qwen3.5-27b"), "--port", "8001", "--trust-remote-code",
             "--gpu-memory-utilization", "0.5", "--num-gpu-blocks-override", "900", "--max-model-len", "-1"]
     ns, aside = _read_back(line)
-    assert aside == ["--port", "8001", "--trust-remote-code"]
+    assert aside == ["--port", "8001"]  # --trust-remote-code is an engine argument
     result = Pipeline(gpu_validation="off", impact=memory_options(ns)).resolve(ns.paths[0], **engine_args(ns))
     tokens = serve_command(result, memory=memory_options(ns), extra=aside)
     text = " ".join(tokens)

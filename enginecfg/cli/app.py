@@ -32,8 +32,8 @@ __all__ = ["main", "build_parser", "read_vllm_serve_line"]
 #: ``vllm serve`` options that change what vLLM resolves, which enginecfg does not model:
 #: a run given them still resolves without them, and says so
 _CHANGES_THE_ANSWER = frozenset({
-    "--hf-overrides", "--quantization", "-q", "--code-revision", "--hf-config-path",
-    "--config-format", "--runner", "--convert", "--pooler-config", "--trust-remote-code",
+    "--quantization", "-q", "--code-revision", "--hf-config-path",
+    "--config-format", "--convert", "--pooler-config",
     "--model-impl", "--speculative-config",
 })
 _COMMANDS_WITH_ENGINE_FLAGS = ("run", "stages", "explain", "upgrade")

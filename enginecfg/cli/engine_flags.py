@@ -52,7 +52,8 @@ def add_engine_flags(p: argparse.ArgumentParser) -> None:
                            help=help_text)
         else:
             # choices are checked by the loader, so a bad value is a recorded 'invalid' run
-            metavar = "{" + ",".join(arg.choices) + "}" if arg.choices else "NAME"
+            metavar = "{" + ",".join(arg.choices) + "}" if arg.choices else (
+                "JSON" if arg.parser == "json" else "NAME")
             g.add_argument(*arg.flags, dest=arg.name, default=None, metavar=metavar, help=help_text)
     p.add_argument("--revision", default=None, metavar="REV",
                    help="a branch, tag or commit of the Hugging Face repo (with a repo id only)")

@@ -55,7 +55,6 @@ _MEMORY_FLAGS = {"--gpu-memory-utilization": ("gpu_memory_utilization", float),
 _CHANGES_THE_FIGURES = {
     "speculative_config": "speculative decoding adds the drafter's layers to the KV cache and blocks to every "
                           "request, which enginecfg does not model",
-    "hf_overrides": "it overrides fields of the model's config",
     "kv_offloading_size": "it moves KV-cache blocks to CPU memory",
     "cpu_offload_gb": "it moves weights to CPU memory",
 }

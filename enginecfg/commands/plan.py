@@ -211,6 +211,8 @@ def _resolved(result: RunResult, options: ImpactOptions, setting: Mapping[str, A
             out[name] = imp.attention_block_size  # the block the attention layers run with
         elif name == "mamba_block_size" and at_start:
             out[name] = startup.mamba_block_size  # decided when the engine starts
+        elif name in ENGINE_ARGS and not ENGINE_ARGS[name].config_field:
+            out[name] = result.config.engine_args.get(name)  # read by the loader, as given
         elif name in ENGINE_ARGS:
             section, field = ENGINE_ARGS[name].config_field.split(".")
             out[name] = (doc.get(section) or {}).get(field)

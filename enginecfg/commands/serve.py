@@ -86,6 +86,12 @@ def serve_flags(result: RunResult, *, memory: Mapping[str, Any] | None = None,
     has_mamba = bool(info is not None and info.has_mamba_state)
     args: dict[str, Any] = {}
     for name, arg in ENGINE_ARGS.items():
+        if not arg.config_field:  # read by the loader (--hf-overrides, --trust-remote-code): as given
+            if given.get(name) not in (None, False):
+                args[name] = given[name]
+            continue
+        if name == "runner":  # said below, with the pooler it runs
+            continue
         if name == "block_size" and start_block is not None:
             args[name] = start_block
             continue

@@ -35,7 +35,7 @@ from enginecfg.pipeline.hf.safetensors_header import read_header
 from enginecfg.pipeline.hf.snapshot import is_snapshot, snapshot_of
 from enginecfg.pipeline.hf.sources import ModelSource, hub_cache_dir, hub_offline, is_repo_id, open_source
 from enginecfg.pipeline.hf.view import HFConfigView
-from enginecfg.pipeline.hf.vllm_classes import VLLM_CLASSES
+from enginecfg.pipeline.hf.vllm_classes import VLLM_CLASSES, VLLM_REGISTERED_TYPES
 
 __all__ = [
     # where the files come from
@@ -44,6 +44,7 @@ __all__ = [
     "typed",
     # the snapshot and its view
     "HFConfigView", "snapshot_of", "snapshot_of_object", "is_snapshot", "VLLM_CLASSES",
+    "VLLM_REGISTERED_TYPES",
     # the caches and the memos
     "cache", "snapshot_for", "snapshots_for", "snapshot_for_bytes", "missing", "remember_bytes",
     "start_worker", "clear", "on_clear", "ContentMemo", "Unkeyable", "content_key", "memoised",

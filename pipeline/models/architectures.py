@@ -25,6 +25,7 @@ from enginecfg.pipeline.errors import InvalidInputError
 __all__ = [
     "ArchInfo",
     "ARCHITECTURES",
+    "pooling_convert_type",
     "GENERIC_ATTENTION",
     "HOOK_LEVELS",
     "ARCH_SUFFIXES",
@@ -262,6 +263,13 @@ SUFFIX_DEFAULTS: tuple[tuple[str, str, str], ...] = (
 #: The suffixes vLLM normalises unregistered names with, in its order (longer suffixes that
 #: end in "Model" come before the bare "Model").
 ARCH_SUFFIXES: tuple[str, ...] = tuple(suffix for suffix, _, _ in SUFFIX_DEFAULTS)
+
+
+def pooling_convert_type(name: str) -> str:
+    """How vLLM converts class *name* to run under ``--runner pooling``: the convert type of
+    the first suffix whose default runner is the pooling one, else ``embed``."""
+    return next((convert for suffix, runner, convert in SUFFIX_DEFAULTS
+                 if runner == "pooling" and name.endswith(suffix)), "embed")
 
 
 def default_is_embedding(name: str) -> bool:

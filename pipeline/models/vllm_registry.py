@@ -84,6 +84,21 @@ class Registry:
     previously: Mapping[str, str] = attrs.field(converter=lambda m: MappingProxyType(dict(m)))
     oot: Mapping[str, str] = attrs.field(converter=lambda m: MappingProxyType(dict(m)))
     attention_interface: bool = False
+    #: what the release's own config classes set when config.json leaves a field out, where
+    #: that differs from the previous release: ``{model_type: {field: default}}`` (the text
+    #: config's fields; read where the model config is built, before any length is derived)
+    class_defaults: Mapping[str, Mapping[str, Any]] = attrs.field(
+        factory=dict, converter=lambda m: MappingProxyType({k: MappingProxyType(dict(v)) for k, v in m.items()}))
+
+    def fill_class_defaults(self, text: Any) -> tuple[str, ...]:
+        """Give *text* (the text config's view) the release's class defaults for the fields its
+        config.json leaves out; returns the names filled in."""
+        model_type = typed.attr(text, "model_type", typed.ANY)
+        defaults = self.class_defaults.get(model_type, {}) if isinstance(model_type, str) else {}
+        filled = tuple(name for name in defaults if not typed.has(text, name))
+        for name in filled:
+            setattr(text, name, defaults[name])
+        return filled
 
     def registers(self, name: str) -> bool:
         """Is *name* vLLM's own class, as it is or with its task suffix swapped (``_normalize_arch``)?"""

@@ -33,15 +33,23 @@ __all__ = ["RELEASE", "DEFAULT_BLOCK_SIZE", "REGISTRY", "REMOVED_ARCHITECTURES",
            "is_hybrid", "is_mm_prefix_lm", "attn_type", "prefix_caching_supported", "chunked_prefill_supported",
            "batch_defaults", "chunked_prefill", "max_num_batched_tokens", "max_num_seqs", "async_scheduling",
            "gemma4_head_dims", "gemma4_rule", "float_kv_mismatch", "FP8_KV_MESSAGE", "REMOVED_ARGUMENTS", "BIDIRECTIONAL_NO_POOLING",
-           "check_engine_args", "adapt"]
+           "check_engine_args", "adapt", "ARGUMENT_CHOICES", "ARGUMENT_BOUNDS", "CONFIG_CLASS_CHECKED",
+           "KIMI_LINEAR_DEFAULTS"]
 
 #: the release whose generated tables these rules read (its model registry, its option table)
 RELEASE = vllm_registry_034.VLLM_VERSION
 
 #: vLLM 0.34.0's model registry (C1); its Transformers backend also runs a class whose module
 #: uses the attention interface
+#: C1: 0.34.0's own ``KimiLinearConfig`` (``vllm/transformers_utils/configs/kimi_linear.py``)
+#: takes ``max_position_embeddings`` with a default of 4096, which 0.19.0's class did not have:
+#: a Kimi-Linear config.json without it (and without ``model_max_length``) derives a
+#: max_model_len of 4096 under 0.34.0 (0.19.0: none found, 2048 with a warning)
+KIMI_LINEAR_DEFAULTS: Mapping[str, Any] = MappingProxyType({"max_position_embeddings": 4096})
+
 REGISTRY = Registry(RELEASE, vllm_registry_034.SUPPORTED, vllm_registry_034.PREVIOUSLY_SUPPORTED,
-                    vllm_registry_034.OOT_SUPPORTED, attention_interface=True)
+                    vllm_registry_034.OOT_SUPPORTED, attention_interface=True,
+                    class_defaults={"kimi_linear": KIMI_LINEAR_DEFAULTS})
 
 #: architectures of the 0.19.0 table that left vLLM's registry, and the last release with them
 REMOVED_ARCHITECTURES: Mapping[str, str] = MappingProxyType({
@@ -241,6 +249,28 @@ def float_kv_mismatch(cfg: Any) -> str | None:
 REMOVED_ARGUMENTS: Mapping[str, str] = MappingProxyType({
     "calculate_kv_scales": "removed since {since}: KV-cache scales come from the checkpoint or default to 1.0",
 })
+
+
+#: the choices of ``vllm serve`` 0.34.0's parser where they differ from 0.19.0's (its flag
+#: table, ``pipeline/releases/flags_0_34_0.py``, holds the same; a test compares them), in
+#: the order of its config class's Literal (``MambaDType``), whose words refuse another value
+ARGUMENT_CHOICES: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "mamba_cache_dtype": ("auto", "float32", "float16", "bfloat16"),
+    "mamba_ssm_cache_dtype": ("auto", "float32", "float16", "bfloat16"),
+})
+
+#: the bounds 0.34.0's config classes check while they are built (pydantic ``Field(gt=...)``,
+#: ``ge=``), in pydantic's words; 0.19.0 accepted a nonpositive block size there
+ARGUMENT_BOUNDS: Mapping[str, tuple[str, int]] = MappingProxyType({
+    "block_size": ("greater than", 0), "mamba_block_size": ("greater than", 0),
+    "tensor_parallel_size": ("greater than or equal to", 1),
+    "pipeline_parallel_size": ("greater than or equal to", 1),
+})
+
+#: the arguments 0.34.0 refuses while it builds its cache and parallel configs where 0.19.0
+#: refused them later: the block size (enginecfg's own refusal after vLLM's steps), the
+#: parallel sizes (after the vllm-level hooks)
+CONFIG_CLASS_CHECKED: tuple[str, ...] = ("block_size", "pipeline_parallel_size", "tensor_parallel_size")
 
 
 #: the dated rule that removed each argument of :data:`REMOVED_ARGUMENTS`
