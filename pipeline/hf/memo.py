@@ -12,6 +12,9 @@ record.  Two values get equal keys only when they are equal *with the same types
 down* (``1``, ``1.0`` and ``True`` compare equal in Python, but a JSON writer spells them
 differently and ``isinstance(v, bool)`` tells them apart).  A value whose content the key
 cannot describe raises :class:`Unkeyable`, and the caller computes without the memo.
+A frozen attrs instance (a GPU preset, a start-up decision) is keyed by its class and its
+fields, in order, each keyed the same way; an attrs class whose instances can be assigned to
+is not keyed at all (its content could move after the key was taken).
 Objects that are only known by identity (a cached transformers snapshot) are *anchors*: the
 memo holds them, so their ``id`` cannot be reused while an entry names it, and a hit checks
 that the anchors are the very same objects.
@@ -26,6 +29,8 @@ import threading
 import weakref
 from collections import OrderedDict
 from typing import Any, Callable, Hashable
+
+import attrs
 
 from enginecfg.pipeline.jsonvalue import to_json
 
@@ -49,7 +54,26 @@ def content_key(value: Any) -> Hashable:
         return (cls, tuple([content_key(v) for v in value]))
     if cls is dict:
         return (dict, tuple([(content_key(k), content_key(v)) for k, v in value.items()]))
+    names = _frozen_fields(cls)
+    if names is not None:
+        return (cls, tuple([content_key(getattr(value, name)) for name in names]))
     raise Unkeyable(f"no content key for a {cls.__name__}")
+
+
+@attrs.frozen
+class _FrozenProbe:
+    """What attrs makes a frozen class's ``__setattr__``: the test of :func:`_frozen_fields`."""
+
+
+_FROZEN_SETATTR = _FrozenProbe.__setattr__
+
+
+@functools.cache
+def _frozen_fields(cls: type) -> tuple[str, ...] | None:
+    """The field names of a frozen attrs class (None for any other class)."""
+    if not attrs.has(cls) or cls.__setattr__ is not _FROZEN_SETATTR:
+        return None
+    return tuple(a.name for a in attrs.fields(cls))
 
 
 #: every memo of the process, for :func:`clear_all`
