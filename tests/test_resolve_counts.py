@@ -129,3 +129,19 @@ def test_one_kv_grouping_per_034_run(monkeypatch, model):
     assert result.facts["impact"].groups  # the figures came from that one grouping
     pipeline.resolve(CONFIGS / model)
     assert calls == ["layer_specs"]  # the same content again: from the memo
+
+
+_PAIRS = [
+    (1, 1), (1, True), (1, 1.0), (0.0, -0.0), (float("nan"), float("nan")), ("a", "a"), (None, None),
+    ([1, 2], [1, 2]), ([1, 2], [1, True]), ([1, 2], (1, 2)), (["a", 1.0], ["a", 1]),
+    ({"a": 1, "b": 2}, {"a": 1, "b": 2}), ({"a": 1, "b": 2}, {"b": 2, "a": 1}), ({"a": [1]}, {"a": [True]}),
+    ({"a": {"b": [0.5, None]}}, {"a": {"b": [0.5, None]}}), ([[1], [2]], [[1], [2.0]]), ([], []), ({}, []),
+]
+
+
+@pytest.mark.parametrize("a, b", _PAIRS)
+def test_same_content_is_content_key_equality(a, b):
+    from enginecfg.pipeline.hf.memo import same_content
+
+    assert same_content(a, b) == (content_key(a) == content_key(b))
+    assert same_content(b, a) == (content_key(a) == content_key(b))

@@ -34,7 +34,7 @@ import attrs
 
 from enginecfg.pipeline.jsonvalue import to_json
 
-__all__ = ["Unkeyable", "content_key", "ContentMemo", "memoised", "clear_all"]
+__all__ = ["Unkeyable", "content_key", "same_content", "ContentMemo", "memoised", "clear_all"]
 
 _SCALARS = (str, int, bool, type(None))
 
@@ -58,6 +58,36 @@ def content_key(value: Any) -> Hashable:
     if names is not None:
         return (cls, tuple([content_key(getattr(value, name)) for name in names]))
     raise Unkeyable(f"no content key for a {cls.__name__}")
+
+
+def same_content(a: Any, b: Any) -> bool:
+    """``content_key(a) == content_key(b)`` for JSON-shaped values, without building either
+    key (a config's state compares what it read again with the state before at every stage
+    boundary).  False where it cannot tell (a value of another kind, a NaN): never True for
+    two values whose keys differ."""
+    cls = a.__class__
+    if cls is not b.__class__:
+        return False
+    if cls in _SCALARS:
+        return a == b
+    if cls is float:
+        return a.hex() == b.hex()
+    if cls is list or cls is tuple:
+        if len(a) != len(b) or a != b:  # a quick refusal; equal still needs the types checked
+            return False
+        for x, y in zip(a, b):
+            c = x.__class__
+            if c is not y.__class__ or not (c is str or c is int or c is bool or x is None or same_content(x, y)):
+                return False
+        return True
+    if cls is dict:
+        if len(a) != len(b):
+            return False
+        for (k, x), (j, y) in zip(a.items(), b.items()):
+            if not (same_content(k, j) and same_content(x, y)):
+                return False
+        return True
+    return False
 
 
 @attrs.frozen
