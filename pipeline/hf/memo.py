@@ -73,21 +73,26 @@ def same_content(a: Any, b: Any) -> bool:
     if cls is float:
         return a.hex() == b.hex()
     if cls is list or cls is tuple:
-        if len(a) != len(b) or a != b:  # a quick refusal; equal still needs the types checked
-            return False
-        for x, y in zip(a, b):
-            c = x.__class__
-            if c is not y.__class__ or not (c is str or c is int or c is bool or x is None or same_content(x, y)):
-                return False
-        return True
+        return _same_items(a, b)
     if cls is dict:
-        if len(a) != len(b):
-            return False
-        for (k, x), (j, y) in zip(a.items(), b.items()):
-            if not (same_content(k, j) and same_content(x, y)):
-                return False
-        return True
+        return len(a) == len(b) and _same_items(list(a), list(b)) and _same_items(list(a.values()), list(b.values()))
     return False
+
+
+#: element types for which ``==`` between two of the same type is content equality
+_PLAIN = frozenset(_SCALARS)
+
+
+def _same_items(a: Any, b: Any) -> bool:
+    """Two sequences of the same class: the same content item by item."""
+    if len(a) != len(b) or a != b:  # a quick refusal (and NaN compares unequal: False)
+        return False
+    types = list(map(type, a))
+    if types != list(map(type, b)):
+        return False
+    if _PLAIN.issuperset(types):
+        return True
+    return all(c in _PLAIN or same_content(x, y) for c, x, y in zip(types, a, b))
 
 
 @attrs.frozen
