@@ -17,8 +17,7 @@ from typing import Any, Callable, Hashable, Iterable
 import attrs
 
 from enginecfg.pipeline.errors import FrozenConfigError, InvalidInputError
-from enginecfg.pipeline.hf import HFConfigView, Unkeyable, content_key, typed
-from enginecfg.pipeline.hf.memo import same_content
+from enginecfg.pipeline.hf import HFConfigView, Unkeyable, content_key, same_content, typed
 from enginecfg.pipeline.jsonvalue import to_json
 from enginecfg.pipeline.models.engine_defaults import DEFAULT_BLOCK_SIZE
 
