@@ -8,6 +8,8 @@ Runs, each in its own process (so one's imports and caches never flatter another
 * ``pipeline``: bench/pipeline_bench.py — ``Pipeline.run`` per fixture beside transformers'
   ``AutoConfig``, all fixture cases without and with the audit store, ``enginecfg run``
   start-up beside ``python -c "import transformers"``;
+* ``release-ratio``: bench/release_ratio_bench.py — a warm ``Pipeline.resolve`` under vLLM
+  0.34.0's rules beside one under 0.19.0's, per fixture config, interleaved;
 * ``store``: bench/store_bench.py (when present) — audit writes per second (one writer, 8
   writers; PostgreSQL too when ``ENGINECFG_TEST_PG_URL`` is set) and the history query at
   scale;
@@ -44,6 +46,7 @@ ROOT = BENCH.parent
 #: name -> (script, full arguments, --quick arguments, needs CUDA)
 SUITE: dict[str, tuple[str, list[str], list[str], bool]] = {
     "pipeline": ("pipeline_bench.py", [], ["--repeat", "5", "--startup-runs", "3"], False),
+    "release-ratio": ("release_ratio_bench.py", [], ["--rounds", "2", "--per-round", "2"], False),
     "store": ("store_bench.py", [], ["--runs", "50", "--repeat", "1", "--changes", "20000"], False),
     "plan": ("plan_bench.py", [], ["--repeat", "3", "--startup-runs", "2"], False),
     "ui": ("ui_load.py", [], ["--requests", "10", "--runs", "50"], False),
@@ -132,6 +135,10 @@ def summarise(name: str, out: str) -> list[str]:
         if s is not None:
             rows.append(f"process start-up: enginecfg run {s:.0f} ms vs import transformers {f:.0f} ms -> "
                         f"{_ratio(s, f)}")
+    elif name == "release-ratio":
+        m = re.search(r"median ratio ([\d.]+) \(per config ([\d.]+) to ([\d.]+)\)", out)
+        if m:
+            rows.append(f"warm resolve 0.34.0 / 0.19.0: median {m[1]} (per config {m[2]} to {m[3]})")
     elif name == "store":
         for backend in ("sqlite", "postgresql"):
             one = _num(rf"^{backend}\s+1 writer\s*:\s*([\d.]+) runs/s", out)

@@ -1,16 +1,19 @@
 """enginecfg beside vLLM 0.19.0's own ``create_engine_config``, case by case, in one run.
 
-    python -P bench/vllm_config_bench.py --oracle ORACLE_DIR [--repeat 30]
+    python -P bench/vllm_config_bench.py --oracle ORACLE_DIR [--python VENV/bin/python]
+        [--overlay TF523_OVERLAY] [--repeat 30] [--rounds 3]
 
 ORACLE_DIR holds the real vLLM 0.19.0 as the oracle's ``README.md`` builds it
 (``run_oracle.py``, its ``venv19`` and the ``tf523-overlay``); nothing of it is imported
 here: it runs in its own process, and reports the median of ``--repeat`` in-process calls of
 ``EngineArgs(model=DIR, **args).create_engine_config()`` per case (its first call, which
-pays the imports, is not counted), ``--rounds`` times, alternating with enginecfg.  enginecfg is timed the way the README tells an engine to
-call it, warm, a fresh pipeline each call: ``Pipeline(gpu_validation="off").run(
-EngineConfig.from_pretrained(DIR, **args))``, median of ``--repeat`` after one warm-up.
-Both sides read the same config folders (the fixture configs).  The ratio is vLLM's time
-over enginecfg's.  Figures go to bench/NOTES.md.
+pays the imports, is not counted), ``--rounds`` times, alternating with enginecfg.
+enginecfg is timed warm, a fresh pipeline each call, under each release it speaks for
+(vLLM 0.19.0's rules and 0.34.0's): ``Pipeline(gpu_validation="off", vllm_version=V)
+.resolve(DIR, **args)``, median of ``--repeat`` after one warm-up, the two releases
+alternating call by call.  Both sides read the same config folders (the fixture configs).
+The ratio is vLLM 0.19.0's time over enginecfg's, for each release.  Figures go to
+bench/NOTES.md.
 """
 
 from __future__ import annotations
@@ -45,7 +48,11 @@ CASES = [
 ]
 
 
-def vllm_times(oracle: Path, python: str | None, repeat: int) -> dict[str, float]:
+#: the releases enginecfg is timed under
+RELEASES = ("0.19.0", "0.34.0")
+
+
+def vllm_times(oracle: Path, python: str | None, overlay: str | None, repeat: int) -> dict[str, float]:
     python = python or str(oracle / "venv19" / "bin" / "python")
     with tempfile.TemporaryDirectory() as td:
         cases = [{"name": name, "config_dir": str(CONFIGS / folder), "args": args}
@@ -53,27 +60,31 @@ def vllm_times(oracle: Path, python: str | None, repeat: int) -> dict[str, float
         (Path(td) / "cases.json").write_text(json.dumps(cases))
         out = Path(td) / "results.json"
         subprocess.run([python, str(oracle / "run_oracle.py"), str(Path(td) / "cases.json"), "-o", str(out),
-                        "--extra-path", str(oracle / "tf523-overlay"), "--repeat", str(repeat)],
+                        "--extra-path", overlay or str(oracle / "tf523-overlay"), "--repeat", str(repeat)],
                        check=True, stdout=subprocess.DEVNULL)
         results = json.loads(out.read_text())["results"]
     return {r["name"]: r["timing_median_s"]["create_engine_config"] for r in results}
 
 
-def enginecfg_times(repeat: int) -> dict[str, float]:
+def enginecfg_times(repeat: int) -> dict[str, dict[str, float]]:
+    """``{release: {case: median seconds}}``, the releases alternating call by call."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from enginecfg import EngineConfig, Pipeline
+    from enginecfg import Pipeline
 
-    out = {}
+    out: dict[str, dict[str, float]] = {v: {} for v in RELEASES}
     for name, folder, args in CASES:
         path = CONFIGS / folder
-        Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(path, **args))
-        samples = []
-        for _ in range(repeat):
-            t = time.perf_counter()
-            Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(path, **args))
-            samples.append(time.perf_counter() - t)
-        out[name] = statistics.median(samples)
+        samples: dict[str, list[float]] = {v: [] for v in RELEASES}
+        for v in RELEASES:
+            Pipeline(gpu_validation="off", vllm_version=v).resolve(path, **args)
+        for i in range(repeat):
+            for v in (RELEASES if i % 2 == 0 else RELEASES[::-1]):
+                t = time.perf_counter()
+                Pipeline(gpu_validation="off", vllm_version=v).resolve(path, **args)
+                samples[v].append(time.perf_counter() - t)
+        for v in RELEASES:
+            out[v][name] = statistics.median(samples[v])
     return out
 
 
@@ -82,6 +93,7 @@ def main() -> int:
     ap.add_argument("--oracle", default=os.environ.get("ENGINECFG_ORACLE"),
                     required="ENGINECFG_ORACLE" not in os.environ)
     ap.add_argument("--python", help="the oracle venv's python (default ORACLE/venv19/bin/python)")
+    ap.add_argument("--overlay", help="the transformers 5.23.0 overlay (default ORACLE/tf523-overlay)")
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--rounds", type=int, default=3,
                     help="alternate the two sides this many times (a load spike then hits both); "
@@ -92,19 +104,23 @@ def main() -> int:
     rounds_ours, rounds_theirs = [], []
     for _ in range(max(1, ns.rounds)):
         rounds_ours.append(enginecfg_times(ns.repeat))
-        rounds_theirs.append(vllm_times(Path(ns.oracle).resolve(), ns.python, ns.repeat))
-    ratios = []
-    print(f"{'case':<30} {'vLLM ms':>9} {'enginecfg ms':>13} {'ratio':>7}  {'per round':>s}")
+        rounds_theirs.append(vllm_times(Path(ns.oracle).resolve(), ns.python, ns.overlay, ns.repeat))
+    ratios: dict[str, list[float]] = {v: [] for v in RELEASES}
+    head = "".join(f" {'enginecfg ' + v + ' ms':>19} {'ratio':>7}" for v in RELEASES)
+    print(f"{'case':<30} {'vLLM 0.19.0 ms':>15}{head}  per round ({'; '.join(RELEASES)})")
     for name, _, _ in CASES:
-        ours = statistics.median(r[name] for r in rounds_ours)
         theirs = statistics.median(r[name] for r in rounds_theirs)
-        ratio = theirs / ours
-        ratios.append(ratio)
-        each = " ".join(f"{t[name] / o[name]:.1f}" for o, t in zip(rounds_ours, rounds_theirs))
-        print(f"{name:<30} {theirs * 1e3:9.2f} {ours * 1e3:13.3f} {ratio:6.1f}x  {each}")
-    geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
-    print(f"geomean {geo:.1f}x, min {min(ratios):.1f}x  (vLLM's create_engine_config time / enginecfg's; "
-          f"{len(rounds_ours)} rounds; load {os.getloadavg()[0]:.1f})")
+        cells, each = "", []
+        for v in RELEASES:
+            ours = statistics.median(r[v][name] for r in rounds_ours)
+            ratios[v].append(theirs / ours)
+            cells += f" {ours * 1e3:19.3f} {theirs / ours:6.1f}x"
+            each.append(" ".join(f"{t[name] / o[v][name]:.1f}" for o, t in zip(rounds_ours, rounds_theirs)))
+        print(f"{name:<30} {theirs * 1e3:15.2f}{cells}  {'; '.join(each)}")
+    for v in RELEASES:
+        geo = math.exp(sum(map(math.log, ratios[v])) / len(ratios[v]))
+        print(f"enginecfg under {v}'s rules: geomean {geo:.1f}x, min {min(ratios[v]):.1f}x  (vLLM 0.19.0's "
+              f"create_engine_config time / enginecfg's; {len(rounds_ours)} rounds; load {os.getloadavg()[0]:.1f})")
     return 0
 
 

@@ -17,7 +17,7 @@ from typing import Any, Callable, Hashable, Iterable
 import attrs
 
 from enginecfg.pipeline.errors import FrozenConfigError, InvalidInputError
-from enginecfg.pipeline.hf import HFConfigView, Unkeyable, content_key, typed
+from enginecfg.pipeline.hf import HFConfigView, Unkeyable, content_key, same_content, typed
 from enginecfg.pipeline.jsonvalue import to_json
 from enginecfg.pipeline.models.engine_defaults import DEFAULT_BLOCK_SIZE
 
@@ -515,7 +515,7 @@ class ConfigState(dict):
         if self.hf_keys != since.hf_keys:
             return
         try:
-            if all(content_key(self[k]) == content_key(since[k]) for k in self.reread + self.hf_keys):
+            if all(same_content(self[k], since[k]) for k in self.reread + self.hf_keys):
                 self._key = key
         except Unkeyable:
             return

@@ -30,7 +30,7 @@ from enginecfg.pipeline.hf.cache import (
     snapshots_for,
     start_worker,
 )
-from enginecfg.pipeline.hf.memo import ContentMemo, Unkeyable, content_key, memoised
+from enginecfg.pipeline.hf.memo import ContentMemo, Unkeyable, content_key, memoised, same_content
 from enginecfg.pipeline.hf.safetensors_header import read_header
 from enginecfg.pipeline.hf.snapshot import is_snapshot, snapshot_of
 from enginecfg.pipeline.hf.sources import ModelSource, hub_cache_dir, hub_offline, is_repo_id, open_source
@@ -47,5 +47,5 @@ __all__ = [
     "VLLM_REGISTERED_TYPES",
     # the caches and the memos
     "cache", "snapshot_for", "snapshots_for", "snapshot_for_bytes", "missing", "remember_bytes",
-    "start_worker", "clear", "on_clear", "ContentMemo", "Unkeyable", "content_key", "memoised",
+    "start_worker", "clear", "on_clear", "ContentMemo", "Unkeyable", "content_key", "same_content", "memoised",
 ]

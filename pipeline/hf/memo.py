@@ -12,6 +12,9 @@ record.  Two values get equal keys only when they are equal *with the same types
 down* (``1``, ``1.0`` and ``True`` compare equal in Python, but a JSON writer spells them
 differently and ``isinstance(v, bool)`` tells them apart).  A value whose content the key
 cannot describe raises :class:`Unkeyable`, and the caller computes without the memo.
+A frozen attrs instance (a GPU preset, a start-up decision) is keyed by its class and its
+fields, in order, each keyed the same way; an attrs class whose instances can be assigned to
+is not keyed at all (its content could move after the key was taken).
 Objects that are only known by identity (a cached transformers snapshot) are *anchors*: the
 memo holds them, so their ``id`` cannot be reused while an entry names it, and a hit checks
 that the anchors are the very same objects.
@@ -27,9 +30,11 @@ import weakref
 from collections import OrderedDict
 from typing import Any, Callable, Hashable
 
+import attrs
+
 from enginecfg.pipeline.jsonvalue import to_json
 
-__all__ = ["Unkeyable", "content_key", "ContentMemo", "memoised", "clear_all"]
+__all__ = ["Unkeyable", "content_key", "same_content", "ContentMemo", "memoised", "clear_all"]
 
 _SCALARS = (str, int, bool, type(None))
 
@@ -49,7 +54,61 @@ def content_key(value: Any) -> Hashable:
         return (cls, tuple([content_key(v) for v in value]))
     if cls is dict:
         return (dict, tuple([(content_key(k), content_key(v)) for k, v in value.items()]))
+    names = _frozen_fields(cls)
+    if names is not None:
+        return (cls, tuple([content_key(getattr(value, name)) for name in names]))
     raise Unkeyable(f"no content key for a {cls.__name__}")
+
+
+def same_content(a: Any, b: Any) -> bool:
+    """``content_key(a) == content_key(b)`` for JSON-shaped values, without building either
+    key (a config's state compares what it read again with the state before at every stage
+    boundary).  False where it cannot tell (a value of another kind, a NaN): never True for
+    two values whose keys differ."""
+    cls = a.__class__
+    if cls is not b.__class__:
+        return False
+    if cls in _SCALARS:
+        return a == b
+    if cls is float:
+        return a.hex() == b.hex()
+    if cls is list or cls is tuple:
+        return _same_items(a, b)
+    if cls is dict:
+        return len(a) == len(b) and _same_items(list(a), list(b)) and _same_items(list(a.values()), list(b.values()))
+    return False
+
+
+#: element types for which ``==`` between two of the same type is content equality
+_PLAIN = frozenset(_SCALARS)
+
+
+def _same_items(a: Any, b: Any) -> bool:
+    """Two sequences of the same class: the same content item by item."""
+    if len(a) != len(b) or a != b:  # a quick refusal (and NaN compares unequal: False)
+        return False
+    types = list(map(type, a))
+    if types != list(map(type, b)):
+        return False
+    if _PLAIN.issuperset(types):
+        return True
+    return all(c in _PLAIN or same_content(x, y) for c, x, y in zip(types, a, b))
+
+
+@attrs.frozen
+class _FrozenProbe:
+    """What attrs makes a frozen class's ``__setattr__``: the test of :func:`_frozen_fields`."""
+
+
+_FROZEN_SETATTR = _FrozenProbe.__setattr__
+
+
+@functools.cache
+def _frozen_fields(cls: type) -> tuple[str, ...] | None:
+    """The field names of a frozen attrs class (None for any other class)."""
+    if not attrs.has(cls) or cls.__setattr__ is not _FROZEN_SETATTR:
+        return None
+    return tuple(a.name for a in attrs.fields(cls))
 
 
 #: every memo of the process, for :func:`clear_all`

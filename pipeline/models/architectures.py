@@ -42,7 +42,7 @@ StateSource = Literal["hf_config", "hf_text_config", "text_config", "nano_vl"]
 NumSpecSource = Literal["none", "speculative", "vllm"]
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class ArchInfo:
     """The class-level facts of one registry architecture.
 

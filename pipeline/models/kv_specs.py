@@ -23,10 +23,11 @@ transformers 5.x renames some patterns (``layers_block_type`` of Bamba and Zamba
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 from enginecfg.pipeline.errors import InvalidInputError
-from enginecfg.pipeline.hf import typed
+from enginecfg.pipeline.hf import ContentMemo, memoised, typed
 from enginecfg.pipeline.models import mamba_state
 from enginecfg.pipeline.models.architectures import ARCHITECTURES
 from enginecfg.pipeline.models.dtypes import attention_kv_dtype
@@ -34,7 +35,7 @@ from enginecfg.pipeline.models.engine_defaults import DEFAULT_BLOCK_SIZE, is_cau
 from enginecfg.pipeline.models.kv_cache import (FullAttentionSpec, MambaSpec, MLAAttentionSpec,
                                                 SlidingWindowSpec, Spec)
 
-__all__ = ["layer_specs", "engine_block_size", "LAYOUTS", "MAMBA_TYPES"]
+__all__ = ["layer_specs", "engine_block_size", "LAYOUTS", "MAMBA_TYPES", "PATTERNS"]
 
 #: the ``mamba_type`` string each state kind's layer reports
 MAMBA_TYPES = {
@@ -290,16 +291,46 @@ def layer_specs(cfg, block_size: int | None = None) -> dict[str, Spec]:
     """``{layer name: spec}`` for every layer that keeps KV cache or state, in the order the
     model class builds them.  An empty map means no KV cache (attention-free in vLLM's
     sense, or encoder-only attention).  *block_size*: the block size the attention layers
-    declare, as the engine start decided it (:mod:`.startup`); None: :func:`engine_block_size`."""
+    declare, as the engine start decided it (:mod:`.startup`); None: :func:`engine_block_size`.
+
+    The pattern is laid out once per config content (:data:`PATTERNS`) at the engine start's
+    block size; another block size only moves the attention layers' ``block_size`` (a Mamba
+    layer's block is the Mamba block size either way).
+    """
+    pattern = _pattern(cfg)
+    if block_size is None or block_size == engine_block_size(cfg):
+        return dict(pattern)
+    moved: dict[int, Spec] = {}
+    out: dict[str, Spec] = {}
+    for name, spec in pattern:
+        if isinstance(spec, MambaSpec):
+            out[name] = spec
+            continue
+        new = moved.get(id(spec))
+        if new is None:
+            new = moved[id(spec)] = replace(spec, block_size=block_size)
+        out[name] = new
+    return out
+
+
+#: the layer pattern of every config seen before in this process (pure in the config)
+PATTERNS = ContentMemo(maxsize=256)
+
+
+@memoised(PATTERNS)
+def _pattern(cfg) -> tuple[tuple[str, Spec], ...]:
+    """The layers of :func:`layer_specs` at :func:`engine_block_size`, as ``(name, spec)``
+    pairs; equal specs are one object (the specs are frozen), so moving the block size
+    replaces each distinct spec once."""
     mc = cfg.model_config
     row = ARCHITECTURES.get(mc.architecture or "")  # the registry name as the config spells it
     layout = LAYOUTS[row.kv_layout] if row is not None and row.kv_layout is not None else None
-    b = _Builder(cfg, row.layer_prefix if row is not None else "", block_size)
+    b = _Builder(cfg, row.layer_prefix if row is not None else "")
     if layout is None:
         info = mc.arch_info
         if info is not None and info.family != "attention":
             if info.state_kind is None:
-                return {}
+                return ()
             known = sorted(name for name, r in ARCHITECTURES.items() if r.kv_layout is not None)
             raise InvalidInputError(
                 f"invalid model_config.architecture: {mc.architecture!r}; the per-layer KV-cache "
@@ -307,4 +338,5 @@ def layer_specs(cfg, block_size: int | None = None) -> dict[str, Spec]:
                 f"{', '.join(known)})", field="model_config.architecture")
         layout = _mla if mc.use_mla else _decoder
     layout(b)
-    return b.specs
+    one: dict[Spec, Spec] = {}
+    return tuple((name, one.setdefault(spec, spec)) for name, spec in b.specs.items())

@@ -35,7 +35,7 @@ from enginecfg.pipeline.models import kv_cache as kc
 from enginecfg.pipeline.models import kv_specs, mamba_state
 from enginecfg.pipeline.models.architectures import ARCHITECTURES
 from enginecfg.pipeline.models.engine_defaults import is_causal
-from enginecfg.pipeline.hf import typed
+from enginecfg.pipeline.hf import ContentMemo, memoised, typed
 
 __all__ = ["LayerKind", "LayerBackend", "Decision", "StartFailure", "Startup", "StartupUnavailable",
            "layer_kinds", "layer_state_page", "state_page_failure", "SSM_BACKENDS", "LayerClasses",
@@ -281,6 +281,15 @@ def layer_kinds(cfg: Any) -> list[LayerKind]:
     ``num_hidden_layers`` encoder-only attention layers are a kind all the same (they ask
     the selector for a backend).
     """
+    return list(_layer_kinds(cfg))
+
+
+#: the kinds of layer of every config seen before in this process (pure in the config)
+KINDS = ContentMemo(maxsize=256)
+
+
+@memoised(KINDS)
+def _layer_kinds(cfg: Any) -> tuple[LayerKind, ...]:
     mc, cc = cfg.model_config, cfg.cache_config
     kinds: dict[tuple, list] = {}
     specs = kv_specs.layer_specs(cfg)
@@ -310,7 +319,7 @@ def layer_kinds(cfg: Any) -> list[LayerKind]:
             if n > 0:
                 out.append(LayerKind("attention", n, "model.layers.0.self_attn.attn", attn_type="encoder_only",
                                      head_size=mc.head_size, kv_cache_dtype=cc.cache_dtype))
-    return out
+    return tuple(out)
 
 
 def layer_state_page(cfg: Any) -> int | None:

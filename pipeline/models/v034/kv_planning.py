@@ -46,10 +46,12 @@ from enginecfg.pipeline.models.v034 import config_time
 from enginecfg.pipeline.models.v034 import startup as st
 
 __all__ = ["Layer", "Group", "Plan", "layer_specs", "groups", "plan", "impact", "not_enough_memory", "startup_key",
-           "gpu_key", "FIGURES"]
+           "gpu_key", "FIGURES", "GROUPS"]
 
 #: the figures of configs seen before in this process (pure in the config and its options)
 FIGURES = ContentMemo(maxsize=256)
+#: the KV-cache groups of configs seen before, by start-up decision and card
+GROUPS = ContentMemo(maxsize=256)
 
 _CONSERVING = "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
 
@@ -229,10 +231,22 @@ class Plan:
 
 
 def groups(cfg: Any, startup: Any, gpu: Any) -> Plan:
-    """K2: the KV-cache groups of *cfg* at its start-up decision on *gpu*."""
-    layers = layer_specs(cfg, startup, gpu)
+    """K2: the KV-cache groups of *cfg* at its start-up decision on *gpu*.
+
+    Worked out once per config content, start-up decision and card (:data:`GROUPS`): the
+    ``engine-start`` stage and ``impact`` of one run ask for the same groups."""
+    from enginecfg.pipeline.models.gpus import Gpu
+
+    card = Gpu(gpu.name, gpu.memory_bytes, tuple(gpu.capability), gpu.device_name)
+    return _groups(cfg, startup=startup_key(startup), gpu=card)
+
+
+@memoised(GROUPS)
+def _groups(cfg: Any, *, startup: tuple, gpu: Any) -> Plan:
+    start = _StartupView(*startup)
+    layers = layer_specs(cfg, start, gpu)
     messages: list[tuple[str, str]] = []
-    if startup.disable_hybrid_kv_cache_manager:
+    if start.disable_hybrid_kv_cache_manager:
         layers, messages = _unify_hybrid(layers)
     if not layers:
         return Plan((), tuple(messages))

@@ -1,0 +1,147 @@
+"""What one resolve works out, counted: one layer pattern and one KV-cache grouping a run,
+whatever the release; and the memo keys of frozen attrs values those counts rely on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+import pytest
+
+from enginecfg import Pipeline
+from enginecfg.pipeline.hf import memo
+from enginecfg.pipeline.hf.memo import ContentMemo, Unkeyable, content_key, memoised
+from enginecfg.pipeline.models import kv_specs
+from enginecfg.pipeline.models.gpus import DEFAULT_GPU, Gpu
+from enginecfg.pipeline.models.v034 import kv_planning
+
+CONFIGS = Path(__file__).parent / "data" / "vllm-0.19.0" / "configs"
+#: hybrid (gated delta net + attention, the start-up block moves), sliding + global attention,
+#: Mamba2 + attention, and a plain MLA decoder (no layout of its own)
+MODELS = ("qwen3.5-27b", "gemma-4-26b-a4b", "nemotron-3-nano-30b-a3b-bf16", "deepseek-v2-lite-like")
+
+
+@attrs.frozen
+class _Point:
+    x: int
+    y: tuple = ()
+
+
+@attrs.frozen
+class _Other:
+    x: int
+    y: tuple = ()
+
+
+@attrs.define
+class _Mutable:
+    x: int
+
+
+def test_frozen_attrs_values_are_keyed_by_their_fields_and_mutable_ones_never():
+    assert content_key(_Point(1, (2, "a"))) == content_key(_Point(1, (2, "a")))
+    assert hash(content_key(_Point(1, (2, "a")))) == hash(content_key(_Point(1, (2, "a"))))
+    assert content_key(_Point(1)) != content_key(_Point(2))
+    assert content_key(_Point(1)) != content_key(_Point(True))  # types all the way down
+    assert content_key(_Point(1)) != content_key(_Point(1.0))
+    assert content_key(_Point(1)) != content_key(_Other(1))  # the class is part of the key
+    card = Gpu(DEFAULT_GPU.name, DEFAULT_GPU.memory_bytes, tuple(DEFAULT_GPU.capability), DEFAULT_GPU.device_name)
+    assert content_key(card) == content_key(attrs.evolve(card))
+    assert content_key(card) != content_key(attrs.evolve(card, memory_bytes=card.memory_bytes + 1))
+    # mutable values are never keyed
+    with pytest.raises(Unkeyable):
+        content_key(_Mutable(1))
+    with pytest.raises(Unkeyable):  # frozen outside, something that can be assigned to inside
+        content_key(_Point(1, (_Mutable(2),)))
+
+
+def test_a_memoised_function_answers_equal_frozen_options_from_one_entry():
+    calls = []
+    box = ContentMemo(4)
+
+    class _Cfg:
+        def state(self):
+            return self
+
+        def content_key(self):
+            return (), ("cfg",)
+
+    @memoised(box)
+    def figure(cfg, *, card):
+        calls.append(card)
+        return card.memory_bytes
+
+    figure(_Cfg(), card=Gpu("A", 1, (9, 0)))
+    figure(_Cfg(), card=Gpu("A", 1, (9, 0)))
+    figure(_Cfg(), card=Gpu("A", 2, (9, 0)))
+    assert [c.memory_bytes for c in calls if isinstance(c, Gpu)] == [1, 2]
+
+
+def _count(monkeypatch, module, name):
+    calls = []
+    real = getattr(module, name)
+
+    def counted(*args, **kwargs):
+        calls.append(name)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+def _layouts_counted(monkeypatch):
+    calls = []
+    for key, fn in list(kv_specs.LAYOUTS.items()):
+        def counted(b, fn=fn):
+            calls.append(fn.__name__)
+            return fn(b)
+        monkeypatch.setitem(kv_specs.LAYOUTS, key, counted)
+    for name in ("_mla", "_decoder"):  # the classes without a layout of their own
+        real = getattr(kv_specs, name)
+
+        def counted(b, real=real):
+            calls.append(real.__name__)
+            return real(b)
+        monkeypatch.setattr(kv_specs, name, counted)
+    return calls
+
+
+@pytest.mark.parametrize("release", ["0.19.0", "0.34.0"])
+@pytest.mark.parametrize("model", MODELS)
+def test_one_layer_pattern_per_run(monkeypatch, release, model):
+    pipeline = Pipeline(gpu_validation="off", vllm_version=release)
+    pipeline.resolve(CONFIGS / model)  # the snapshot built (its cache is not the memos')
+    memo.clear_all()
+    calls = _layouts_counted(monkeypatch)
+    pipeline.resolve(CONFIGS / model)
+    assert len(calls) == 1, calls
+    pipeline.resolve(CONFIGS / model)  # the same content again: from the memo
+    assert len(calls) == 1, calls
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_one_kv_grouping_per_034_run(monkeypatch, model):
+    pipeline = Pipeline(gpu_validation="off", vllm_version="0.34.0")
+    pipeline.resolve(CONFIGS / model)
+    memo.clear_all()
+    calls = _count(monkeypatch, kv_planning, "layer_specs")  # the grouping's first step
+    result = pipeline.resolve(CONFIGS / model)
+    assert calls == ["layer_specs"]
+    assert result.facts["impact"].groups  # the figures came from that one grouping
+    pipeline.resolve(CONFIGS / model)
+    assert calls == ["layer_specs"]  # the same content again: from the memo
+
+
+_PAIRS = [
+    (1, 1), (1, True), (1, 1.0), (0.0, -0.0), (float("nan"), float("nan")), ("a", "a"), (None, None),
+    ([1, 2], [1, 2]), ([1, 2], [1, True]), ([1, 2], (1, 2)), (["a", 1.0], ["a", 1]),
+    ({"a": 1, "b": 2}, {"a": 1, "b": 2}), ({"a": 1, "b": 2}, {"b": 2, "a": 1}), ({"a": [1]}, {"a": [True]}),
+    ({"a": {"b": [0.5, None]}}, {"a": {"b": [0.5, None]}}), ([[1], [2]], [[1], [2.0]]), ([], []), ({}, []),
+]
+
+
+@pytest.mark.parametrize("a, b", _PAIRS)
+def test_same_content_is_content_key_equality(a, b):
+    from enginecfg.pipeline.hf.memo import same_content
+
+    assert same_content(a, b) == (content_key(a) == content_key(b))
+    assert same_content(b, a) == (content_key(a) == content_key(b))
