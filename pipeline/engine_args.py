@@ -48,8 +48,9 @@ class EngineArg:
     #: ``("greater than", 0)``, ``("greater than or equal to", 1)`` (None: no bound of vLLM's)
     bound: tuple[str, int | float] | None = None
     #: the release's config class checks the choices itself (a pydantic Literal): a value
-    #: outside them is refused in its words, the choices in the Literal's order
-    literal: bool = False
+    #: outside them is refused in its words, with the choices in the Literal's order, which
+    #: this holds (empty: no Literal; :attr:`choices` keeps the parser's order)
+    literal: tuple[str, ...] = ()
 
     @property
     def flag(self) -> str:
@@ -84,11 +85,12 @@ _ARGS = (
               bound=("greater than", 0), help=(
         "Tokens per Mamba cache block. Needs prefix caching; a multiple of 8 (the causal_conv1d "
         "kernel's alignment).")),
-    EngineArg("mamba_ssm_cache_dtype", ("--mamba-ssm-cache-dtype",), STR, choices=MAMBA_DTYPES, literal=True,
-              help=(
+    EngineArg("mamba_ssm_cache_dtype", ("--mamba-ssm-cache-dtype",), STR, choices=tuple(sorted(MAMBA_DTYPES)),
+              literal=MAMBA_DTYPES, help=(
         "Data type of the Mamba SSM state alone (the conv state follows --mamba-cache-dtype). "
         "'auto': as --mamba-cache-dtype.")),
-    EngineArg("mamba_cache_dtype", ("--mamba-cache-dtype",), STR, choices=MAMBA_DTYPES, literal=True, help=(
+    EngineArg("mamba_cache_dtype", ("--mamba-cache-dtype",), STR, choices=tuple(sorted(MAMBA_DTYPES)),
+              literal=MAMBA_DTYPES, help=(
         "Data type of the whole Mamba cache, conv and SSM state. 'auto': from the model config.")),
     EngineArg("calculate_kv_scales", ("--calculate-kv-scales",), BOOL, help=(
         "Deprecated. Compute the fp8 KV-cache scales (k_scale, v_scale) at run time instead of "
@@ -267,11 +269,12 @@ def check_engine_args(engine_args: dict[str, Any], table: dict[str, EngineArg] |
 
 def release_table(choices: dict[str, tuple[str, ...]] | None = None,
                   bounds: dict[str, tuple[str, int | float]] | None = None) -> dict[str, EngineArg]:
-    """The engine arguments of a later release: 0.19.0's with that release's parser choices
-    and config-class bounds where they differ."""
+    """The engine arguments of a later release: 0.19.0's with that release's choices (given in
+    its config class's Literal order; its parser offers them sorted) and config-class bounds
+    where they differ."""
     choices, bounds = choices or {}, bounds or {}
-    return {name: attrs.evolve(arg, choices=choices.get(name, arg.choices), bound=bounds.get(name, arg.bound),
-                               literal=arg.literal or name in choices)
+    return {name: attrs.evolve(arg, choices=tuple(sorted(choices[name])) if name in choices else arg.choices,
+                               bound=bounds.get(name, arg.bound), literal=choices.get(name, arg.literal))
             for name, arg in ENGINE_ARGS.items()}
 
 
@@ -385,7 +388,7 @@ def _parse_one(name: str, value: Any, table: dict[str, EngineArg] = ENGINE_ARGS)
                 field="dtype")
         elif choices is not None and value not in choices:
             if arg.literal:
-                shown = [repr(c) for c in choices]
+                shown = [repr(c) for c in arg.literal]
                 words = "Input should be " + (" or ".join([", ".join(shown[:-1]), shown[-1]]) if len(shown) > 1
                                               else shown[0])
                 raise _bad(name, value, f"{', '.join(choices)} ({words})")

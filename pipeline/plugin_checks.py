@@ -85,10 +85,13 @@ def _check_max_len(cfg: Any, stage: Any) -> None:
     if mc.hf_text_config is None or not isinstance(value, int) or isinstance(value, bool) or value < 1:
         return
     allow = os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "0").strip().lower() in ("1", "true")
+    from enginecfg.pipeline.hf import typed
+
+    text = mc.hf_text_config
+    window = (typed.attr(text, "sliding_window", typed.ANY)
+              if mc.disable_sliding_window and _has(text, "sliding_window") else None)
     try:
-        derive.max_model_len(mc.hf_text_config, value, [], allow_long=allow,
-                             sliding_window=mc.hf_text_config.sliding_window if mc.disable_sliding_window
-                             and _has(mc.hf_text_config, "sliding_window") else None)
+        derive.max_model_len(text, value, [], allow_long=allow, sliding_window=window)
     except EngineCfgError as exc:
         _raise_for(exc, stage, _MAX_LEN, value)
 

@@ -54,6 +54,9 @@ OBJECTS = {
     ("pipeline/models/gpus.py", "text"): "a GPU name as the user typed it, not a config view",
     ("pipeline/models/capacity.py", "self"): "enginecfg's own attrs value, a field's default from another field",
     ("pipeline/stage.py", "text"): "a stage's reason or message, cut to its cap",
+    ("pipeline/hf/memo.py", "value"): "a frozen attrs value's own fields, read for its content key",
+    ("pipeline/plugin_checks.py", "cfg"): "enginecfg's own engine config, by section name",
+    ("pipeline/plugin_checks.py", "sec"): "enginecfg's own attrs section, by field name",
     ("pipeline/stage.py", "type(item)"): "a fact a stage recorded, asked whether it turns itself into JSON",
 }
 

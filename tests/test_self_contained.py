@@ -43,7 +43,8 @@ OUTSIDE = [
 ]
 #: the scripts that ask an oracle (development tools run with the oracle's venv, never by a
 #: test): they may name where an oracle lives
-ORACLE_SCRIPTS = ("tests/*_oracle/make_*.py", "tests/*_oracle/ask_*.py", "tests/data/*/make_*.py")
+ORACLE_SCRIPTS = ("tests/*_oracle/make_*.py", "tests/*_oracle/ask_*.py", "tests/data/*/make_*.py",
+                  "tests/data/*/*/make_*.py")
 #: the files that must stand alone (data files under tests/ included: a case file names paths)
 SCANNED = ("tests/**/*.py", "tests/**/*.json", "tests/**/*.md", "bench/*.py", ".ci/*",
            "README.md", "docs/*.md", "examples/**/*.md")

@@ -64,7 +64,18 @@ def test_expected_covers_every_case():
     assert EXPECTED["produced_by"]["vllm"] == "0.19.0"
 
 
-@pytest.mark.parametrize("name, folder, args", CASES, ids=[c[0] for c in CASES])
+#: where enginecfg answers differently on purpose (strict expected failures: a case that starts
+#: to match must leave this table)
+KNOWN = {
+    "vcls-lfm2-moe-bare/prefix": "without num_key_value_heads, LFM2-MoE's config class defaults it to 8 over "
+                                 "4 query heads; vLLM resolves heads that do not split evenly, enginecfg "
+                                 "refuses them as bad input naming the field (check_buildable)",
+}
+
+
+@pytest.mark.parametrize("name, folder, args", [
+    pytest.param(*c, marks=pytest.mark.xfail(reason=KNOWN[c[0]], strict=True)) if c[0] in KNOWN else c
+    for c in CASES], ids=[c[0] for c in CASES])
 def test_case_matches_vllm(name, folder, args, folders, monkeypatch):
     want = BY_NAME[name]
     if want["error"] is not None:

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-FIX = "../../../../../shared/fixtures/configs/"   # from tests/data/vllm-0.34.0/heldout
+FIX = "../../vllm-0.19.0/configs/"   # from tests/data/vllm-0.34.0/heldout
 OWN = "configs/"
 
 cases = []
