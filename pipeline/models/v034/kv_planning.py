@@ -277,7 +277,11 @@ def _fmt(n: int) -> str:
     return f"{round(n / 2**30, 2)}"
 
 
-def _hint(extensible: bool, utilization: float | None) -> str:
+def _hint(extensible: bool, utilization: float | None, wording: str = "K7b") -> str:
+    if wording != "K7b":  # before K7b: one hint, K7a's (the CPU backend named) or 0.19.0's
+        cpu = " (which also controls CPU memory on the CPU backend)" if wording == "K7a" else ""
+        return (f"Try increasing `gpu_memory_utilization`{cpu} or decreasing `max_model_len` when initializing "
+                "the engine.")
     if extensible:
         if utilization is not None and utilization < 1.0:
             return ("The KV cache gets what is left after the model and its activations within "
@@ -291,13 +295,16 @@ def _hint(extensible: bool, utilization: float | None) -> str:
 
 
 def not_enough_memory(needed: int, usable: int, max_model_len: int, estimate: int, *, extensible: bool,
-                      utilization: float | None = None) -> str:
-    """K7's text when one request of max_model_len does not fit."""
+                      utilization: float | None = None, wording: str = "K7b") -> str:
+    """K7's text when one request of max_model_len does not fit, in the words of the latest K7
+    rule in force (*wording*: ``"K7b"``, ``"K7a"``, or ``""`` for 0.19.0's)."""
     part = (f"Based on the available memory, the estimated maximum model length is {estimate}. "
             if estimate > 0 else "")
-    return (f"To serve at least one request with the model's max seq len ({max_model_len}), ({_fmt(needed)} GiB "
+    model = "models's" if not wording else "model's"
+    tail = " Decreasing `max_model_len` also reduces what is needed." if wording == "K7b" else ""
+    return (f"To serve at least one request with the {model} max seq len ({max_model_len}), ({_fmt(needed)} GiB "
             f"KV cache is needed, which is larger than the available KV cache memory ({_fmt(usable)} GiB). "
-            f"{part}{_hint(extensible, utilization)} Decreasing `max_model_len` also reduces what is needed. "
+            f"{part}{_hint(extensible, utilization, wording)}{tail} "
             f"{_CONSERVING}")
 
 
@@ -339,11 +346,12 @@ def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capa
            gpu_memory_utilization: float = 1.0, kv_cache_memory: int | None = None,
            contexts: Sequence[int] = capacity.DEFAULT_CONTEXTS, extensible: bool = True,
            num_gpu_blocks_override: int | None = None, estimate_cudagraphs: bool | None = None,
-           enforce_eager: bool = False) -> Impact:
+           enforce_eager: bool = False, wording: str = "K7b") -> Impact:
     """0.34.0's KV-cache figures of a resolved config: *startup* is ``(block_size,
     mamba_block_size, mamba_page_size_padded, disable_hybrid_kv_cache_manager, backends)``
     (:func:`startup_key`), *gpu* ``(name, device name, memory bytes, capability)``;
-    *num_gpu_blocks_override* is ``--num-gpu-blocks-override`` (see the module doc)."""
+    *num_gpu_blocks_override* is ``--num-gpu-blocks-override`` (see the module doc); *wording* the
+    not-enough-memory text's (:func:`not_enough_memory`)."""
     from enginecfg.pipeline.models.gpus import Gpu
 
     card = Gpu(gpu[0], gpu[2], tuple(gpu[3]), gpu[1])
@@ -395,11 +403,14 @@ def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capa
                 hi = mid - 1
     needed = bpb * per_request(mml)
     if usable <= 0:
-        error = f"No available memory for the cache blocks. {_hint(extensible, None)} {_CONSERVING}"
+        # (before K7b the hint is 0.19.0's; how K7a worded this line was not seen run)
+        hint = _hint(extensible, None) if wording == "K7b" else \
+            "Try increasing `gpu_memory_utilization` when initializing the engine."
+        error = f"No available memory for the cache blocks. {hint} {_CONSERVING}"
     elif needed > usable:
         error = not_enough_memory(needed, usable, mml, estimate, extensible=extensible,
                                   utilization=None if extensible and kv_cache_memory is None
-                                  else gpu_memory_utilization)
+                                  else gpu_memory_utilization, wording=wording)
     else:
         error = None
     concurrency = blocks / per_request(mml)
