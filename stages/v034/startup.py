@@ -105,8 +105,9 @@ class HybridAlignment034Stage(_StartupStage):
         if not isinstance(startup, Startup):
             return
         try:
-            block, mbs, padded, decisions, messages = rules.align_hybrid(cfg, list(startup.backends), self.gpu,
-                                                                          startup.block_size)
+            block, mbs, padded, decisions, messages = rules.align_hybrid(
+                cfg, list(startup.backends), self.gpu, startup.block_size,
+                checkpoints=ctx.release is None or ctx.release.has("S3e"))  # B6b/S3e
         except (ValueError, AssertionError) as exc:
             ctx.record("startup", attrs.evolve(startup, failure=startup.failure or StartFailure(
                 "start", type(exc).__name__, str(exc), "platforms/interface.py in update_block_size_for_backend",

@@ -130,7 +130,7 @@ def layer_specs(cfg: Any, startup: Any, gpu: Any) -> list[Layer]:
     backend_of = {lb.layer.first_layer: lb.backend for lb in startup.backends}
     sw_backend = next((lb.backend for lb in startup.backends
                        if lb.layer.sliding_window is not None and lb.backend is not None), None)
-    ckpt = st.checkpoint_blocks(cfg, gpu)
+    ckpt = st.checkpoint_blocks(cfg, gpu, startup.rules)
     out = []
     for name, spec in specs.items():
         if isinstance(spec, kc.MambaSpec):
@@ -471,6 +471,14 @@ class _StartupView:
     mamba_page_size_padded: int | None
     disable_hybrid_kv_cache_manager: bool
     backend_rows: tuple
+    release: str | None = None
+
+    @property
+    def rules(self) -> Any:
+        """The release the start-up step was worked out for (the latest where none is named)."""
+        from enginecfg.pipeline import releases
+
+        return releases.get(self.release) if releases.known(self.release) else releases.last()
 
     @property
     def backends(self) -> list:
@@ -494,7 +502,8 @@ def startup_key(startup: Any) -> tuple:
     as plain values (the figures are memoised by them)."""
     return (startup.block_size, startup.mamba_block_size, startup.mamba_page_size_padded,
             bool(startup.disable_hybrid_kv_cache_manager),
-            tuple((lb.layer.first_layer, lb.layer.sliding_window, lb.backend) for lb in startup.backends))
+            tuple((lb.layer.first_layer, lb.layer.sliding_window, lb.backend) for lb in startup.backends),
+            startup.release)
 
 
 def gpu_key(gpu: Any) -> tuple:

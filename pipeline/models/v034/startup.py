@@ -260,22 +260,29 @@ def checkpoint_alignment(cfg: Any, gpu: Any) -> int | None:
     return None
 
 
-def checkpoint_blocks(cfg: Any, gpu: Any) -> int:
+def checkpoint_blocks(cfg: Any, gpu: Any, release: Any = None) -> int:
     """K4: extra Mamba blocks per request in 'align' mode: one prefill checkpoint for Mamba2
-    mixers, and for Qwen's gated delta net when it exports checkpoints."""
+    mixers (K4d), and for Qwen's gated delta net when it exports checkpoints (B6b); none in a
+    *release* without those rules."""
     mc, cc = cfg.model_config, cfg.cache_config
     info = mc.arch_info
     if cc.mamba_cache_mode != "align" or info is None:
         return 0
+    if release is not None and not release.has("K4d"):
+        return 0
     if info.state_kind == "mamba2":
         return 1
+    if release is not None and not release.has("B6b"):
+        return 0
     return 1 if checkpoint_alignment(cfg, gpu) is not None else 0
 
 
-def align_hybrid(cfg: Any, layers: list[LayerBackend], gpu: Any, block: int
+def align_hybrid(cfg: Any, layers: list[LayerBackend], gpu: Any, block: int, *, checkpoints: bool = True
                  ) -> tuple[int, int | None, int | None, list[Decision], list[tuple[str, str]]]:
     """S2-S6 and S8 for a hybrid model: ``(block_size, mamba_block_size,
-    mamba_page_size_padded, decisions, messages)``; raises vLLM's ValueError where S8 does."""
+    mamba_page_size_padded, decisions, messages)``; raises vLLM's ValueError where S8 does.
+    *checkpoints*: whether the 'align' mode unit takes the Mamba prefill-checkpoint alignment
+    (B6b/S3e; before them the unit ignores it)."""
     mc, cc = cfg.model_config, cfg.cache_config
     mbs, padded = cc.mamba_block_size, cc.mamba_page_size_padded
     names = _non_ssm(layers)
@@ -297,7 +304,7 @@ def align_hybrid(cfg: Any, layers: list[LayerBackend], gpu: Any, block: int
     if mc.use_mla:
         align = max(align, 128)
         words.append(f"MLA: at least 128, {align}")
-    ckpt = checkpoint_alignment(cfg, gpu) if cc.mamba_cache_mode == "align" else None
+    ckpt = checkpoint_alignment(cfg, gpu) if cc.mamba_cache_mode == "align" and checkpoints else None
     if cc.mamba_cache_mode == "align":
         before = align
         align = math.lcm(align, ckpt or 1)
