@@ -136,11 +136,14 @@ def prefix_caching_supported(cfg: Any) -> bool:
     return not (pc.seq_pooling_type in ("MEAN", "CLS") or pc.tok_pooling_type == "STEP")
 
 
-def batch_defaults(gpu: Any) -> tuple[int, int]:
-    """C3.5: ``vllm serve``'s default (max_num_batched_tokens, max_num_seqs) on *gpu*."""
-    if gpu.memory_bytes >= 160 * 2**30:
+def batch_defaults(gpu: Any, release: Any = None) -> tuple[int, int]:
+    """C3.5: ``vllm serve``'s default (max_num_batched_tokens, max_num_seqs) on *gpu* in
+    *release* (None: the latest): the tier of 160 GiB and more since C3.5b, GB10 kept on the
+    small tier since C3.5c."""
+    if gpu.memory_bytes >= 160 * 2**30 and (release is None or release.has("C3.5b")):
         return 16384, 1024
-    if gpu.memory_bytes >= 70 * 2**30 and "a100" not in gpu.device_name.lower() and gpu.capability != (12, 1):
+    gb10_small = gpu.capability == (12, 1) and (release is None or release.has("C3.5c"))
+    if gpu.memory_bytes >= 70 * 2**30 and "a100" not in gpu.device_name.lower() and not gb10_small:
         return 8192, 1024
     return 2048, 256
 
@@ -169,14 +172,14 @@ def _mm_floor(cfg: Any) -> tuple[int, str] | None:
     return tokens[modality], modality
 
 
-def max_num_batched_tokens(cfg: Any, gpu: Any) -> int:
+def max_num_batched_tokens(cfg: Any, gpu: Any, release: Any = None) -> int:
     """C3.5: the scheduler's token budget per step (the caller's, else the GPU's default,
     at least max_model_len without chunked prefill, at least one multimodal item for a
     prefix-LM model, at most max_num_seqs x max_model_len)."""
     given = cfg.scheduler_config.max_num_batched_tokens
     if given is not None:
         return given
-    value, seqs = batch_defaults(gpu)
+    value, seqs = batch_defaults(gpu, release)
     mml = cfg.model_config.max_model_len
     if not chunked_prefill(cfg):
         value = max(mml, value)
@@ -186,12 +189,12 @@ def max_num_batched_tokens(cfg: Any, gpu: Any) -> int:
     return min(seqs * mml, value)
 
 
-def max_num_seqs(cfg: Any, gpu: Any) -> int:
+def max_num_seqs(cfg: Any, gpu: Any, release: Any = None) -> int:
     """C3.5: the caller's ``max_num_seqs``, else the default, at most the token budget."""
     given = cfg.scheduler_config.max_num_seqs
     if given is not None:
         return given
-    return min(batch_defaults(gpu)[1], max_num_batched_tokens(cfg, gpu))
+    return min(batch_defaults(gpu, release)[1], max_num_batched_tokens(cfg, gpu, release))
 
 
 def async_scheduling(cfg: Any) -> bool:

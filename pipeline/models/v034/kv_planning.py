@@ -313,7 +313,7 @@ def plan(cfg: Any, startup: Any, gpu: Any) -> tuple[Plan, int, Any]:
     p = groups(cfg, startup, gpu)
     bpb = max((g.bytes_per_block for g in p.groups), default=0)
     pp = cfg.parallel_config.pipeline_parallel_size
-    mnbt = config_time.max_num_batched_tokens(cfg, gpu)
+    mnbt = config_time.max_num_batched_tokens(cfg, gpu, startup.rules)
     in_flight = (pp + 1 if config_time.async_scheduling(cfg) else pp) * mnbt
     mode = cfg.cache_config.mamba_cache_mode
 
@@ -371,12 +371,13 @@ def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capa
         weights = estimate_weights(cfg, specs)
         requested = capacity.requested_memory(card.memory_bytes, gpu_memory_utilization)
         parts = memory.parts(cfg, card, weights, specs, requested=requested, extensible=extensible,
-                             estimate_cudagraphs=estimate_cudagraphs, enforce_eager=enforce_eager)
+                             estimate_cudagraphs=estimate_cudagraphs, enforce_eager=enforce_eager,
+                             release=start.rules)
         budget = capacity.budget_from_parts(card, gpu_memory_utilization, requested, parts, weights,
                                             gpu=card.name, num_gpu_blocks_override=num_gpu_blocks_override,
                                             kv_cache_memory_bytes=kv_cache_memory)
     available = budget.kv_cache_memory
-    mnbt = config_time.max_num_batched_tokens(cfg, card)
+    mnbt = config_time.max_num_batched_tokens(cfg, card, start.rules)
     if not p.groups:
         return Impact(memory=budget, max_model_len=mml, max_num_batched_tokens=mnbt, groups=(), num_blocks=0,
                       kv_tokens=0, max_concurrency=None, concurrency={}, max_model_len_fits=mml, fits=None,
