@@ -90,7 +90,7 @@ class Gemma4Backend034Stage(Stage):
         return config_hook(cfg) == "gemma4"
 
     def run(self, cfg, ctx) -> None:
-        rule = ct.gemma4_rule(cfg, self.gpu)
+        rule = ct.gemma4_rule(cfg, self.gpu, ctx.release)
         if rule is None:
             return
         message, backend, version = rule

@@ -60,7 +60,7 @@ class AttentionBackend034Stage(_StartupStage):
     def run(self, cfg, ctx) -> None:
         cc = cfg.cache_config
         try:
-            layers, messages, failure = rules.select_backends(cfg, self.gpu)
+            layers, messages, failure = rules.select_backends(cfg, self.gpu, ctx.release)
         except ConfigRejectedError as exc:
             # vLLM's own assertion stopped the working out (a dimension of the Mamba state the
             # tensor-parallel size does not divide): no decisions, but the engine does not start

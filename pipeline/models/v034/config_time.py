@@ -215,9 +215,10 @@ def gemma4_head_dims(cfg: Any) -> dict[str, int]:
     return out
 
 
-def gemma4_rule(cfg: Any, gpu: Any) -> tuple[str, str | None, int | None] | None:
+def gemma4_rule(cfg: Any, gpu: Any, release: Any = None) -> tuple[str, str | None, int | None] | None:
     """C4: ``(message, backend to force, FlashAttention version to force)`` for a Gemma 4 model
-    with heterogeneous head sizes on *gpu* (None: nothing to do)."""
+    with heterogeneous head sizes on *gpu* (None: nothing to do); the per-layer FA3/FA4 choice
+    for an FP8 KV cache on SM90 since C4c (*release*: None for the latest)."""
     dims = gemma4_head_dims(cfg)
     if len(set(dims.values())) <= 1:
         return None
@@ -226,7 +227,7 @@ def gemma4_rule(cfg: Any, gpu: Any) -> tuple[str, str | None, int | None] | None
     fa_version = ac.flash_attn_version
     if fa_supported(4, gpu.capability) and max(dims.values()) <= 512:
         if fa_version is None and ac.backend in (None, "FLASH_ATTN"):
-            if gpu.capability[0] == 9 and cc.cache_dtype.startswith("fp8"):
+            if gpu.capability[0] == 9 and cc.cache_dtype.startswith("fp8") and (release is None or release.has("C4c")):
                 return (f"Gemma4 model has heterogeneous head dimensions {shown}. Using per-layer FA3/FA4 "
                         f"selection for FP8 KV cache on SM90.", None, None)
             return (f"Gemma4 model has heterogeneous head dimensions {shown}. Using FA4 for all layers to "

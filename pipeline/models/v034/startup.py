@@ -39,15 +39,16 @@ _CLASSES = LayerClasses(_MAMBA_CLASSES, "OlmoHybridGatedDeltaNetAttention")
 _ATTENTION_LAYERS = ("attention", "full_attention", "sliding_attention")
 
 
-def context(cfg: Any, gpu: Any) -> be.Context:
-    """What the 0.34.0 backends read from the config and the GPU."""
+def context(cfg: Any, gpu: Any, release: Any = None) -> be.Context:
+    """What the 0.34.0 backends read from the config and the GPU (and whose priority lists:
+    *release*, None for the latest)."""
     mc, cc = cfg.model_config, cfg.cache_config
     text = mc.hf_text_config
     nope = typed.attr(text, "qk_nope_head_dim", typed.INT) if mc.use_mla else None
     return be.Context(tuple(gpu.capability), model_head=mc.head_size, cache_dtype=cc.cache_dtype,
                       flash_attn_version=cfg.attention_config.flash_attn_version,
                       softcap=bool(typed.attr(text, "attn_logit_softcapping", typed.ANY)),
-                      mm_prefix_lm=config_time.is_mm_prefix_lm(cfg), qk_nope_head_dim=nope)
+                      mm_prefix_lm=config_time.is_mm_prefix_lm(cfg), qk_nope_head_dim=nope, release=release)
 
 
 def layer_class(kind: LayerKind, architecture: str | None) -> str:
@@ -177,13 +178,14 @@ def _triton_fp8(cfg: Any, backend: str, gpu: Any) -> StartFailure | None:
                         f"capability 8.9 or more; the {gpu.name} has {cap}", "F7")
 
 
-def select_backends(cfg: Any, gpu: Any) -> tuple[list[LayerBackend], list[tuple[str, str]], StartFailure | None]:
+def select_backends(cfg: Any, gpu: Any, release: Any = None
+                    ) -> tuple[list[LayerBackend], list[tuple[str, str]], StartFailure | None]:
     """B1-B6: every kind of layer with its backend on *gpu*, the selector's warnings, and the
     first failure building the model class meets (None: it builds): the shared loop given this
     release's query, selector (a sliding-window layer needs a backend that takes one) and
     FlashAttention version."""
     mc, cc = cfg.model_config, cfg.cache_config
-    ctx = context(cfg, gpu)
+    ctx = context(cfg, gpu, release)
 
     def query(kind: LayerKind) -> be.Query:
         return be.Query(head_size=kind.head_size, dtype=mc.dtype, kv_cache_dtype=kind.kv_cache_dtype or cc.cache_dtype,
