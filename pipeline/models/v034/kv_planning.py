@@ -388,7 +388,8 @@ def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capa
         # the planned memory is the override's blocks; the check below holds one of them back
         blocks_from_memory = available // bpb
         available = num_gpu_blocks_override * bpb
-    usable = available - bpb
+    # K11: the check holds back the null block the block pool keeps (before it: the whole budget)
+    usable = available - bpb if start.rules.has("K11") else available
     blocks = max(available // bpb, 0)
 
     def fits(length: int) -> bool:
