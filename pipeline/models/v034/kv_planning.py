@@ -310,6 +310,8 @@ def not_enough_memory(needed: int, usable: int, max_model_len: int, estimate: in
 
 def plan(cfg: Any, startup: Any, gpu: Any) -> tuple[Plan, int, Any]:
     """The groups, the bytes of one block, and ``R(length)``: the blocks one request takes."""
+    if not isinstance(startup, _StartupView):
+        startup = _StartupView(*startup_key(startup))
     p = groups(cfg, startup, gpu)
     bpb = max((g.bytes_per_block for g in p.groups), default=0)
     pp = cfg.parallel_config.pipeline_parallel_size
