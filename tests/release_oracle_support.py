@@ -259,8 +259,13 @@ def compare(release: str, case_id: str, r: dict) -> list[Difference]:
         f, want = st.get("failure"), pl["error"]
         differ("start-up: failure", f and (f["vllm_type"], f["message"]), (want["type"], want["message"]))
         return out
-    if st.get("failure"):
-        differ("start-up: failure", (st["failure"]["vllm_type"], st["failure"]["message"]), None)
+    # the engine core's block-size check after the KV planning (``validate_block_size``): the
+    # oracle ran it beside the planning and kept its refusal with the KV answers
+    check = (r.get("kv") or {}).get("validate_block_size")
+    refused = (check["type"], check["message"]) if isinstance(check, dict) else None
+    if st.get("failure") or refused:
+        f = st.get("failure")
+        differ("start-up: failure", f and (f["vllm_type"], f["message"]), refused)
         return out
     differ("start-up: backends by layer kind",
            {_label(lb): {_backend_label(lb): lb["layers"]} for lb in st["backends"]},

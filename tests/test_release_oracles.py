@@ -37,6 +37,10 @@ KNOWN = (
           "model build touches CUDA before it reaches the layers; the GPU-less oracle recorded its "
           "stand-in's missing driver (`RuntimeError: Found no NVIDIA driver ...`), not a decision "
           "of vLLM.  0.30.0 and later fail on the layers first (F1b), as enginecfg says"),
+    Known("0.2[0-8].0", "*", "kv@*: max_model_len that fits",
+          "oracle artefact: the oracle script computed this field as 0.34.0's check does, on the "
+          "budget less the null block (K11, from 0.29.0); these releases check the whole budget, "
+          "and the estimate their own not-enough-memory text gives (compared) is enginecfg's"),
     Known("0.34.0", "*", "kv@*: not-enough-memory text",
           "oracle artefact: the 0.34.0 oracle gave each budget in bytes with the extensible KV cache "
           "still on, so its text carries the extensible hint; through the public API a budget in "

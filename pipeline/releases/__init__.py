@@ -56,9 +56,14 @@ _MODE_IGNORED_RULE = "C7f"
 #: block size, C6 the removed ``calculate_kv_scales``, C3.2b prefix caching as the hybrids'
 #: default, C3.4a/C3.4b the memory utilization's default, C7f/C7g the ignored (and warned
 #: about) ``--mamba-cache-mode``, C1b/C1c/C1g the architectures that left the registry, C1e ``is_hybrid``, C7c the
-#: Mamba cache mode's default; the ``vllm serve`` flag rules
+#: Mamba cache mode's default, K7a/K7b the not-enough-memory text, B6b/S3e/K4d the Mamba
+#: prefill checkpoints (alignment unit, blocks per request), C9.2 the float KV check, C3.5b/C3.5c
+#: the batch tiers, B1f/B1g the priority lists, C4c Gemma 4's FP8 choice on SM90, K11 the null
+#: block the capacity check holds back; the ``vllm serve`` flag rules
 #: (C12a-C12n) are the option tables, each release reading with its own or the nearest earlier one
-WIRED: frozenset[str] = frozenset({"C8", "C3.3", "C6", "C3.2b", "C3.4a", "C3.4b", "C7f", "C7g", "C1b", "C1c", "C1g", "C1e", "C7c"})
+WIRED: frozenset[str] = frozenset({"C8", "C3.3", "C6", "C3.2b", "C3.4a", "C3.4b", "C7f", "C7g", "C1b", "C1c", "C1g", "C1e", "C7c",
+                                "K7a", "K7b", "B6b", "S3e", "K4d", "C9.2", "C3.5b", "C3.5c", "B1f", "B1g",
+                                "C4c", "K11"})
 _TABLE_RULE = "C12"
 
 _HERE = Path(__file__).resolve().parent

@@ -90,7 +90,7 @@ class Gemma4Backend034Stage(Stage):
         return config_hook(cfg) == "gemma4"
 
     def run(self, cfg, ctx) -> None:
-        rule = ct.gemma4_rule(cfg, self.gpu)
+        rule = ct.gemma4_rule(cfg, self.gpu, ctx.release)
         if rule is None:
             return
         message, backend, version = rule
@@ -165,8 +165,13 @@ class VllmChecks034Stage(VllmChecksStage):
         self._check_kv_dtype(cfg)
         super().check(cfg)
 
-    @staticmethod
-    def _check_kv_dtype(cfg) -> None:
+    def configure(self, pipeline) -> None:
+        super().configure(pipeline)
+        self.release = getattr(pipeline, "release", None)
+
+    def _check_kv_dtype(self, cfg) -> None:
+        if getattr(self, "release", None) is not None and not self.release.has("C9.2"):
+            return  # the check came with C9.2
         mismatch = ct.float_kv_mismatch(cfg)
         if mismatch is not None:
             raise ConfigRejectedError(mismatch, field="cache_config.cache_dtype", vllm_type="ValueError")
@@ -179,10 +184,12 @@ class Scheduler034Stage(SchedulerStage):
 
     def __init__(self) -> None:
         self.gpu = DEFAULT_GPU
+        self.release = None
 
     def configure(self, pipeline) -> None:
         self.gpu = pipeline.gpu
+        self.release = getattr(pipeline, "release", None)  # its batch defaults (C3.5b, C3.5c)
 
     def budget(self, cfg) -> tuple[int, int, bool]:
-        return (ct.max_num_batched_tokens(cfg, self.gpu), ct.max_num_seqs(cfg, self.gpu),
+        return (ct.max_num_batched_tokens(cfg, self.gpu, self.release), ct.max_num_seqs(cfg, self.gpu, self.release),
                 ct.chunked_prefill(cfg))

@@ -27,6 +27,13 @@ NON_EXTENSIBLE_UTILIZATION = 0.92
 EARLIER_UTILIZATION = 0.9
 
 
+def _wording(release) -> str:
+    """The latest not-enough-memory wording rule in force (K7b, K7a; "" for 0.19.0's)."""
+    if release is None or release.has("K7b"):
+        return "K7b"
+    return "K7a" if release.has("K7a") else ""
+
+
 class Impact034Stage(ImpactStage):
 
     def __init__(self) -> None:
@@ -63,7 +70,8 @@ class Impact034Stage(ImpactStage):
                 gpu_memory_utilization=opts.gpu_memory_utilization if self.utilization_given else default_utilization,
                 kv_cache_memory=opts.kv_cache_memory, contexts=opts.contexts,
                 extensible=extensible, num_gpu_blocks_override=opts.num_gpu_blocks_override,
-                estimate_cudagraphs=opts.estimate_cudagraphs, enforce_eager=opts.enforce_eager)
+                estimate_cudagraphs=opts.estimate_cudagraphs, enforce_eager=opts.enforce_eager,
+                wording=_wording(release))
         except EngineCfgError as exc:
             figures = ImpactUnavailable(str(exc), exc.field)
         except (ArithmeticError, TypeError, ValueError, KeyError, IndexError) as exc:

@@ -60,7 +60,7 @@ class AttentionBackend034Stage(_StartupStage):
     def run(self, cfg, ctx) -> None:
         cc = cfg.cache_config
         try:
-            layers, messages, failure = rules.select_backends(cfg, self.gpu)
+            layers, messages, failure = rules.select_backends(cfg, self.gpu, ctx.release)
         except ConfigRejectedError as exc:
             # vLLM's own assertion stopped the working out (a dimension of the Mamba state the
             # tensor-parallel size does not divide): no decisions, but the engine does not start
@@ -105,8 +105,9 @@ class HybridAlignment034Stage(_StartupStage):
         if not isinstance(startup, Startup):
             return
         try:
-            block, mbs, padded, decisions, messages = rules.align_hybrid(cfg, list(startup.backends), self.gpu,
-                                                                          startup.block_size)
+            block, mbs, padded, decisions, messages = rules.align_hybrid(
+                cfg, list(startup.backends), self.gpu, startup.block_size,
+                checkpoints=ctx.release is None or ctx.release.has("S3e"))  # B6b/S3e
         except (ValueError, AssertionError) as exc:
             ctx.record("startup", attrs.evolve(startup, failure=startup.failure or StartFailure(
                 "start", type(exc).__name__, str(exc), "platforms/interface.py in update_block_size_for_backend",

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from types import MappingProxyType
-from typing import Mapping
+from typing import Any, Mapping
 
 import attrs
 
@@ -57,6 +57,8 @@ class Context:
     softcap: bool = False
     mm_prefix_lm: bool = False
     qk_nope_head_dim: int | None = None
+    #: the release whose priority lists apply (None: the latest; see :func:`priorities`)
+    release: Any = attrs.field(default=None, eq=False)
 
 
 def is_quantized(kv: str | None) -> bool:
@@ -244,14 +246,16 @@ BACKENDS: Mapping[str, Backend] = MappingProxyType({b.name: b for b in (
 
 def priorities(use_mla: bool, capability: tuple[int, int], kv_cache_dtype: str | None = None,
                num_heads: int | None = None, *, head_size: int | None = None,
-               use_mm_prefix: bool = False) -> tuple[str, ...]:
-    """B1: the order vLLM 0.34.0 tries backends in on a GPU of *capability*."""
+               use_mm_prefix: bool = False, release: Any = None) -> tuple[str, ...]:
+    """B1: the order vLLM 0.34.0 tries backends in on a GPU of *capability*; a *release*
+    without B1f puts no prefix-LM backend first, one without B1g no sparse FA4 MLA first."""
     major = capability[0]
+    use_mm_prefix = use_mm_prefix and (release is None or release.has("B1f"))
     if use_mla:
         if major == 10:
             if is_quantized(kv_cache_dtype):
                 sparse = ("FLASHINFER_MLA_SPARSE", "FLASHMLA_SPARSE")
-            elif num_heads is not None and num_heads <= 16:
+            elif num_heads is not None and num_heads <= 16 and (release is None or release.has("B1g")):
                 sparse = ("FLASH_ATTN_MLA_SPARSE_FA4", "FLASHINFER_MLA_SPARSE", "FLASHMLA_SPARSE")
             else:
                 sparse = ("FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE")
@@ -324,7 +328,7 @@ def select(q: Query, ctx: Context, forced: str | None = None, *, num_heads: int 
 
     def order(q: Query, ctx: Context, heads: int | None) -> tuple[str, ...]:
         return priorities(q.use_mla, ctx.capability, q.kv_cache_dtype, heads, head_size=q.head_size,
-                          use_mm_prefix=q.use_mm_prefix)
+                          use_mm_prefix=q.use_mm_prefix, release=ctx.release)
 
     return be.select(q, ctx, forced, num_heads=num_heads, table=BACKENDS, order=order, refuse=refuse,
                      blocks=kernel_blocks, preferred=preferred_block_size)

@@ -136,11 +136,14 @@ def prefix_caching_supported(cfg: Any) -> bool:
     return not (pc.seq_pooling_type in ("MEAN", "CLS") or pc.tok_pooling_type == "STEP")
 
 
-def batch_defaults(gpu: Any) -> tuple[int, int]:
-    """C3.5: ``vllm serve``'s default (max_num_batched_tokens, max_num_seqs) on *gpu*."""
-    if gpu.memory_bytes >= 160 * 2**30:
+def batch_defaults(gpu: Any, release: Any = None) -> tuple[int, int]:
+    """C3.5: ``vllm serve``'s default (max_num_batched_tokens, max_num_seqs) on *gpu* in
+    *release* (None: the latest): the tier of 160 GiB and more since C3.5b, GB10 kept on the
+    small tier since C3.5c."""
+    if gpu.memory_bytes >= 160 * 2**30 and (release is None or release.has("C3.5b")):
         return 16384, 1024
-    if gpu.memory_bytes >= 70 * 2**30 and "a100" not in gpu.device_name.lower() and gpu.capability != (12, 1):
+    gb10_small = gpu.capability == (12, 1) and (release is None or release.has("C3.5c"))
+    if gpu.memory_bytes >= 70 * 2**30 and "a100" not in gpu.device_name.lower() and not gb10_small:
         return 8192, 1024
     return 2048, 256
 
@@ -169,14 +172,14 @@ def _mm_floor(cfg: Any) -> tuple[int, str] | None:
     return tokens[modality], modality
 
 
-def max_num_batched_tokens(cfg: Any, gpu: Any) -> int:
+def max_num_batched_tokens(cfg: Any, gpu: Any, release: Any = None) -> int:
     """C3.5: the scheduler's token budget per step (the caller's, else the GPU's default,
     at least max_model_len without chunked prefill, at least one multimodal item for a
     prefix-LM model, at most max_num_seqs x max_model_len)."""
     given = cfg.scheduler_config.max_num_batched_tokens
     if given is not None:
         return given
-    value, seqs = batch_defaults(gpu)
+    value, seqs = batch_defaults(gpu, release)
     mml = cfg.model_config.max_model_len
     if not chunked_prefill(cfg):
         value = max(mml, value)
@@ -186,12 +189,12 @@ def max_num_batched_tokens(cfg: Any, gpu: Any) -> int:
     return min(seqs * mml, value)
 
 
-def max_num_seqs(cfg: Any, gpu: Any) -> int:
+def max_num_seqs(cfg: Any, gpu: Any, release: Any = None) -> int:
     """C3.5: the caller's ``max_num_seqs``, else the default, at most the token budget."""
     given = cfg.scheduler_config.max_num_seqs
     if given is not None:
         return given
-    return min(batch_defaults(gpu)[1], max_num_batched_tokens(cfg, gpu))
+    return min(batch_defaults(gpu, release)[1], max_num_batched_tokens(cfg, gpu, release))
 
 
 def async_scheduling(cfg: Any) -> bool:
@@ -212,9 +215,10 @@ def gemma4_head_dims(cfg: Any) -> dict[str, int]:
     return out
 
 
-def gemma4_rule(cfg: Any, gpu: Any) -> tuple[str, str | None, int | None] | None:
+def gemma4_rule(cfg: Any, gpu: Any, release: Any = None) -> tuple[str, str | None, int | None] | None:
     """C4: ``(message, backend to force, FlashAttention version to force)`` for a Gemma 4 model
-    with heterogeneous head sizes on *gpu* (None: nothing to do)."""
+    with heterogeneous head sizes on *gpu* (None: nothing to do); the per-layer FA3/FA4 choice
+    for an FP8 KV cache on SM90 since C4c (*release*: None for the latest)."""
     dims = gemma4_head_dims(cfg)
     if len(set(dims.values())) <= 1:
         return None
@@ -223,7 +227,7 @@ def gemma4_rule(cfg: Any, gpu: Any) -> tuple[str, str | None, int | None] | None
     fa_version = ac.flash_attn_version
     if fa_supported(4, gpu.capability) and max(dims.values()) <= 512:
         if fa_version is None and ac.backend in (None, "FLASH_ATTN"):
-            if gpu.capability[0] == 9 and cc.cache_dtype.startswith("fp8"):
+            if gpu.capability[0] == 9 and cc.cache_dtype.startswith("fp8") and (release is None or release.has("C4c")):
                 return (f"Gemma4 model has heterogeneous head dimensions {shown}. Using per-layer FA3/FA4 "
                         f"selection for FP8 KV cache on SM90.", None, None)
             return (f"Gemma4 model has heterogeneous head dimensions {shown}. Using FA4 for all layers to "

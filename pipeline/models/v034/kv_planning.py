@@ -130,7 +130,7 @@ def layer_specs(cfg: Any, startup: Any, gpu: Any) -> list[Layer]:
     backend_of = {lb.layer.first_layer: lb.backend for lb in startup.backends}
     sw_backend = next((lb.backend for lb in startup.backends
                        if lb.layer.sliding_window is not None and lb.backend is not None), None)
-    ckpt = st.checkpoint_blocks(cfg, gpu)
+    ckpt = st.checkpoint_blocks(cfg, gpu, startup.rules)
     out = []
     for name, spec in specs.items():
         if isinstance(spec, kc.MambaSpec):
@@ -277,7 +277,11 @@ def _fmt(n: int) -> str:
     return f"{round(n / 2**30, 2)}"
 
 
-def _hint(extensible: bool, utilization: float | None) -> str:
+def _hint(extensible: bool, utilization: float | None, wording: str = "K7b") -> str:
+    if wording != "K7b":  # before K7b: one hint, K7a's (the CPU backend named) or 0.19.0's
+        cpu = " (which also controls CPU memory on the CPU backend)" if wording == "K7a" else ""
+        return (f"Try increasing `gpu_memory_utilization`{cpu} or decreasing `max_model_len` when initializing "
+                "the engine.")
     if extensible:
         if utilization is not None and utilization < 1.0:
             return ("The KV cache gets what is left after the model and its activations within "
@@ -291,22 +295,27 @@ def _hint(extensible: bool, utilization: float | None) -> str:
 
 
 def not_enough_memory(needed: int, usable: int, max_model_len: int, estimate: int, *, extensible: bool,
-                      utilization: float | None = None) -> str:
-    """K7's text when one request of max_model_len does not fit."""
+                      utilization: float | None = None, wording: str = "K7b") -> str:
+    """K7's text when one request of max_model_len does not fit, in the words of the latest K7
+    rule in force (*wording*: ``"K7b"``, ``"K7a"``, or ``""`` for 0.19.0's)."""
     part = (f"Based on the available memory, the estimated maximum model length is {estimate}. "
             if estimate > 0 else "")
-    return (f"To serve at least one request with the model's max seq len ({max_model_len}), ({_fmt(needed)} GiB "
+    model = "models's" if not wording else "model's"
+    tail = " Decreasing `max_model_len` also reduces what is needed." if wording == "K7b" else ""
+    return (f"To serve at least one request with the {model} max seq len ({max_model_len}), ({_fmt(needed)} GiB "
             f"KV cache is needed, which is larger than the available KV cache memory ({_fmt(usable)} GiB). "
-            f"{part}{_hint(extensible, utilization)} Decreasing `max_model_len` also reduces what is needed. "
+            f"{part}{_hint(extensible, utilization, wording)}{tail} "
             f"{_CONSERVING}")
 
 
 def plan(cfg: Any, startup: Any, gpu: Any) -> tuple[Plan, int, Any]:
     """The groups, the bytes of one block, and ``R(length)``: the blocks one request takes."""
+    if not isinstance(startup, _StartupView):
+        startup = _StartupView(*startup_key(startup))
     p = groups(cfg, startup, gpu)
     bpb = max((g.bytes_per_block for g in p.groups), default=0)
     pp = cfg.parallel_config.pipeline_parallel_size
-    mnbt = config_time.max_num_batched_tokens(cfg, gpu)
+    mnbt = config_time.max_num_batched_tokens(cfg, gpu, startup.rules)
     in_flight = (pp + 1 if config_time.async_scheduling(cfg) else pp) * mnbt
     mode = cfg.cache_config.mamba_cache_mode
 
@@ -339,11 +348,12 @@ def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capa
            gpu_memory_utilization: float = 1.0, kv_cache_memory: int | None = None,
            contexts: Sequence[int] = capacity.DEFAULT_CONTEXTS, extensible: bool = True,
            num_gpu_blocks_override: int | None = None, estimate_cudagraphs: bool | None = None,
-           enforce_eager: bool = False) -> Impact:
+           enforce_eager: bool = False, wording: str = "K7b") -> Impact:
     """0.34.0's KV-cache figures of a resolved config: *startup* is ``(block_size,
     mamba_block_size, mamba_page_size_padded, disable_hybrid_kv_cache_manager, backends)``
     (:func:`startup_key`), *gpu* ``(name, device name, memory bytes, capability)``;
-    *num_gpu_blocks_override* is ``--num-gpu-blocks-override`` (see the module doc)."""
+    *num_gpu_blocks_override* is ``--num-gpu-blocks-override`` (see the module doc); *wording* the
+    not-enough-memory text's (:func:`not_enough_memory`)."""
     from enginecfg.pipeline.models.gpus import Gpu
 
     card = Gpu(gpu[0], gpu[2], tuple(gpu[3]), gpu[1])
@@ -363,12 +373,13 @@ def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capa
         weights = estimate_weights(cfg, specs)
         requested = capacity.requested_memory(card.memory_bytes, gpu_memory_utilization)
         parts = memory.parts(cfg, card, weights, specs, requested=requested, extensible=extensible,
-                             estimate_cudagraphs=estimate_cudagraphs, enforce_eager=enforce_eager)
+                             estimate_cudagraphs=estimate_cudagraphs, enforce_eager=enforce_eager,
+                             release=start.rules)
         budget = capacity.budget_from_parts(card, gpu_memory_utilization, requested, parts, weights,
                                             gpu=card.name, num_gpu_blocks_override=num_gpu_blocks_override,
                                             kv_cache_memory_bytes=kv_cache_memory)
     available = budget.kv_cache_memory
-    mnbt = config_time.max_num_batched_tokens(cfg, card)
+    mnbt = config_time.max_num_batched_tokens(cfg, card, start.rules)
     if not p.groups:
         return Impact(memory=budget, max_model_len=mml, max_num_batched_tokens=mnbt, groups=(), num_blocks=0,
                       kv_tokens=0, max_concurrency=None, concurrency={}, max_model_len_fits=mml, fits=None,
@@ -379,7 +390,8 @@ def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capa
         # the planned memory is the override's blocks; the check below holds one of them back
         blocks_from_memory = available // bpb
         available = num_gpu_blocks_override * bpb
-    usable = available - bpb
+    # K11: the check holds back the null block the block pool keeps (before it: the whole budget)
+    usable = available - bpb if start.rules.has("K11") else available
     blocks = max(available // bpb, 0)
 
     def fits(length: int) -> bool:
@@ -395,11 +407,14 @@ def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capa
                 hi = mid - 1
     needed = bpb * per_request(mml)
     if usable <= 0:
-        error = f"No available memory for the cache blocks. {_hint(extensible, None)} {_CONSERVING}"
+        # (before K7b the hint is 0.19.0's; how K7a worded this line was not seen run)
+        hint = _hint(extensible, None) if wording == "K7b" else \
+            "Try increasing `gpu_memory_utilization` when initializing the engine."
+        error = f"No available memory for the cache blocks. {hint} {_CONSERVING}"
     elif needed > usable:
         error = not_enough_memory(needed, usable, mml, estimate, extensible=extensible,
                                   utilization=None if extensible and kv_cache_memory is None
-                                  else gpu_memory_utilization)
+                                  else gpu_memory_utilization, wording=wording)
     else:
         error = None
     concurrency = blocks / per_request(mml)
@@ -460,6 +475,14 @@ class _StartupView:
     mamba_page_size_padded: int | None
     disable_hybrid_kv_cache_manager: bool
     backend_rows: tuple
+    release: str | None = None
+
+    @property
+    def rules(self) -> Any:
+        """The release the start-up step was worked out for (the latest where none is named)."""
+        from enginecfg.pipeline import releases
+
+        return releases.get(self.release) if releases.known(self.release) else releases.last()
 
     @property
     def backends(self) -> list:
@@ -483,7 +506,8 @@ def startup_key(startup: Any) -> tuple:
     as plain values (the figures are memoised by them)."""
     return (startup.block_size, startup.mamba_block_size, startup.mamba_page_size_padded,
             bool(startup.disable_hybrid_kv_cache_manager),
-            tuple((lb.layer.first_layer, lb.layer.sliding_window, lb.backend) for lb in startup.backends))
+            tuple((lb.layer.first_layer, lb.layer.sliding_window, lb.backend) for lb in startup.backends),
+            startup.release)
 
 
 def gpu_key(gpu: Any) -> tuple:

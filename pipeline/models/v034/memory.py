@@ -78,11 +78,12 @@ def _warmup_part(card: Any, cfg: Any, requested: int, activation: MemoryPart) ->
 
 
 def parts(cfg: Any, card: Any, weights: WeightsEstimate, specs: dict, *, requested: int, extensible: bool,
-          estimate_cudagraphs: bool | None = None, enforce_eager: bool = False) -> tuple[MemoryPart, ...]:
+          estimate_cudagraphs: bool | None = None, enforce_eager: bool = False,
+          release: Any = None) -> tuple[MemoryPart, ...]:
     """vLLM 0.34.0's parts on *card* (see the module doc); *estimate_cudagraphs*: the
-    environment switch (None: vLLM's default, on)."""
-    tokens = config_time.max_num_batched_tokens(cfg, card)
-    requests = min(config_time.max_num_seqs(cfg, card), tokens)
+    environment switch (None: vLLM's default, on); *release* the one whose batch defaults apply."""
+    tokens = config_time.max_num_batched_tokens(cfg, card, release)
+    requests = min(config_time.max_num_seqs(cfg, card, release), tokens)
     on = estimate_cudagraphs is None or bool(estimate_cudagraphs)
     activation = m019.activation_part(cfg, card, specs, tokens, requests)
     graphs = m019.cuda_graph_part(

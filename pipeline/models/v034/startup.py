@@ -39,15 +39,16 @@ _CLASSES = LayerClasses(_MAMBA_CLASSES, "OlmoHybridGatedDeltaNetAttention")
 _ATTENTION_LAYERS = ("attention", "full_attention", "sliding_attention")
 
 
-def context(cfg: Any, gpu: Any) -> be.Context:
-    """What the 0.34.0 backends read from the config and the GPU."""
+def context(cfg: Any, gpu: Any, release: Any = None) -> be.Context:
+    """What the 0.34.0 backends read from the config and the GPU (and whose priority lists:
+    *release*, None for the latest)."""
     mc, cc = cfg.model_config, cfg.cache_config
     text = mc.hf_text_config
     nope = typed.attr(text, "qk_nope_head_dim", typed.INT) if mc.use_mla else None
     return be.Context(tuple(gpu.capability), model_head=mc.head_size, cache_dtype=cc.cache_dtype,
                       flash_attn_version=cfg.attention_config.flash_attn_version,
                       softcap=bool(typed.attr(text, "attn_logit_softcapping", typed.ANY)),
-                      mm_prefix_lm=config_time.is_mm_prefix_lm(cfg), qk_nope_head_dim=nope)
+                      mm_prefix_lm=config_time.is_mm_prefix_lm(cfg), qk_nope_head_dim=nope, release=release)
 
 
 def layer_class(kind: LayerKind, architecture: str | None) -> str:
@@ -177,13 +178,14 @@ def _triton_fp8(cfg: Any, backend: str, gpu: Any) -> StartFailure | None:
                         f"capability 8.9 or more; the {gpu.name} has {cap}", "F7")
 
 
-def select_backends(cfg: Any, gpu: Any) -> tuple[list[LayerBackend], list[tuple[str, str]], StartFailure | None]:
+def select_backends(cfg: Any, gpu: Any, release: Any = None
+                    ) -> tuple[list[LayerBackend], list[tuple[str, str]], StartFailure | None]:
     """B1-B6: every kind of layer with its backend on *gpu*, the selector's warnings, and the
     first failure building the model class meets (None: it builds): the shared loop given this
     release's query, selector (a sliding-window layer needs a backend that takes one) and
     FlashAttention version."""
     mc, cc = cfg.model_config, cfg.cache_config
-    ctx = context(cfg, gpu)
+    ctx = context(cfg, gpu, release)
 
     def query(kind: LayerKind) -> be.Query:
         return be.Query(head_size=kind.head_size, dtype=mc.dtype, kv_cache_dtype=kind.kv_cache_dtype or cc.cache_dtype,
@@ -260,22 +262,29 @@ def checkpoint_alignment(cfg: Any, gpu: Any) -> int | None:
     return None
 
 
-def checkpoint_blocks(cfg: Any, gpu: Any) -> int:
+def checkpoint_blocks(cfg: Any, gpu: Any, release: Any = None) -> int:
     """K4: extra Mamba blocks per request in 'align' mode: one prefill checkpoint for Mamba2
-    mixers, and for Qwen's gated delta net when it exports checkpoints."""
+    mixers (K4d), and for Qwen's gated delta net when it exports checkpoints (B6b); none in a
+    *release* without those rules."""
     mc, cc = cfg.model_config, cfg.cache_config
     info = mc.arch_info
     if cc.mamba_cache_mode != "align" or info is None:
         return 0
+    if release is not None and not release.has("K4d"):
+        return 0
     if info.state_kind == "mamba2":
         return 1
+    if release is not None and not release.has("B6b"):
+        return 0
     return 1 if checkpoint_alignment(cfg, gpu) is not None else 0
 
 
-def align_hybrid(cfg: Any, layers: list[LayerBackend], gpu: Any, block: int
+def align_hybrid(cfg: Any, layers: list[LayerBackend], gpu: Any, block: int, *, checkpoints: bool = True
                  ) -> tuple[int, int | None, int | None, list[Decision], list[tuple[str, str]]]:
     """S2-S6 and S8 for a hybrid model: ``(block_size, mamba_block_size,
-    mamba_page_size_padded, decisions, messages)``; raises vLLM's ValueError where S8 does."""
+    mamba_page_size_padded, decisions, messages)``; raises vLLM's ValueError where S8 does.
+    *checkpoints*: whether the 'align' mode unit takes the Mamba prefill-checkpoint alignment
+    (B6b/S3e; before them the unit ignores it)."""
     mc, cc = cfg.model_config, cfg.cache_config
     mbs, padded = cc.mamba_block_size, cc.mamba_page_size_padded
     names = _non_ssm(layers)
@@ -297,7 +306,7 @@ def align_hybrid(cfg: Any, layers: list[LayerBackend], gpu: Any, block: int
     if mc.use_mla:
         align = max(align, 128)
         words.append(f"MLA: at least 128, {align}")
-    ckpt = checkpoint_alignment(cfg, gpu) if cc.mamba_cache_mode == "align" else None
+    ckpt = checkpoint_alignment(cfg, gpu) if cc.mamba_cache_mode == "align" and checkpoints else None
     if cc.mamba_cache_mode == "align":
         before = align
         align = math.lcm(align, ckpt or 1)
