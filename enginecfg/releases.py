@@ -49,20 +49,25 @@ def arguments_for(release: releases.Release) -> tuple[dict[str, Any], dict[str, 
 
 
 def load_at_start(release: releases.Release, path: Any, engine_args: dict[str, Any],
-                  revision: str | None = None, *, defer_argument_errors: bool = False):
+                  revision: str | None = None, *, defer_argument_errors: bool = False,
+                  arguments: tuple[dict[str, Any], dict[str, str]] | None = None):
     """A config under the rules of *release*, a release that decides at engine start (see the
-    module doc)."""
+    module doc).  *arguments*: :func:`arguments_for` of *release*, where the caller holds it
+    already (the rule pack works it out once, not on every load)."""
     v034.check_engine_args(engine_args, release)
     cfg = load_pretrained(path, engine_args, revision, defer_argument_errors=defer_argument_errors,
-                          registry=v034.REGISTRY, arguments=arguments_for(release))
+                          registry=v034.REGISTRY,
+                          arguments=arguments_for(release) if arguments is None else arguments)
     return v034.adapt(cfg, release)
 
 
 def pack_for(release: releases.Release) -> rulepacks.RulePack:
     """The rule pack of *release* (see the module doc)."""
     if release.decides_at_engine_start:
-        return rulepacks.RulePack(release=release.name, stages=STAGES_034, load=partial(load_at_start, release),
-                                  prefetch=prefetch_pretrained, arguments=arguments_for(release)[0])
+        arguments = arguments_for(release)  # a release is a frozen value: its table never moves
+        return rulepacks.RulePack(release=release.name, stages=STAGES_034,
+                                  load=partial(load_at_start, release, arguments=arguments),
+                                  prefetch=prefetch_pretrained, arguments=arguments[0])
     return rulepacks.RulePack(release=release.name, stages=BUILTIN_STAGES, load=load_pretrained,
                               prefetch=prefetch_pretrained)
 

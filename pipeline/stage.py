@@ -259,6 +259,13 @@ class StageContext:
                     field=f"facts.{name}", stage=self._stage.name)
         self._run.facts[name] = value
 
+    def opening_state(self) -> Any:
+        """The config's state as this stage found it (a
+        :class:`~enginecfg.pipeline.config.ConfigState`, the one the pipeline took after the stage
+        before; read it, never change it): a built-in stage that keys a memo on the config's
+        content before changing anything reads it instead of taking another."""
+        return self._run.last_state
+
     @property
     def changes(self) -> tuple:
         """The changes the earlier stages of this run made, in order (``Change`` records with

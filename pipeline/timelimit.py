@@ -20,8 +20,10 @@ The limit: ``Pipeline(stage_timeout=seconds)``, the CLI's ``--stage-timeout``, e
 from __future__ import annotations
 
 import contextvars
+import functools
 import math
 import os
+import queue
 import threading
 from typing import Any, Callable
 
@@ -67,6 +69,33 @@ class TimedOut(Exception):
     """The call did not return within the limit (its thread was abandoned)."""
 
 
+class _Worker:
+    """A daemon thread that runs one call at a time, handed over through a queue.
+
+    Starting a thread for every call of a plugin's stage cost more than most stages take;
+    an idle worker waits for the next call instead.  A worker whose call ran past its limit
+    is abandoned (never handed another call), as a fresh thread was."""
+
+    def __init__(self) -> None:
+        self.calls: "queue.SimpleQueue[tuple[Callable[[], None], threading.Lock]]" = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._loop, name="enginecfg-stage", daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            body, done = self.calls.get()
+            try:
+                body()
+            finally:
+                done.release()
+
+
+#: workers waiting for a call (taken and given back whole: list.pop and append are atomic)
+_IDLE: list[_Worker] = []
+if hasattr(os, "register_at_fork"):  # a forked child has none of its parent's threads
+    os.register_at_fork(after_in_child=_IDLE.clear)
+
+
 def call_with_limit(fn: Callable[[], Any], seconds: float, name: str) -> Any:
     """``fn()`` run in a daemon thread named after *name*; its result, or what it raised
     (any exception, ``KeyboardInterrupt`` and ``SystemExit`` included) raised here.  Raises
@@ -81,13 +110,18 @@ def call_with_limit(fn: Callable[[], Any], seconds: float, name: str) -> Any:
         except BaseException as exc:  # carried over to the waiting thread, raised there
             outcome.append((False, exc))
 
+    try:
+        worker = _IDLE.pop()
+    except IndexError:
+        worker = _Worker()
+    worker.thread.name = f"enginecfg-stage-{name}"
+    done = threading.Lock()
+    done.acquire()
     # the caller's context variables go with it, as if it ran in the calling thread
-    worker = threading.Thread(target=contextvars.copy_context().run, args=(body,),
-                              name=f"enginecfg-stage-{name}", daemon=True)
-    worker.start()
-    worker.join(seconds)
-    if worker.is_alive() or not outcome:
-        raise TimedOut(name)
+    worker.calls.put((functools.partial(contextvars.copy_context().run, body), done))
+    if not done.acquire(timeout=seconds) or not outcome:
+        raise TimedOut(name)  # the worker is left to the call (a Ctrl-C here leaves it too)
+    _IDLE.append(worker)
     ok, value = outcome[0]
     if ok:
         return value

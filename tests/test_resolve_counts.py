@@ -145,3 +145,26 @@ def test_same_content_is_content_key_equality(a, b):
 
     assert same_content(a, b) == (content_key(a) == content_key(b))
     assert same_content(b, a) == (content_key(a) == content_key(b))
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_one_034_startup_working_out_per_config_content(monkeypatch, model):
+    """The four start-up stages of 0.34.0 take their steps from one memoised plan: the backends
+    and the preferred block are worked out once for a config content, GPU and release, not per run."""
+    from enginecfg.pipeline.models.v034 import startup as rules
+    from enginecfg.stages.v034 import startup as stages
+
+    pipeline = Pipeline(gpu_validation="off", vllm_version="0.34.0")
+    first = pipeline.resolve(CONFIGS / model)
+    memo.clear_all()
+    backends, blocks = _count(monkeypatch, rules, "select_backends"), _count(monkeypatch, rules, "preferred_block")
+    calls = lambda: sorted(backends + blocks)  # noqa: E731
+    again = pipeline.resolve(CONFIGS / model)
+    assert calls() == ["preferred_block", "select_backends"]
+    assert again.facts["startup"] == first.facts["startup"]
+    assert [m for m in again.messages] == [m for m in first.messages]
+    pipeline.resolve(CONFIGS / model)
+    assert calls() == ["preferred_block", "select_backends"]  # the same content again: the plan
+    assert len(stages.PLANS) == 1
+    Pipeline(gpu_validation="off", vllm_version="0.34.0", gpu="A100").resolve(CONFIGS / model)
+    assert len(stages.PLANS) == 2  # another card: a plan of its own
