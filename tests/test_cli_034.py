@@ -38,14 +38,43 @@ def _tool():
     return mod
 
 
-@pytest.mark.parametrize("dump, module", [("vllm_serve_flags.json", "flags_0_19_0.py"),
-                                          ("vllm-0.20.0/vllm_serve_flags.json", "flags_0_20_0.py"),
-                                          ("vllm-0.28.0/vllm_serve_flags.json", "flags_0_28_0.py"),
-                                          ("vllm-0.32.0/vllm_serve_flags.json", "flags_0_32_0.py"),
-                                          ("vllm_serve_flags_034.json", "flags_0_34_0.py")])
-def test_the_shipped_tables_are_the_dumps_of_vllms_parsers(dump, module, tmp_path):
-    _tool().module(str(REPO / "tests" / "data" / dump), str(tmp_path / module))
-    assert (tmp_path / module).read_text() == (REPO / "pipeline" / "releases" / module).read_text()
+#: each held table: the dump of its release's parser, and the dump of the release whose table it
+#: changes (None: the first, whole)
+TABLES = [("0.19.0", "vllm_serve_flags.json", None),
+          ("0.20.0", "vllm-0.20.0/vllm_serve_flags.json", "vllm_serve_flags.json"),
+          ("0.24.0", "vllm-0.24.0/vllm_serve_flags.json", "vllm-0.20.0/vllm_serve_flags.json"),
+          ("0.28.0", "vllm-0.28.0/vllm_serve_flags.json", "vllm-0.24.0/vllm_serve_flags.json"),
+          ("0.32.0", "vllm-0.32.0/vllm_serve_flags.json", "vllm-0.28.0/vllm_serve_flags.json"),
+          ("0.34.0", "vllm_serve_flags_034.json", "vllm-0.32.0/vllm_serve_flags.json")]
+
+
+@pytest.mark.parametrize("release, dump, base", TABLES)
+def test_the_shipped_tables_are_the_dumps_of_vllms_parsers(release, dump, base, tmp_path):
+    """Each shipped file is what the tool writes from the dumps, and the table composed from
+    the first through every change is the release's parser's table whole."""
+    from enginecfg.pipeline.releases import options
+
+    tool, data = _tool(), REPO / "tests" / "data"
+    tool.table(str(data / dump), str(tmp_path / "t.json"), str(data / base) if base else None)
+    assert (tmp_path / "t.json").read_text() == (REPO / "pipeline" / "releases" / "options" /
+                                                 f"{release}.json").read_text()
+    whole = tool.tables(json.loads((data / dump).read_text()))
+    composed = options.table(release)
+    assert composed.VLLM_VERSION == release
+    assert dict(composed.VLLM_SERVE_OPTIONS) == whole["options"]
+    assert dict(composed.VLLM_SERVE_CHOICES) == {k: (n, tuple(c), t) for k, (n, c, t) in whole["choices"].items()}
+    assert dict(composed.VLLM_SERVE_SWITCHES) == {k: (d, v) for k, (d, v) in whole["switches"].items()}
+
+
+def test_every_held_table_but_the_first_is_a_change_on_the_one_before():
+    from enginecfg.pipeline.releases import options
+
+    held = [r for r, _, _ in TABLES]
+    for before, release in zip(held, held[1:]):
+        doc = json.loads((REPO / "pipeline" / "releases" / "options" / f"{release}.json").read_text())
+        assert doc["on"] == before and options.held(release)
+        # a change, not a copy: fewer entries set than the table holds
+        assert len(doc["options"]["set"]) < len(options.table(release).VLLM_SERVE_OPTIONS) / 2
 
 
 def test_the_034_table_is_034s():

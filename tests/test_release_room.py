@@ -46,8 +46,9 @@ def test_what_the_commands_ask(name, at_start, block):
 def test_option_tables_the_nearest_earlier_one_stated():
     assert releases.get("0.34.0").table_note is None and releases.get("0.28.0").table_note is None
     r = releases.get("0.27.1")
-    assert r.table_release.name == "0.20.0" and "0.20.0's option table" in r.table_note
-    assert r.flag_table().VLLM_VERSION == "0.20.0"
+    assert r.table_release.name == "0.24.0" and "0.24.0's option table" in r.table_note
+    assert r.flag_table().VLLM_VERSION == "0.24.0"
+    assert releases.get("0.23.0").flag_table().VLLM_VERSION == "0.20.0"
     assert releases.get("0.33.0").flag_table().VLLM_VERSION == "0.32.0"
     assert releases.get("0.19.1").flag_table().VLLM_VERSION == "0.19.0"
 
@@ -101,7 +102,7 @@ def test_the_releases_command_lists_each_release_with_the_rules_it_adds():
     assert doc["default"] == "0.19.0" and [r["release"] for r in doc["releases"]] == list(releases.names())
     by_name = {r["release"]: r for r in doc["releases"]}
     assert [d["id"] for d in by_name["0.28.0"]["rules"]] == TIMELINE["0.28.0"]
-    assert by_name["0.27.1"]["before"] == "0.27.0" and by_name["0.27.1"]["option_table"] == "0.20.0"
+    assert by_name["0.27.1"]["before"] == "0.27.0" and by_name["0.27.1"]["option_table"] == "0.24.0"
     assert by_name["0.34.0"]["exact"] and not by_name["0.28.0"]["exact"] and by_name["0.28.0"]["unwired"]
 
 

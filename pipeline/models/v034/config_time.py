@@ -256,7 +256,7 @@ REMOVED_ARGUMENTS: Mapping[str, str] = MappingProxyType({
 
 
 #: the choices of ``vllm serve`` 0.34.0's parser where they differ from 0.19.0's (its flag
-#: table, ``pipeline/releases/flags_0_34_0.py``, holds the same; a test compares them), in
+#: table, ``pipeline/releases/options/``, holds the same; a test compares them), in
 #: the order of its config class's Literal (``MambaDType``), whose words refuse another value
 ARGUMENT_CHOICES: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "mamba_cache_dtype": ("auto", "float32", "float16", "bfloat16"),
