@@ -38,6 +38,7 @@ __all__ = [
     "KVCacheGroup",
     "KVCacheConfig",
     "get_kv_cache_groups",
+    "largest_fitting",
     "needs_unifying",
     "kv_cache_config_from_groups",
     "max_concurrency",
@@ -437,7 +438,9 @@ def group_memory_usage_bytes(groups: Sequence[KVCacheGroup], limits: Limits) -> 
     return size * page * blocks
 
 
-def _bisect(fits, upper: int) -> int:
+def largest_fitting(fits, upper: int) -> int:
+    """The largest length in 1..*upper* that *fits* (a test that holds up to some length and
+    not beyond), by bisection; 0 where not even 1 fits."""
     if not fits(1):
         return 0
     lo, hi, best = 1, upper, 1
@@ -454,7 +457,7 @@ def estimate_max_model_len(specs: Iterable, limits: Limits, available_memory: in
     """``estimate_max_model_len``: largest max_model_len (up to the configured one) whose
     per-layer memory fits; 0 when not even one token does."""
     specs = list(specs)
-    return _bisect(lambda n: max_memory_usage_bytes(specs, replace(limits, max_model_len=n))
+    return largest_fitting(lambda n: max_memory_usage_bytes(specs, replace(limits, max_model_len=n))
                    <= available_memory, limits.max_model_len)
 
 
@@ -463,7 +466,7 @@ def group_estimate_max_model_len(groups: Sequence[KVCacheGroup], limits: Limits,
     """The same search on the grouped layout (what the engine start reports)."""
     if group_memory_usage_bytes(groups, limits) <= available_memory:
         return limits.max_model_len  # the search's upper end fits: skip the search
-    return _bisect(lambda n: group_memory_usage_bytes(groups, replace(limits, max_model_len=n))
+    return largest_fitting(lambda n: group_memory_usage_bytes(groups, replace(limits, max_model_len=n))
                    <= available_memory, limits.max_model_len)
 
 

@@ -396,15 +396,7 @@ def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capa
 
     def fits(length: int) -> bool:
         return bpb * per_request(length) <= usable
-    estimate = 0
-    if fits(1):
-        lo, hi, estimate = 1, mml, 1
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            if fits(mid):
-                estimate, lo = mid, mid + 1
-            else:
-                hi = mid - 1
+    estimate = kc.largest_fitting(fits, mml)
     needed = bpb * per_request(mml)
     if usable <= 0:
         # (before K7b the hint is 0.19.0's; how K7a worded this line was not seen run)
