@@ -57,6 +57,9 @@ OBJECTS = {
     ("pipeline/hf/memo.py", "value"): "a frozen attrs value's own fields, read for its content key",
     ("pipeline/plugin_checks.py", "cfg"): "enginecfg's own engine config, by section name",
     ("pipeline/plugin_checks.py", "sec"): "enginecfg's own attrs section, by field name",
+    ("pipeline/releases/options.py", "base"): "the option table composed before, by part name",
+    ("stages/v034/config_time.py", "pipeline"): "the pipeline handing a stage its release (a stage kit's may have none)",
+    ("stages/v034/config_time.py", "self"): "the stage's own release, where configure set one",
     ("pipeline/stage.py", "type(item)"): "a fact a stage recorded, asked whether it turns itself into JSON",
 }
 

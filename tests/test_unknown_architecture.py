@@ -17,6 +17,7 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
+import attrs
 import pytest
 
 from support import EXAMPLES, REPO
@@ -143,6 +144,53 @@ def test_the_registry_tool_reads_a_releases_tables(tmp_path):
     assert scope["VLLM_VERSION"] == "0.99.0"
     assert scope["SUPPORTED"] == ("AForCausalLM", "BForCausalLM", "AModel")
     assert scope["PREVIOUSLY_SUPPORTED"] == {"OldForCausalLM": "0.1.0"} and scope["OOT_SUPPORTED"] == {}
+
+
+def test_the_registry_tool_writes_a_later_release_as_its_change(tmp_path):
+    """``--on`` keeps only what the release changed; the registry put together again is the
+    release's own: its order, and the entries it set and dropped."""
+    from enginecfg.pipeline.models.vllm_registry import Registry
+
+    source = tmp_path / "0.99.1" / "vllm" / "model_executor" / "models" / "registry.py"
+    source.parent.mkdir(parents=True)
+    source.write_text("_VLLM_MODELS = {'AForCausalLM': 1, 'NewForCausalLM': 1, 'CForCausalLM': 1, 'BForCausalLM': 1}\n"
+                      "_PREVIOUSLY_SUPPORTED_MODELS = {'OldForCausalLM': '0.1.0', 'DForCausalLM': '0.99.0'}\n"
+                      "_OOT_SUPPORTED_MODELS = {}\n")
+    base = tmp_path / "base.py"
+    base.write_text("VLLM_VERSION = '0.99.0'\nSUPPORTED = ('AForCausalLM', 'BForCausalLM', 'CForCausalLM', "
+                    "'DForCausalLM')\nPREVIOUSLY_SUPPORTED = {'OldForCausalLM': '0.1.0'}\n"
+                    "OOT_SUPPORTED = {'EForCausalLM': 'https://example.org/e'}\n")
+    out = tmp_path / "change.py"
+    proc = subprocess.run([sys.executable, str(REPO / "tools" / "dump_vllm_registry.py"), str(source), str(out),
+                           "--on", str(base)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    change = type(sys)("change")
+    exec(out.read_text(), change.__dict__)  # noqa: S102 - the generated data module
+    assert change.ON == "0.99.0" and change.PREVIOUSLY_SUPPORTED_SET == {"DForCausalLM": "0.99.0"}
+    assert change.OOT_SUPPORTED_DROPPED == ("EForCausalLM",)
+    scope: dict = {}
+    exec(base.read_text(), scope)  # noqa: S102
+    before = Registry("0.99.0", scope["SUPPORTED"], scope["PREVIOUSLY_SUPPORTED"], scope["OOT_SUPPORTED"])
+    after = before.changed(change)
+    assert after.release == "0.99.1"
+    assert after.supported == ("AForCausalLM", "NewForCausalLM", "CForCausalLM", "BForCausalLM")
+    assert dict(after.previously) == {"OldForCausalLM": "0.1.0", "DForCausalLM": "0.99.0"} and dict(after.oot) == {}
+    with pytest.raises(ValueError, match="0.99.0's registry, not 0.98.0's"):
+        attrs.evolve(before, release="0.98.0").changed(change)
+
+
+#: sha256 of 0.34.0's registry as its whole generated table held it (names in order, then the
+#: two tables' entries sorted), before it was kept as a change on 0.19.0's
+REGISTRY_034_SHA256 = "aa57db098c7449b0707029a4640addf54afa9ed6d5df20317ebe4a69e38f0eb0"
+
+
+def test_034s_registry_put_together_is_its_whole_table():
+    import hashlib
+
+    r = v034.REGISTRY
+    text = json.dumps([list(r.supported), sorted(r.previously.items()), sorted(r.oot.items())])
+    assert hashlib.sha256(text.encode()).hexdigest() == REGISTRY_034_SHA256
+    assert r.release == "0.34.0" and len(r.supported) == 426
 
 
 def test_the_generated_tables_are_the_releases():

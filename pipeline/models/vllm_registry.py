@@ -13,7 +13,8 @@ Otherwise vLLM refuses the architecture: in words of its own for a name it dropp
 plugin, else with the list of what it supports (``registry.py``: ``_raise_for_unsupported``).
 
 A :class:`Registry` holds one release's names (generated from its source by
-``tools/dump_vllm_registry.py``: :mod:`.vllm_registry_019`, ``v034.vllm_registry_034``) and
+``tools/dump_vllm_registry.py``: :mod:`.vllm_registry_019` whole, ``v034.vllm_registry_034`` as
+what 0.34.0 changed on it, put together by :meth:`Registry.changed`) and
 :func:`Registry.resolve` answers for a config; :data:`REGISTRY` is vLLM 0.19.0's.  Which
 transformers classes the backend runs comes from transformers itself
 (:mod:`.transformers_classes`, ``tools/dump_transformers_classes.py``).
@@ -89,6 +90,29 @@ class Registry:
     #: config's fields; read where the model config is built, before any length is derived)
     class_defaults: Mapping[str, Mapping[str, Any]] = attrs.field(
         factory=dict, converter=lambda m: MappingProxyType({k: MappingProxyType(dict(v)) for k, v in m.items()}))
+
+    def changed(self, change: Any, **kw: Any) -> Registry:
+        """The registry of a later release: this one with *change* applied (a module
+        ``tools/dump_vllm_registry.py --on`` generated: ``VLLM_VERSION``, ``ON``, which must be
+        this release, ``SUPPORTED_RUNS`` and the entries the other two tables set and drop);
+        *kw*: the later release's own ``attention_interface`` and ``class_defaults``."""
+        if change.ON != self.release:
+            raise ValueError(f"the change is on vLLM {change.ON}'s registry, not {self.release}'s")
+        supported: list[str] = []
+        for kind, *names in change.SUPPORTED_RUNS:
+            if kind == "keep":
+                first, last = self.supported.index(names[0]), self.supported.index(names[1])
+                supported += self.supported[first:last + 1]
+            else:
+                supported += names
+
+        def table(old: Mapping[str, str], sets: Mapping[str, str], drops: Sequence[str]) -> dict[str, str]:
+            merged = {k: v for k, v in old.items() if k not in drops}
+            merged.update(sets)
+            return merged
+        return Registry(change.VLLM_VERSION, supported,
+                        table(self.previously, change.PREVIOUSLY_SUPPORTED_SET, change.PREVIOUSLY_SUPPORTED_DROPPED),
+                        table(self.oot, change.OOT_SUPPORTED_SET, change.OOT_SUPPORTED_DROPPED), **kw)
 
     def fill_class_defaults(self, text: Any) -> tuple[str, ...]:
         """Give *text* (the text config's view) the release's class defaults for the fields its

@@ -27,7 +27,8 @@ from enginecfg.pipeline.models.engine_defaults import attn_type as _attn_type_01
 from enginecfg.pipeline.models.engine_defaults import chunked_prefill_supported
 from enginecfg.pipeline.models.v034 import vllm_registry_034
 from enginecfg.pipeline.models.v034.backends import DEFAULT_BLOCK_SIZE, fa_supported
-from enginecfg.pipeline.models.vllm_registry import Fallback, Registry
+from enginecfg.pipeline.models.vllm_registry import REGISTRY as REGISTRY_019
+from enginecfg.pipeline.models.vllm_registry import Fallback
 
 __all__ = ["RELEASE", "DEFAULT_BLOCK_SIZE", "REGISTRY", "REMOVED_ARCHITECTURES", "NEMOTRON_H_SSM_DTYPE", "transformers_backend",
            "is_hybrid", "is_mm_prefix_lm", "attn_type", "prefix_caching_supported", "chunked_prefill_supported",
@@ -47,13 +48,12 @@ RELEASE = vllm_registry_034.VLLM_VERSION
 #: max_model_len of 4096 under 0.34.0 (0.19.0: none found, 2048 with a warning)
 KIMI_LINEAR_DEFAULTS: Mapping[str, Any] = MappingProxyType({"max_position_embeddings": 4096})
 
-REGISTRY = Registry(RELEASE, vllm_registry_034.SUPPORTED, vllm_registry_034.PREVIOUSLY_SUPPORTED,
-                    vllm_registry_034.OOT_SUPPORTED, attention_interface=True,
+REGISTRY = REGISTRY_019.changed(vllm_registry_034, attention_interface=True,
                     class_defaults={"kimi_linear": KIMI_LINEAR_DEFAULTS})
 
 #: architectures of the 0.19.0 table that left vLLM's registry, and the last release with them
 REMOVED_ARCHITECTURES: Mapping[str, str] = MappingProxyType({
-    name: last for name, last in vllm_registry_034.PREVIOUSLY_SUPPORTED.items()
+    name: last for name, last in REGISTRY.previously.items()
     if name in ("BambaForCausalLM", "MiniMaxForCausalLM", "MiniMaxText01ForCausalLM", "MiniMaxM1ForCausalLM",
                 "Plamo2ForCausalLM")})
 
