@@ -38,7 +38,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from support import CONFIGS, DATA, EXAMPLES
+from support import CONFIGS, DATA, EXAMPLES, REPO
 from enginecfg import EngineCfgError, InvalidInputError, Pipeline
 
 RELEASES = DATA / "releases"
@@ -75,8 +75,15 @@ def _version(release: str) -> tuple[int, ...]:
 
 @cache
 def timeline() -> dict[str, list[str]]:
-    """``{release: [rule ids it brings]}`` for 0.19.1 … 0.34.0 (``releases/timeline.json``)."""
-    return json.loads((RELEASES / "timeline.json").read_text())
+    """``{release: [rule ids it brings]}`` for 0.19.1 … 0.34.0, read from the release room's
+    ``TIMELINE.md`` by ``tools/make_release_rules.py`` (not from the ``rules.json`` it writes)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_release_rules", REPO / "tools" / "make_release_rules.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    parsed = tool.parse((REPO / "pipeline" / "releases" / "TIMELINE.md").read_text())
+    return {r["release"]: [rule["id"] for rule in r["rules"]] for r in parsed if r["release"] != tool.BASE}
 
 
 def spoken() -> tuple[str, ...]:
@@ -89,7 +96,7 @@ def spoken() -> tuple[str, ...]:
 def spoken_release(release: str) -> str:
     """The release enginecfg is asked for when comparing with *release*'s answers: *release*
     itself once enginecfg speaks it; until then the spoken release with the fewest dated rules
-    between the two (``timeline.json``), the older on a tie."""
+    between the two (:func:`timeline`), the older on a tie."""
     have = spoken()
     if release in have:
         return release

@@ -1,8 +1,8 @@
 """The ground truth for the releases between vLLM 0.19.0 and 0.34.0 is well-formed.
 
-- ``tests/data/releases/TIMELINE.md`` dates every rule; ``timeline.json`` is exactly what
-  ``make_timeline_json.py`` makes of it: every published release from 0.19.1 to 0.34.0, in
-  order, each rule id once, and every rule id of ``vllm-0.34.0/RULES.md`` either dated or
+- ``pipeline/releases/TIMELINE.md`` dates every rule (``rules.json`` beside it is what
+  ``tools/make_release_rules.py`` makes of it: ``tests/test_release_room.py``): every published
+  release from 0.19.1 to 0.34.0, in order, each rule id once, and every rule id of ``vllm-0.34.0/RULES.md`` either dated or
   listed with the reason it needs no date.
 - Every release run with its own vLLM (``tests/data/vllm-X.Y.Z/``) holds that release's
   answers, byte for byte as the oracle wrote them (pinned), on every case that was asked.
@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import importlib.util
 import json
 import re
 from pathlib import Path
 
 import pytest
 
-from support import DATA, VLLM034
+from release_oracle_support import timeline as _timeline
+from support import DATA, REPO, VLLM034
 
 RELEASES = DATA / "releases"
+TIMELINE_MD = REPO / "pipeline" / "releases" / "TIMELINE.md"
 
 #: every vLLM release after 0.19.0, up to 0.34.0, as published
 PUBLISHED = ["0.19.1", "0.20.0", "0.20.1", "0.20.2", "0.21.0", "0.22.0", "0.22.1", "0.23.0",
@@ -70,18 +71,6 @@ PARTIAL: set[str] = set()
 RULE_ID = re.compile(r"^[CBSKFG]-?\d+(\.\d+)?[a-z]?$")
 
 
-def _maker():
-    spec = importlib.util.spec_from_file_location("make_timeline_json",
-                                                  RELEASES / "make_timeline_json.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _timeline() -> dict[str, list[str]]:
-    return json.loads((RELEASES / "timeline.json").read_text())
-
-
 def _rules_md_ids() -> set[str]:
     """The rule ids RULES.md defines: its section headings and table rows."""
     text = (VLLM034 / "RULES.md").read_text()
@@ -94,19 +83,13 @@ def _rules_md_ids() -> set[str]:
 
 
 def _undated_table() -> set[str]:
-    text = (RELEASES / "TIMELINE.md").read_text()
+    text = TIMELINE_MD.read_text()
     section = text.split("## RULES.md ids with no date of their own", 1)[1]
     ids: set[str] = set()
     for line in section.splitlines():
         if line.startswith("| ") and not line.startswith(("| RULES.md id", "|---")):
             ids |= set(re.findall(r"[CBSKFG]-?\d+(?:\.\d+)?b?", line.split("|")[1]))
     return ids
-
-
-def test_timeline_json_is_what_the_script_makes_of_timeline_md():
-    maker = _maker()
-    made = maker.render(maker.parse((RELEASES / "TIMELINE.md").read_text()))
-    assert (RELEASES / "timeline.json").read_text() == made
 
 
 def test_the_timeline_lists_every_published_release_in_order():

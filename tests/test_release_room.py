@@ -9,13 +9,14 @@ import sys
 
 import pytest
 
+from release_oracle_support import timeline
 from support import REPO
 
 from enginecfg.pipeline import releases
 from enginecfg.pipeline.errors import InvalidInputError
 from enginecfg.pipeline.releases import changes
 
-TIMELINE = json.loads((REPO / "tests" / "data" / "releases" / "timeline.json").read_text())
+TIMELINE = timeline()
 
 
 def test_the_shipped_rules_are_the_timelines():

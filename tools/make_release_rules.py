@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Write the release room's rule data (``pipeline/releases/rules.json``) from the dated timeline
-(``tests/data/releases/TIMELINE.md``): every release from the first one enginecfg speaks for to
+(``pipeline/releases/TIMELINE.md``, beside it): every release from the first one enginecfg speaks for to
 the last, in order, each with the rules it adds on top of the release before it.
 
     python tools/make_release_rules.py           # rewrite pipeline/releases/rules.json
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE = ROOT / "tests" / "data" / "releases" / "TIMELINE.md"
+SOURCE = ROOT / "pipeline" / "releases" / "TIMELINE.md"
 TARGET = ROOT / "pipeline" / "releases" / "rules.json"
 BASE = "0.19.0"
 HEADING = re.compile(r"^## (\d+\.\d+\.\d+)\s*$")

@@ -2,7 +2,7 @@
 
 A :class:`Release` is a value: its name, the release before it and the dated rules it adds on
 top of that one (``rules.json``, written by ``tools/make_release_rules.py`` from the dated
-timeline, ``tests/data/releases/TIMELINE.md``).  Everything a command used to work out by
+timeline, ``TIMELINE.md`` in this room).  Everything a command used to work out by
 comparing release names is a question to it:
 
 - :attr:`Release.decides_at_engine_start`: whether the hybrid block alignment (and with it the
