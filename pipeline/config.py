@@ -363,6 +363,52 @@ class BaseEngineConfig:
             self.model_config, self.cache_config, self.attention_config, self.scheduler_config,
             self.parallel_config, self.pooler_config, self.compilation_config)])
 
+    def _section_objects(self) -> tuple[Any, ...]:
+        """The section objects, in SECTIONS' order (None where a section is not set)."""
+        return (self.model_config, self.cache_config, self.attention_config, self.scheduler_config,
+                self.parallel_config, self.pooler_config, self.compilation_config)
+
+    def unchanged_since(self, since: "ConfigState", *, full: bool = False) -> bool:
+        """Whether a state taken now would hold exactly what *since* (a state of this config)
+        holds: the same keys with the same content, types all the way down.  False where it
+        cannot tell; nothing is copied.
+
+        What is read: the write stamp (every assignment through a section or the config
+        moves it), the list and dict values (edited in place without an assignment) and the
+        writes into ``hf_config``.  ``full``: also every other field, compared value by value
+        (a change made past the assignment hook, ``object.__setattr__``, moves no stamp), and
+        each section must still be the very object it was."""
+        if since.config is not self or self._write_stamp() != since.stamp:
+            return False
+        for sec, field, key, _ in since.containers:
+            if not same_content(getattr(sec, field), since[key]):
+                return False
+        if full:
+            if any(a is not b for a, b in zip(self._section_objects(), since.sections)):
+                return False
+            for sec in since.sections:
+                if sec is None:
+                    continue
+                for field, key in tracked_fields(type(sec)):
+                    value, old = getattr(sec, field), since.get(key, LATEST)
+                    if value.__class__ in (list, dict):
+                        if not same_content(value, old):
+                            return False
+                    elif not (value.__class__ is old.__class__ and value == old):
+                        return False
+        hf = self.model_config.hf_config
+        if hf is None:
+            return not since.hf_keys
+        return hf.overlay_unchanged(since) == len(since.hf_keys)
+
+    def keep_state(self, since: "ConfigState", *, full: bool = False) -> bool:
+        """:meth:`unchanged_since`; where it holds, *since* becomes the latest state taken
+        (what :meth:`state` reads against next)."""
+        if not self.unchanged_since(since, full=full):
+            return False
+        object.__setattr__(self, "_latest", since)  # not an assignment: no write is counted
+        return True
+
     def state(self, since: "ConfigState | None | object" = LATEST) -> "ConfigState":
         """Flat ``{dotted field: value}`` of every tracked field (sections and hf writes).
 
@@ -377,6 +423,10 @@ class BaseEngineConfig:
         if since is LATEST:
             since = self._latest
         stamp = self._write_stamp()
+        if since is not None and since.config is self and stamp == since.stamp and self.keep_state(since):
+            # a full read would give *since* again, field for field: it is handed back
+            # itself (its memo key with it), read-only as every state is
+            return since
         short = since is not None and since.config is self and since.stamp[0] == stamp[0]
         if short:
             out = ConfigState(since)
@@ -396,6 +446,7 @@ class BaseEngineConfig:
             moved = SECTIONS
             out.containers, out.reread = [], None
         out.config, out.stamp = self, stamp
+        out.sections = self._section_objects()
         for name in moved:
             sec = getattr(self, name)
             if sec is None:
@@ -461,7 +512,7 @@ class ConfigState(dict):
     and which keys are hf_config writes) and ``reread``: the keys read again since the
     state it was taken after (None: all of them)."""
 
-    __slots__ = ("config", "stamp", "containers", "hf_keys", "reread", "_key")
+    __slots__ = ("config", "stamp", "sections", "containers", "hf_keys", "reread", "_key")
 
     def content_key(self) -> tuple[tuple[Any, ...], Hashable]:
         """``(anchors, key)``: a key of everything the config holds, for memoising a pure

@@ -117,7 +117,14 @@ class _Run:
         read every field again, not only those of sections assigned to (a plugin's stage may
         change a field past the section's assignment hook)."""
         known = before if isinstance(before, ConfigState) and not full else None
-        after = self.cfg.state(since=known)
+        after = self.cfg.state(since=known) if not full else None
+        if after is before or (full and isinstance(before, ConfigState)
+                               and self.cfg.keep_state(before, full=True)):
+            # a state taken now would be *before* again, field for field: nothing to record
+            self.last_state = before
+            return 0
+        if after is None:
+            after = self.cfg.state(since=None)
         self.last_state = after
         found = 0
         hf = self.cfg.model_config.hf_config

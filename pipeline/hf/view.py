@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any, Iterator
 
 from enginecfg.pipeline.errors import FrozenConfigError
+from enginecfg.pipeline.hf.memo import same_content
 from enginecfg.pipeline.hf.snapshot import is_snapshot
 from enginecfg.pipeline.jsonvalue import PLAIN, to_json
 
@@ -198,6 +199,31 @@ class HFConfigView:
         for child in self._children.values():
             out.update(child.overlay_state())
         return out
+
+    def overlay_unchanged(self, state: dict[str, Any]) -> int | None:
+        """How many entries :meth:`overlay_state` would give now, when each of them is already
+        in *state* (under its ``hf_config.`` key) with the same content (types all the way
+        down); None as soon as one is not.  Nothing is copied: the pipeline asks this at every
+        stage boundary, where the writes are almost always what they were."""
+        n = 0
+        prefix = f"hf_config.{self._path}." if self._path else "hf_config."
+        attrs = self._snap["attrs"]
+        for name, value in self._overlay.items():
+            if isinstance(value, HFConfigView):
+                continue
+            base = attrs.get(name, _MISSING)
+            if base is not _MISSING and value.__class__ is base.__class__ and value == base:
+                continue
+            old = state.get(prefix + name, _MISSING)
+            if old is _MISSING or not same_content(value, old):
+                return None
+            n += 1
+        for child in self._children.values():
+            m = child.overlay_unchanged(state)
+            if m is None:
+                return None
+            n += m
+        return n
 
     def base_value(self, dotted: str) -> Any:
         """The snapshot's value at a dotted path (before any write of this run), or None."""
