@@ -31,7 +31,6 @@ import attrs
 from enginecfg.pipeline.config import SECTIONS, BaseEngineConfig
 from enginecfg.pipeline.jsonvalue import to_json
 from enginecfg.pipeline.hf import ContentMemo, ModelSource, Unkeyable, content_key, on_clear
-from enginecfg.pipeline.hf.sources import forget_files
 
 __all__ = ["LoadMemo", "LOADS", "clone_config"]
 
@@ -143,4 +142,3 @@ class LoadMemo:
 #: so it is emptied with the snapshot memory cache
 LOADS = LoadMemo()
 on_clear(LOADS.clear)
-on_clear(forget_files)  # the files kept with their stat facts (:mod:`.hf.sources`) go with it
