@@ -368,7 +368,8 @@ class BaseEngineConfig:
         return (self.model_config, self.cache_config, self.attention_config, self.scheduler_config,
                 self.parallel_config, self.pooler_config, self.compilation_config)
 
-    def unchanged_since(self, since: "ConfigState", *, full: bool = False) -> bool:
+    def unchanged_since(self, since: "ConfigState", *, full: bool = False,
+                        stamp: tuple[int, ...] | None = None) -> bool:
         """Whether a state taken now would hold exactly what *since* (a state of this config)
         holds: the same keys with the same content, types all the way down.  False where it
         cannot tell; nothing is copied.
@@ -377,8 +378,9 @@ class BaseEngineConfig:
         moves it), the list and dict values (edited in place without an assignment) and the
         writes into ``hf_config``.  ``full``: also every other field, compared value by value
         (a change made past the assignment hook, ``object.__setattr__``, moves no stamp), and
-        each section must still be the very object it was."""
-        if since.config is not self or self._write_stamp() != since.stamp:
+        each section must still be the very object it was.  *stamp*: the write stamp, when
+        the caller has just taken it."""
+        if since.config is not self or (stamp or self._write_stamp()) != since.stamp:
             return False
         for sec, field, key, _ in since.containers:
             if not same_content(getattr(sec, field), since[key]):
@@ -401,10 +403,10 @@ class BaseEngineConfig:
             return not since.hf_keys
         return hf.overlay_unchanged(since) == len(since.hf_keys)
 
-    def keep_state(self, since: "ConfigState", *, full: bool = False) -> bool:
+    def keep_state(self, since: "ConfigState", *, full: bool = False, stamp: tuple[int, ...] | None = None) -> bool:
         """:meth:`unchanged_since`; where it holds, *since* becomes the latest state taken
         (what :meth:`state` reads against next)."""
-        if not self.unchanged_since(since, full=full):
+        if not self.unchanged_since(since, full=full, stamp=stamp):
             return False
         object.__setattr__(self, "_latest", since)  # not an assignment: no write is counted
         return True
@@ -423,7 +425,7 @@ class BaseEngineConfig:
         if since is LATEST:
             since = self._latest
         stamp = self._write_stamp()
-        if since is not None and since.config is self and stamp == since.stamp and self.keep_state(since):
+        if since is not None and since.config is self and stamp == since.stamp and self.keep_state(since, stamp=stamp):
             # a full read would give *since* again, field for field: it is handed back
             # itself (its memo key with it), read-only as every state is
             return since

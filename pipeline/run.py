@@ -322,8 +322,11 @@ class Pipeline:
         # config's own assignment, object.__setattr__, is still the plugin's)
         plugin = stage.origin != "built-in"
         try:
-            with _output_to_stderr(plugin):
-                applies = bool(self._bounded(plugin, stage, lambda: stage.applies(cfg)))
+            if plugin:
+                with _output_to_stderr(plugin):
+                    applies = bool(self._bounded(plugin, stage, lambda: stage.applies(cfg)))
+            else:  # a built-in runs as it is, in this thread
+                applies = bool(stage.applies(cfg))
         except TimedOut:
             self._timed_out(run, order, stage, t0, (before, ctx, plugin), "deciding whether it applies")
         except EngineCfgError as exc:
@@ -346,8 +349,11 @@ class Pipeline:
             events.stage_started.send(run.run_id, event=events.StageStarted(
                 run_id=run.run_id, stage=stage.name, order=order, origin=stage.origin))
         try:
-            with _output_to_stderr(plugin):
-                self._bounded(plugin, stage, lambda: stage.run(cfg, ctx))
+            if plugin:
+                with _output_to_stderr(plugin):
+                    self._bounded(plugin, stage, lambda: stage.run(cfg, ctx))
+            else:
+                stage.run(cfg, ctx)
         except TimedOut:
             self._timed_out(run, order, stage, t0, (before, ctx, plugin), "running")
         except EngineCfgError as exc:

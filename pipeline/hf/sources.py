@@ -253,6 +253,9 @@ class ModelSource:
         self._cache: dict[str, bytes | None] = {}
         self._headers: dict[str, dict[str, Any]] | None = None
         self._listing: tuple[frozenset[str] | None] | None = None
+        #: the names in the folder, when its listing was kept under the same stat facts
+        #: (:func:`_folder_names`; looked at on the first read)
+        self._names: tuple[frozenset[str] | None] | None = None
 
     # -- naming ----------------------------------------------------------------------------
     def __str__(self) -> str:
@@ -278,7 +281,9 @@ class ModelSource:
             return self._config_path if name == "config.json" else None
         if self.root is not None:
             if "/" not in name:
-                names = _folder_names(self._root_text)
+                if self._names is None:  # the folder's stat facts, looked at once per source
+                    self._names = (_folder_names(self._root_text),)
+                names = self._names[0]
                 if names is not None and name not in names:
                     return None  # not in the folder (its listing kept under the same stat facts)
             # plain strings: a warm run reads a dozen names, and pathlib's parsing is most of it
