@@ -172,3 +172,19 @@ def test_a_state_taken_again_without_a_change_is_the_same_state(folder):
     assert cfg.state() is second
     cfg.cache_config.block_size = 32
     assert cfg.state() is not second
+
+
+# -- the load memo's bound -----------------------------------------------------------------------
+
+def test_the_load_memo_holds_a_set_of_settings_resolved_in_turn(folder):
+    """100 settings of one folder loaded in turn, twice: the second round is answered from
+    the memo (a bound below the set's size evicts each entry just before it is asked for)."""
+    from enginecfg.pipeline.loadmemo import LOADS
+
+    settings = [{"max_model_len": 1024 + i} for i in range(100)]
+    for args in settings:
+        EngineConfig.from_pretrained(folder, **args)
+    hits = LOADS.hits
+    for args in settings:
+        assert EngineConfig.from_pretrained(folder, **args).model_config.max_model_len == args["max_model_len"]
+    assert LOADS.hits - hits == len(settings)
