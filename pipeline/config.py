@@ -403,6 +403,30 @@ class BaseEngineConfig:
             return not since.hf_keys
         return hf.overlay_unchanged(since) == len(since.hf_keys)
 
+    def adopt_state(self, other: "ConfigState") -> None:
+        """Start from *other*, the state of a config this one is a field-for-field copy of
+        (:func:`~enginecfg.pipeline.loadmemo.clone_config`), as if it had been taken of this
+        one: the next :meth:`state` reads against it, and hands it back where nothing moved
+        (its memo key with it).  Nothing is adopted from a config assigned to since *other*
+        was taken of it, or one whose sections are not of the same classes."""
+        source = other.config
+        if source._write_stamp() != other.stamp:
+            return
+        sections = self._section_objects()
+        if any((a is None) != (b is None) or (a is not None and a.__class__ is not b.__class__)
+               for a, b in zip(sections, other.sections)):
+            return
+        by_name = dict(zip(SECTIONS, sections))
+        out = ConfigState(other)
+        out.config, out.stamp, out.sections = self, self._write_stamp(), sections
+        out.containers = [(by_name[name], field, key, name) for _, field, key, name in other.containers]
+        out.hf_keys, out.reread = list(other.hf_keys), None
+        try:
+            out._key = other._key
+        except AttributeError:
+            pass
+        object.__setattr__(self, "_latest", out)  # not an assignment: no write is counted
+
     def keep_state(self, since: "ConfigState", *, full: bool = False, stamp: tuple[int, ...] | None = None) -> bool:
         """:meth:`unchanged_since`; where it holds, *since* becomes the latest state taken
         (what :meth:`state` reads against next)."""

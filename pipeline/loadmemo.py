@@ -28,7 +28,7 @@ from typing import Any, Hashable
 
 import attrs
 
-from enginecfg.pipeline.config import SECTIONS, BaseEngineConfig
+from enginecfg.pipeline.config import SECTIONS, BaseEngineConfig, ConfigState
 from enginecfg.pipeline.jsonvalue import to_json
 from enginecfg.pipeline.hf import ContentMemo, ModelSource, Unkeyable, content_key, on_clear
 
@@ -47,6 +47,8 @@ class _Template:
     #: the safetensors headers read (file name, sha256 of the header), or None if not looked at
     headers: tuple[tuple[str, str], ...] | None
     cfg: BaseEngineConfig
+    #: the template's state, taken once: a copy starts from it (:meth:`BaseEngineConfig.adopt_state`)
+    state: ConfigState
 
 
 def _headers_read(source: ModelSource) -> tuple[tuple[str, str], ...]:
@@ -67,9 +69,36 @@ def _clone_section(sec: Any) -> Any:
     return new
 
 
+@functools.cache
+def _config_fields(cls: type) -> tuple[tuple[str, Any], ...]:
+    """(name, default) of a config class's fields; a default is a value, an attrs Factory,
+    or attrs.NOTHING (the copy always gives it)."""
+    return tuple((a.name, a.default) for a in attrs.fields(cls))
+
+
+def _new_config(cls: type, values: dict[str, Any]) -> BaseEngineConfig:
+    """``cls(**values)``, the fields set as attrs' ``__init__`` sets them (the values given,
+    else each default), without the assignment hook: a copy of a loaded config needs no
+    validation, and counts no replacement of its sections."""
+    new = object.__new__(cls)
+    for name, default in _config_fields(cls):
+        if name in values:
+            value = values[name]
+        elif isinstance(default, attrs.Factory):
+            value = default.factory(new) if default.takes_self else default.factory()
+        elif default is attrs.NOTHING:
+            raise TypeError(f"{cls.__name__}: no value for {name}")
+        else:
+            value = default
+        object.__setattr__(new, name, value)
+    new.__attrs_post_init__()
+    return new
+
+
 def clone_config(template: BaseEngineConfig, source: ModelSource | None,
-                 engine_args: dict[str, Any]) -> BaseEngineConfig:
-    """A copy of a loaded (not yet run) config that shares nothing mutable with it."""
+                 engine_args: dict[str, Any], state: ConfigState | None = None) -> BaseEngineConfig:
+    """A copy of a loaded (not yet run) config that shares nothing mutable with it;
+    *state*: the template's state, taken of it as it is, for the copy to start from."""
     sections = {name: _clone_section(sec) for name in SECTIONS
                 if (sec := getattr(template, name)) is not None}
     mc = sections["model_config"]
@@ -80,9 +109,12 @@ def clone_config(template: BaseEngineConfig, source: ModelSource | None,
         if text is not None:
             _, _, path = text.anchor()
             object.__setattr__(mc, "hf_text_config", new_hf if text is hf else new_hf.at(path))
-    return type(template)(**sections, engine_args=dict(engine_args),
-                          load_messages=list(template.load_messages),
-                          source=source.provenance() if source is not None else None)
+    new = _new_config(type(template), {
+        **sections, "engine_args": dict(engine_args), "load_messages": list(template.load_messages),
+        "source": source.provenance() if source is not None else None})
+    if state is not None:
+        new.adopt_state(state)
+    return new
 
 
 class LoadMemo:
@@ -123,7 +155,7 @@ class LoadMemo:
             if _headers_read(source) != entry.headers:
                 return None
         self.hits += 1
-        return clone_config(entry.cfg, source, engine_args)
+        return clone_config(entry.cfg, source, engine_args, entry.state)
 
     def put(self, key: Hashable, source: ModelSource, config_bytes: bytes, cfg: BaseEngineConfig) -> None:
         """Keep *cfg* (just loaded from *source*, not run yet) as the template for *key*."""
@@ -135,7 +167,7 @@ class LoadMemo:
             return
         reads = tuple((name, data) for name, data in source.reads().items() if name != "config.json")
         headers = _headers_read(source) if source.safetensors_read else None
-        self._templates.put(key, (), _Template(config_bytes, reads, headers, template))
+        self._templates.put(key, (), _Template(config_bytes, reads, headers, template, template.state(None)))
 
     def clear(self) -> None:
         self._templates.clear()
