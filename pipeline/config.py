@@ -325,9 +325,10 @@ class BaseEngineConfig:
         if getattr(self, "_frozen", False):
             raise FrozenConfigError(f"the config is frozen: cannot replace {name}", field=name)
         object.__setattr__(self, name, value)
-        object.__setattr__(self, "_replaced", getattr(self, "_replaced", 0) + 1)
-        if name in SECTIONS and value is not None:
-            object.__setattr__(value, "_engine", self)
+        if name in SECTIONS:  # the rest (engine_args, load_messages, source) is in no state
+            object.__setattr__(self, "_replaced", getattr(self, "_replaced", 0) + 1)
+            if value is not None:
+                object.__setattr__(value, "_engine", self)
 
     # -- access ----------------------------------------------------------------------------
     def sections(self) -> list[Any]:
