@@ -188,3 +188,16 @@ def test_the_load_memo_holds_a_set_of_settings_resolved_in_turn(folder):
     for args in settings:
         assert EngineConfig.from_pretrained(folder, **args).model_config.max_model_len == args["max_model_len"]
     assert LOADS.hits - hits == len(settings)
+
+
+def test_a_gpu_name_found_before_is_not_looked_up_again(monkeypatch):
+    from enginecfg.pipeline.models import gpus
+
+    first = gpus.find_gpu("h100-sxm" if "H100-SXM" in gpus.GPUS else "h200")
+    calls: list[str] = []
+    real = gpus._norm
+    monkeypatch.setattr(gpus, "_norm", lambda text: calls.append(text) or real(text))
+    assert gpus.find_gpu("h100-sxm" if "H100-SXM" in gpus.GPUS else "h200") is first
+    assert calls == []
+    with pytest.raises(Exception):
+        gpus.find_gpu("no-such-card")  # an unknown name is still refused
