@@ -122,7 +122,9 @@ def _on_setattr(inst: Any, attribute: attrs.Attribute, value: Any) -> Any:
     validator = attribute.metadata.get("on_assign", attribute.validator)
     if validator is not None:
         validator(inst, attribute, value)
-    object.__setattr__(inst, "_writes", inst._writes + 1)
+    count = inst._writes + 1
+    object.__setattr__(inst, "_writes", count)
+    inst._assigned[attribute.name] = count
     return value
 
 
@@ -143,6 +145,12 @@ def _writes_slot():
     """How many assignments the section has taken: the pipeline re-reads a section's fields
     after a stage only when this moved (see :meth:`BaseEngineConfig.state`)."""
     return attrs.field(default=0, init=False, repr=False, eq=False, on_setattr=attrs.setters.NO_OP)
+
+
+def _assigned_slot():
+    """Each field's last assignment, by its number in ``_writes``: a state taken after some
+    assignments reads again only the fields assigned since the state before."""
+    return attrs.field(factory=dict, init=False, repr=False, eq=False, on_setattr=attrs.setters.NO_OP)
 
 
 @section("model_config")
@@ -181,6 +189,7 @@ class ModelConfig:
     arch_fallback: Any = attrs.field(default=None, repr=False, eq=False)
     _engine: Any = _engine_slot()
     _writes: int = _writes_slot()
+    _assigned: dict = _assigned_slot()
 
 
 @section("cache_config")
@@ -203,6 +212,7 @@ class CacheConfig:
     mamba_cache_dtype: str = attrs.field(default="auto", validator=one_of(MAMBA_DTYPES + ("bfloat16",)))
     _engine: Any = _engine_slot()
     _writes: int = _writes_slot()
+    _assigned: dict = _assigned_slot()
 
 
 @section("attention_config")
@@ -215,6 +225,7 @@ class AttentionConfig:
         default=None, validator=_check(lambda v: v is None or (_is_int(v) and v in (2, 3, 4)), "2, 3, 4 or None"))
     _engine: Any = _engine_slot()
     _writes: int = _writes_slot()
+    _assigned: dict = _assigned_slot()
 
 
 @section("parallel_config")
@@ -223,6 +234,7 @@ class ParallelConfig:
     pipeline_parallel_size: int = attrs.field(default=1, validator=positive_int())
     _engine: Any = _engine_slot()
     _writes: int = _writes_slot()
+    _assigned: dict = _assigned_slot()
 
 
 @section("scheduler_config")
@@ -238,6 +250,7 @@ class SchedulerConfig:
     disable_hybrid_kv_cache_manager: bool | None = attrs.field(default=None, validator=boolean(optional=True))
     _engine: Any = _engine_slot()
     _writes: int = _writes_slot()
+    _assigned: dict = _assigned_slot()
 
 
 @section("pooler_config")
@@ -248,6 +261,7 @@ class PoolerConfig:
     use_activation: bool | None = attrs.field(default=None, validator=boolean(optional=True))
     _engine: Any = _engine_slot()
     _writes: int = _writes_slot()
+    _assigned: dict = _assigned_slot()
 
 
 @section("compilation_config")
@@ -255,6 +269,7 @@ class CompilationConfig:
     cudagraph_mode: str | None = attrs.field(default=None, validator=text(optional=True))
     _engine: Any = _engine_slot()
     _writes: int = _writes_slot()
+    _assigned: dict = _assigned_slot()
 
 
 #: section attribute name -> class, in the run document's order
@@ -342,7 +357,7 @@ class BaseEngineConfig:
         """After this, every assignment (sections, hf_config) raises FrozenConfigError."""
         mc = self.model_config
         for view in (mc.hf_config, mc.hf_text_config):
-            if view is not None:
+            if view is not None and not view.is_frozen:  # the text config is mostly a sub-view
                 view.freeze()
         for sec in self.sections():
             for a in attrs.fields(type(sec)):
@@ -455,6 +470,7 @@ class BaseEngineConfig:
             # itself (its memo key with it), read-only as every state is
             return since
         short = since is not None and since.config is self and since.stamp[0] == stamp[0]
+        partial: dict[str, set[str]] = {}
         if short:
             out = ConfigState(since)
             for key in since.hf_keys:
@@ -464,7 +480,14 @@ class BaseEngineConfig:
                 out.containers = since.containers  # read only, never appended to below
             else:
                 moved = tuple(name for i, name in enumerate(SECTIONS, 1) if stamp[i] != since.stamp[i])
-                out.containers = [c for c in since.containers if c[3] not in moved]
+                # a section still the object it was: only the fields assigned since are read
+                # again (the others took no assignment; their lists and dicts are read below)
+                for i, name in enumerate(SECTIONS):
+                    if name in moved and (sec := getattr(self, name)) is not None and sec is since.sections[i]:
+                        count = since.stamp[i + 1]
+                        partial[name] = {f for f, n in sec._assigned.items() if n > count}
+                out.containers = [c for c in since.containers if c[3] not in moved
+                                  or (c[3] in partial and c[1] not in partial[c[3]])]
             out.reread = [key for _, _, key, _ in out.containers]
             for sec, field, key, _ in out.containers:
                 out[key] = to_json(getattr(sec, field))
@@ -481,7 +504,10 @@ class BaseEngineConfig:
                 if short:
                     out.reread.append(name)
                 continue
+            assigned = partial.get(name)
             for field, key in tracked_fields(type(sec)):
+                if assigned is not None and field not in assigned:
+                    continue
                 value = getattr(sec, field)
                 if value.__class__ in (list, dict):
                     out.containers.append((sec, field, key, name))
