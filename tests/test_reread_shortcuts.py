@@ -201,3 +201,18 @@ def test_a_gpu_name_found_before_is_not_looked_up_again(monkeypatch):
     assert calls == []
     with pytest.raises(Exception):
         gpus.find_gpu("no-such-card")  # an unknown name is still refused
+
+
+def test_a_pipeline_without_impact_options_reuses_the_parsed_default(monkeypatch):
+    """The impact stage's options are parsed once per GPU when a pipeline gives none."""
+    from enginecfg.stages import impact
+
+    first = [st for st in Pipeline(gpu_validation="off").stages if st.name == "impact"][0]
+    calls: list = []
+    real = impact._parse_options
+    monkeypatch.setattr(impact, "_parse_options", lambda *a: calls.append(a) or real(*a))
+    again = Pipeline(gpu_validation="off")
+    assert [st for st in again.stages if st.name == "impact"][0].options is first.options
+    assert calls == []
+    Pipeline(gpu_validation="off", impact={"gpu_memory_utilization": 0.8})  # given: parsed
+    assert len(calls) == 1
