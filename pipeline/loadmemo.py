@@ -23,6 +23,7 @@ Face repos (reads go through the hub) and loads with a deferred engine-argument 
 from __future__ import annotations
 
 import functools
+import operator
 import os
 from typing import Any, Hashable
 
@@ -61,11 +62,20 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return tuple(a.name for a in attrs.fields(cls) if a.name != "_engine")
 
 
+@functools.cache
+def _fields_getter(cls: type) -> Any:
+    """All of a section's slots to copy, read in one call."""
+    names = _field_names(cls)
+    get = operator.attrgetter(*names)
+    return get if len(names) > 1 else (lambda sec: (get(sec),))
+
+
 def _clone_section(sec: Any) -> Any:
-    new = object.__new__(type(sec))
-    for name in _field_names(type(sec)):
-        value = getattr(sec, name)
-        object.__setattr__(new, name, to_json(value) if value.__class__ in (list, dict) else value)
+    cls = type(sec)
+    new = object.__new__(cls)
+    setter = object.__setattr__
+    for name, value in zip(_field_names(cls), _fields_getter(cls)(sec)):
+        setter(new, name, to_json(value) if value.__class__ in (list, dict) else value)
     return new
 
 

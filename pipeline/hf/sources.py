@@ -26,6 +26,7 @@ way ``huggingface_hub`` reads them, so a caller that changes them after import i
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -273,7 +274,9 @@ class ModelSource:
         if self.kind == "hub":
             at = f"@{self.revision}" if self.revision else ""
             return f"{name} of {self.repo_id}{at}"
-        return str((self.root / name) if self.root is not None else name)
+        if self.root is None:
+            return name
+        return _joined(self.root, name) if isinstance(self.root, Path) else str(self.root / name)
 
     # -- reading ---------------------------------------------------------------------------
     def _local(self, name: str) -> Path | str | None:
@@ -443,6 +446,19 @@ class ModelSource:
 
 # -- opening ---------------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=256)
+def _path_of(text: str) -> Path:
+    """``Path(text)``: pure and immutable, so one per text (a warm run opens the same folder
+    again and again, and pathlib's parsing costs more than the rest of opening it)."""
+    return Path(text)
+
+
+@functools.lru_cache(maxsize=256)
+def _joined(root: Path, name: str) -> str:
+    """``str(root / name)``, kept per root and name (pure, as :func:`_path_of`)."""
+    return str(root / name)
+
+
 def open_source(model: Any, revision: str | None = None) -> ModelSource:
     """The :class:`ModelSource` for what the user typed: a path, or a Hugging Face repo id.
 
@@ -455,7 +471,7 @@ def open_source(model: Any, revision: str | None = None) -> ModelSource:
     if revision is not None and (not isinstance(revision, str) or not revision.strip()):
         raise InvalidInputError(f"invalid revision (--revision): got {revision!r}; allowed: a branch, tag or "
                                 f"commit of the Hugging Face repo", field="revision")
-    p = Path(model)
+    p = _path_of(model) if model.__class__ is str else Path(model)
     try:
         found = os.stat(p)  # one stat for exists() and is_dir()
     except (OSError, ValueError):
