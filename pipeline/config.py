@@ -417,7 +417,14 @@ class BaseEngineConfig:
         hf = self.model_config.hf_config
         if hf is None:
             return not since.hf_keys
-        return hf.overlay_unchanged(since) == len(since.hf_keys)
+        probe = since.hf_probe
+        if probe is not None and probe[0] is hf and hf.probe_holds(probe[1]):
+            return True
+        found = hf.overlay_probe(since)
+        if found is None or found[2] != len(since.hf_keys):
+            return False
+        since.hf_probe = (hf, found)  # checked again from it while nothing is put in an overlay
+        return True
 
     def adopt_state(self, other: "ConfigState") -> None:
         """Start from *other*, the state of a config this one is a field-for-field copy of
@@ -565,7 +572,13 @@ class ConfigState(dict):
     and which keys are hf_config writes) and ``reread``: the keys read again since the
     state it was taken after (None: all of them)."""
 
-    __slots__ = ("config", "stamp", "sections", "containers", "hf_keys", "reread", "_key")
+    __slots__ = ("config", "stamp", "sections", "containers", "hf_keys", "reread", "_key", "hf_probe")
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        #: (root view, :meth:`~enginecfg.pipeline.hf.HFConfigView.overlay_probe`): the writes
+        #: into the transformers config found equal to this state's, for checking again
+        self.hf_probe = None
 
     def content_key(self) -> tuple[tuple[Any, ...], Hashable]:
         """``(anchors, key)``: a key of everything the config holds, for memoising a pure

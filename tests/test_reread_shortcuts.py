@@ -216,3 +216,27 @@ def test_a_pipeline_without_impact_options_reuses_the_parsed_default(monkeypatch
     assert calls == []
     Pipeline(gpu_validation="off", impact={"gpu_memory_utilization": 0.8})  # given: parsed
     assert len(calls) == 1
+
+
+def test_an_in_place_edit_of_a_transformers_value_is_seen_after_quiet_checks(folder):
+    """The check of the transformers writes remembers what it compared; a value copied on
+    read later, a write, and an edit in place of a list read before are each still seen."""
+    cfg = EngineConfig.from_pretrained(folder)
+    text = cfg.model_config.hf_text_config
+    layers = text.layer_types  # copied on read: equal to the snapshot's, in no state
+    first = cfg.state()
+    assert cfg.state() is first and cfg.state() is first  # checked, then checked again
+    layers[0] = "edited"  # in place: no write
+    second = cfg.state()
+    assert second is not first and second["hf_config.text_config.layer_types"][0] == "edited"
+    assert cfg.state() is second
+    heads = text.num_attention_heads  # a plain value read: nothing put in an overlay
+    assert cfg.state() is second
+    text.num_attention_heads = heads + 1  # a write
+    third = cfg.state()
+    assert third is not second and third["hf_config.text_config.num_attention_heads"] == heads + 1
+    rope = text.rope_parameters if "rope_parameters" in text.keys() else None
+    if isinstance(rope, dict):  # a dict copied on read after the last state, then edited
+        assert cfg.state() is third
+        rope["edited"] = True
+        assert cfg.state() is not third
