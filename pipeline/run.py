@@ -261,9 +261,10 @@ class Pipeline:
                 stages=tuple(self.stage_names), source=to_json(cfg.source),
                 vllm_version=self.vllm_version, gpu=self.gpu.to_dict(),
                 origins=tuple(st.origin for st in self.stages)))
-        for seq, (lvl, msg) in enumerate(cfg.load_messages, 1):
-            events.warning_issued.send(run.run_id, event=events.WarningIssued(
-                run_id=run.run_id, seq=seq, stage="loading", level=lvl, message=msg))
+        if events.warning_issued.receivers:  # built only for someone who listens
+            for seq, (lvl, msg) in enumerate(cfg.load_messages, 1):
+                events.warning_issued.send(run.run_id, event=events.WarningIssued(
+                    run_id=run.run_id, seq=seq, stage="loading", level=lvl, message=msg))
         pending = list(cfg.pending_errors)
         for order, stage in enumerate(self.stages):
             self._raise_pending(run, pending, getattr(stage, "vllm_step", ENGINE))
