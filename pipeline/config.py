@@ -122,7 +122,9 @@ def _on_setattr(inst: Any, attribute: attrs.Attribute, value: Any) -> Any:
     validator = attribute.metadata.get("on_assign", attribute.validator)
     if validator is not None:
         validator(inst, attribute, value)
-    object.__setattr__(inst, "_writes", inst._writes + 1)
+    count = inst._writes + 1
+    object.__setattr__(inst, "_writes", count)
+    inst._assigned[attribute.name] = count
     return value
 
 
@@ -143,6 +145,12 @@ def _writes_slot():
     """How many assignments the section has taken: the pipeline re-reads a section's fields
     after a stage only when this moved (see :meth:`BaseEngineConfig.state`)."""
     return attrs.field(default=0, init=False, repr=False, eq=False, on_setattr=attrs.setters.NO_OP)
+
+
+def _assigned_slot():
+    """Each field's last assignment, by its number in ``_writes``: a state taken after some
+    assignments reads again only the fields assigned since the state before."""
+    return attrs.field(factory=dict, init=False, repr=False, eq=False, on_setattr=attrs.setters.NO_OP)
 
 
 @section("model_config")
@@ -181,6 +189,7 @@ class ModelConfig:
     arch_fallback: Any = attrs.field(default=None, repr=False, eq=False)
     _engine: Any = _engine_slot()
     _writes: int = _writes_slot()
+    _assigned: dict = _assigned_slot()
 
 
 @section("cache_config")
@@ -203,6 +212,7 @@ class CacheConfig:
     mamba_cache_dtype: str = attrs.field(default="auto", validator=one_of(MAMBA_DTYPES + ("bfloat16",)))
     _engine: Any = _engine_slot()
     _writes: int = _writes_slot()
+    _assigned: dict = _assigned_slot()
 
 
 @section("attention_config")
@@ -215,6 +225,7 @@ class AttentionConfig:
         default=None, validator=_check(lambda v: v is None or (_is_int(v) and v in (2, 3, 4)), "2, 3, 4 or None"))
     _engine: Any = _engine_slot()
     _writes: int = _writes_slot()
+    _assigned: dict = _assigned_slot()
 
 
 @section("parallel_config")
@@ -223,6 +234,7 @@ class ParallelConfig:
     pipeline_parallel_size: int = attrs.field(default=1, validator=positive_int())
     _engine: Any = _engine_slot()
     _writes: int = _writes_slot()
+    _assigned: dict = _assigned_slot()
 
 
 @section("scheduler_config")
@@ -238,6 +250,7 @@ class SchedulerConfig:
     disable_hybrid_kv_cache_manager: bool | None = attrs.field(default=None, validator=boolean(optional=True))
     _engine: Any = _engine_slot()
     _writes: int = _writes_slot()
+    _assigned: dict = _assigned_slot()
 
 
 @section("pooler_config")
@@ -248,6 +261,7 @@ class PoolerConfig:
     use_activation: bool | None = attrs.field(default=None, validator=boolean(optional=True))
     _engine: Any = _engine_slot()
     _writes: int = _writes_slot()
+    _assigned: dict = _assigned_slot()
 
 
 @section("compilation_config")
@@ -255,6 +269,7 @@ class CompilationConfig:
     cudagraph_mode: str | None = attrs.field(default=None, validator=text(optional=True))
     _engine: Any = _engine_slot()
     _writes: int = _writes_slot()
+    _assigned: dict = _assigned_slot()
 
 
 #: section attribute name -> class, in the run document's order
@@ -325,9 +340,10 @@ class BaseEngineConfig:
         if getattr(self, "_frozen", False):
             raise FrozenConfigError(f"the config is frozen: cannot replace {name}", field=name)
         object.__setattr__(self, name, value)
-        object.__setattr__(self, "_replaced", getattr(self, "_replaced", 0) + 1)
-        if name in SECTIONS and value is not None:
-            object.__setattr__(value, "_engine", self)
+        if name in SECTIONS:  # the rest (engine_args, load_messages, source) is in no state
+            object.__setattr__(self, "_replaced", getattr(self, "_replaced", 0) + 1)
+            if value is not None:
+                object.__setattr__(value, "_engine", self)
 
     # -- access ----------------------------------------------------------------------------
     def sections(self) -> list[Any]:
@@ -341,7 +357,7 @@ class BaseEngineConfig:
         """After this, every assignment (sections, hf_config) raises FrozenConfigError."""
         mc = self.model_config
         for view in (mc.hf_config, mc.hf_text_config):
-            if view is not None:
+            if view is not None and not view.is_frozen:  # the text config is mostly a sub-view
                 view.freeze()
         for sec in self.sections():
             for a in attrs.fields(type(sec)):
@@ -363,6 +379,85 @@ class BaseEngineConfig:
             self.model_config, self.cache_config, self.attention_config, self.scheduler_config,
             self.parallel_config, self.pooler_config, self.compilation_config)])
 
+    def _section_objects(self) -> tuple[Any, ...]:
+        """The section objects, in SECTIONS' order (None where a section is not set)."""
+        return (self.model_config, self.cache_config, self.attention_config, self.scheduler_config,
+                self.parallel_config, self.pooler_config, self.compilation_config)
+
+    def unchanged_since(self, since: "ConfigState", *, full: bool = False,
+                        stamp: tuple[int, ...] | None = None) -> bool:
+        """Whether a state taken now would hold exactly what *since* (a state of this config)
+        holds: the same keys with the same content, types all the way down.  False where it
+        cannot tell; nothing is copied.
+
+        What is read: the write stamp (every assignment through a section or the config
+        moves it), the list and dict values (edited in place without an assignment) and the
+        writes into ``hf_config``.  ``full``: also every other field, compared value by value
+        (a change made past the assignment hook, ``object.__setattr__``, moves no stamp), and
+        each section must still be the very object it was.  *stamp*: the write stamp, when
+        the caller has just taken it."""
+        if since.config is not self or (stamp or self._write_stamp()) != since.stamp:
+            return False
+        for sec, field, key, _ in since.containers:
+            if not same_content(getattr(sec, field), since[key]):
+                return False
+        if full:
+            if any(a is not b for a, b in zip(self._section_objects(), since.sections)):
+                return False
+            for sec in since.sections:
+                if sec is None:
+                    continue
+                for field, key in tracked_fields(type(sec)):
+                    value, old = getattr(sec, field), since.get(key, LATEST)
+                    if value.__class__ in (list, dict):
+                        if not same_content(value, old):
+                            return False
+                    elif not (value.__class__ is old.__class__ and value == old):
+                        return False
+        hf = self.model_config.hf_config
+        if hf is None:
+            return not since.hf_keys
+        probe = since.hf_probe
+        if probe is not None and probe[0] is hf and hf.probe_holds(probe[1]):
+            return True
+        found = hf.overlay_probe(since)
+        if found is None or found[2] != len(since.hf_keys):
+            return False
+        since.hf_probe = (hf, found)  # checked again from it while nothing is put in an overlay
+        return True
+
+    def adopt_state(self, other: "ConfigState") -> None:
+        """Start from *other*, the state of a config this one is a field-for-field copy of
+        (:func:`~enginecfg.pipeline.loadmemo.clone_config`), as if it had been taken of this
+        one: the next :meth:`state` reads against it, and hands it back where nothing moved
+        (its memo key with it).  Nothing is adopted from a config assigned to since *other*
+        was taken of it, or one whose sections are not of the same classes."""
+        source = other.config
+        if source._write_stamp() != other.stamp:
+            return
+        sections = self._section_objects()
+        if any((a is None) != (b is None) or (a is not None and a.__class__ is not b.__class__)
+               for a, b in zip(sections, other.sections)):
+            return
+        by_name = dict(zip(SECTIONS, sections))
+        out = ConfigState(other)
+        out.config, out.stamp, out.sections = self, self._write_stamp(), sections
+        out.containers = [(by_name[name], field, key, name) for _, field, key, name in other.containers]
+        out.hf_keys, out.reread = list(other.hf_keys), None
+        try:
+            out._key = other._key
+        except AttributeError:
+            pass
+        object.__setattr__(self, "_latest", out)  # not an assignment: no write is counted
+
+    def keep_state(self, since: "ConfigState", *, full: bool = False, stamp: tuple[int, ...] | None = None) -> bool:
+        """:meth:`unchanged_since`; where it holds, *since* becomes the latest state taken
+        (what :meth:`state` reads against next)."""
+        if not self.unchanged_since(since, full=full, stamp=stamp):
+            return False
+        object.__setattr__(self, "_latest", since)  # not an assignment: no write is counted
+        return True
+
     def state(self, since: "ConfigState | None | object" = LATEST) -> "ConfigState":
         """Flat ``{dotted field: value}`` of every tracked field (sections and hf writes).
 
@@ -377,7 +472,12 @@ class BaseEngineConfig:
         if since is LATEST:
             since = self._latest
         stamp = self._write_stamp()
+        if since is not None and since.config is self and stamp == since.stamp and self.keep_state(since, stamp=stamp):
+            # a full read would give *since* again, field for field: it is handed back
+            # itself (its memo key with it), read-only as every state is
+            return since
         short = since is not None and since.config is self and since.stamp[0] == stamp[0]
+        partial: dict[str, set[str]] = {}
         if short:
             out = ConfigState(since)
             for key in since.hf_keys:
@@ -387,7 +487,14 @@ class BaseEngineConfig:
                 out.containers = since.containers  # read only, never appended to below
             else:
                 moved = tuple(name for i, name in enumerate(SECTIONS, 1) if stamp[i] != since.stamp[i])
-                out.containers = [c for c in since.containers if c[3] not in moved]
+                # a section still the object it was: only the fields assigned since are read
+                # again (the others took no assignment; their lists and dicts are read below)
+                for i, name in enumerate(SECTIONS):
+                    if name in moved and (sec := getattr(self, name)) is not None and sec is since.sections[i]:
+                        count = since.stamp[i + 1]
+                        partial[name] = {f for f, n in sec._assigned.items() if n > count}
+                out.containers = [c for c in since.containers if c[3] not in moved
+                                  or (c[3] in partial and c[1] not in partial[c[3]])]
             out.reread = [key for _, _, key, _ in out.containers]
             for sec, field, key, _ in out.containers:
                 out[key] = to_json(getattr(sec, field))
@@ -396,6 +503,7 @@ class BaseEngineConfig:
             moved = SECTIONS
             out.containers, out.reread = [], None
         out.config, out.stamp = self, stamp
+        out.sections = self._section_objects()
         for name in moved:
             sec = getattr(self, name)
             if sec is None:
@@ -403,7 +511,10 @@ class BaseEngineConfig:
                 if short:
                     out.reread.append(name)
                 continue
+            assigned = partial.get(name)
             for field, key in tracked_fields(type(sec)):
+                if assigned is not None and field not in assigned:
+                    continue
                 value = getattr(sec, field)
                 if value.__class__ in (list, dict):
                     out.containers.append((sec, field, key, name))
@@ -461,7 +572,13 @@ class ConfigState(dict):
     and which keys are hf_config writes) and ``reread``: the keys read again since the
     state it was taken after (None: all of them)."""
 
-    __slots__ = ("config", "stamp", "containers", "hf_keys", "reread", "_key")
+    __slots__ = ("config", "stamp", "sections", "containers", "hf_keys", "reread", "_key", "hf_probe")
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        #: (root view, :meth:`~enginecfg.pipeline.hf.HFConfigView.overlay_probe`): the writes
+        #: into the transformers config found equal to this state's, for checking again
+        self.hf_probe = None
 
     def content_key(self) -> tuple[tuple[Any, ...], Hashable]:
         """``(anchors, key)``: a key of everything the config holds, for memoising a pure

@@ -23,12 +23,13 @@ Face repos (reads go through the hub) and loads with a deferred engine-argument 
 from __future__ import annotations
 
 import functools
+import operator
 import os
 from typing import Any, Hashable
 
 import attrs
 
-from enginecfg.pipeline.config import SECTIONS, BaseEngineConfig
+from enginecfg.pipeline.config import SECTIONS, BaseEngineConfig, ConfigState
 from enginecfg.pipeline.jsonvalue import to_json
 from enginecfg.pipeline.hf import ContentMemo, ModelSource, Unkeyable, content_key, on_clear
 
@@ -47,6 +48,8 @@ class _Template:
     #: the safetensors headers read (file name, sha256 of the header), or None if not looked at
     headers: tuple[tuple[str, str], ...] | None
     cfg: BaseEngineConfig
+    #: the template's state, taken once: a copy starts from it (:meth:`BaseEngineConfig.adopt_state`)
+    state: ConfigState
 
 
 def _headers_read(source: ModelSource) -> tuple[tuple[str, str], ...]:
@@ -59,17 +62,53 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return tuple(a.name for a in attrs.fields(cls) if a.name != "_engine")
 
 
+@functools.cache
+def _fields_getter(cls: type) -> Any:
+    """All of a section's slots to copy, read in one call."""
+    names = _field_names(cls)
+    get = operator.attrgetter(*names)
+    return get if len(names) > 1 else (lambda sec: (get(sec),))
+
+
 def _clone_section(sec: Any) -> Any:
-    new = object.__new__(type(sec))
-    for name in _field_names(type(sec)):
-        value = getattr(sec, name)
-        object.__setattr__(new, name, to_json(value) if value.__class__ in (list, dict) else value)
+    cls = type(sec)
+    new = object.__new__(cls)
+    setter = object.__setattr__
+    for name, value in zip(_field_names(cls), _fields_getter(cls)(sec)):
+        setter(new, name, to_json(value) if value.__class__ in (list, dict) else value)
+    return new
+
+
+@functools.cache
+def _config_fields(cls: type) -> tuple[tuple[str, Any], ...]:
+    """(name, default) of a config class's fields; a default is a value, an attrs Factory,
+    or attrs.NOTHING (the copy always gives it)."""
+    return tuple((a.name, a.default) for a in attrs.fields(cls))
+
+
+def _new_config(cls: type, values: dict[str, Any]) -> BaseEngineConfig:
+    """``cls(**values)``, the fields set as attrs' ``__init__`` sets them (the values given,
+    else each default), without the assignment hook: a copy of a loaded config needs no
+    validation, and counts no replacement of its sections."""
+    new = object.__new__(cls)
+    for name, default in _config_fields(cls):
+        if name in values:
+            value = values[name]
+        elif isinstance(default, attrs.Factory):
+            value = default.factory(new) if default.takes_self else default.factory()
+        elif default is attrs.NOTHING:
+            raise TypeError(f"{cls.__name__}: no value for {name}")
+        else:
+            value = default
+        object.__setattr__(new, name, value)
+    new.__attrs_post_init__()
     return new
 
 
 def clone_config(template: BaseEngineConfig, source: ModelSource | None,
-                 engine_args: dict[str, Any]) -> BaseEngineConfig:
-    """A copy of a loaded (not yet run) config that shares nothing mutable with it."""
+                 engine_args: dict[str, Any], state: ConfigState | None = None) -> BaseEngineConfig:
+    """A copy of a loaded (not yet run) config that shares nothing mutable with it;
+    *state*: the template's state, taken of it as it is, for the copy to start from."""
     sections = {name: _clone_section(sec) for name in SECTIONS
                 if (sec := getattr(template, name)) is not None}
     mc = sections["model_config"]
@@ -80,15 +119,25 @@ def clone_config(template: BaseEngineConfig, source: ModelSource | None,
         if text is not None:
             _, _, path = text.anchor()
             object.__setattr__(mc, "hf_text_config", new_hf if text is hf else new_hf.at(path))
-    return type(template)(**sections, engine_args=dict(engine_args),
-                          load_messages=list(template.load_messages),
-                          source=source.provenance() if source is not None else None)
+    new = _new_config(type(template), {
+        **sections, "engine_args": dict(engine_args), "load_messages": list(template.load_messages),
+        "source": source.provenance() if source is not None else None})
+    if state is not None:
+        new.adopt_state(state)
+    return new
 
 
 class LoadMemo:
-    """Loaded configs by (path, working folder, engine arguments, MLA switch); bounded."""
+    """Loaded configs by (path, working folder, engine arguments, MLA switch); bounded.
 
-    def __init__(self, maxsize: int = 64) -> None:
+    The bound holds a fleet's worth of settings: one entry per model folder, engine
+    arguments and release, evicted least recently used.  A set of configs resolved in turn
+    that is larger than the bound misses on every load (each entry is evicted just before
+    it is asked for again): 34 fixture configs under two releases (68 entries) did so with
+    a bound of 64.  A template is small (the sections, the load's own writes; the snapshot
+    is shared with the snapshot cache)."""
+
+    def __init__(self, maxsize: int = 256) -> None:
         self._templates = ContentMemo(maxsize)
         self.hits = 0
 
@@ -116,7 +165,7 @@ class LoadMemo:
             if _headers_read(source) != entry.headers:
                 return None
         self.hits += 1
-        return clone_config(entry.cfg, source, engine_args)
+        return clone_config(entry.cfg, source, engine_args, entry.state)
 
     def put(self, key: Hashable, source: ModelSource, config_bytes: bytes, cfg: BaseEngineConfig) -> None:
         """Keep *cfg* (just loaded from *source*, not run yet) as the template for *key*."""
@@ -128,7 +177,7 @@ class LoadMemo:
             return
         reads = tuple((name, data) for name, data in source.reads().items() if name != "config.json")
         headers = _headers_read(source) if source.safetensors_read else None
-        self._templates.put(key, (), _Template(config_bytes, reads, headers, template))
+        self._templates.put(key, (), _Template(config_bytes, reads, headers, template, template.state(None)))
 
     def clear(self) -> None:
         self._templates.clear()

@@ -117,7 +117,14 @@ class _Run:
         read every field again, not only those of sections assigned to (a plugin's stage may
         change a field past the section's assignment hook)."""
         known = before if isinstance(before, ConfigState) and not full else None
-        after = self.cfg.state(since=known)
+        after = self.cfg.state(since=known) if not full else None
+        if after is before or (full and isinstance(before, ConfigState)
+                               and self.cfg.keep_state(before, full=True)):
+            # a state taken now would be *before* again, field for field: nothing to record
+            self.last_state = before
+            return 0
+        if after is None:
+            after = self.cfg.state(since=None)
         self.last_state = after
         found = 0
         hf = self.cfg.model_config.hf_config
@@ -254,9 +261,10 @@ class Pipeline:
                 stages=tuple(self.stage_names), source=to_json(cfg.source),
                 vllm_version=self.vllm_version, gpu=self.gpu.to_dict(),
                 origins=tuple(st.origin for st in self.stages)))
-        for seq, (lvl, msg) in enumerate(cfg.load_messages, 1):
-            events.warning_issued.send(run.run_id, event=events.WarningIssued(
-                run_id=run.run_id, seq=seq, stage="loading", level=lvl, message=msg))
+        if events.warning_issued.receivers:  # built only for someone who listens
+            for seq, (lvl, msg) in enumerate(cfg.load_messages, 1):
+                events.warning_issued.send(run.run_id, event=events.WarningIssued(
+                    run_id=run.run_id, seq=seq, stage="loading", level=lvl, message=msg))
         pending = list(cfg.pending_errors)
         for order, stage in enumerate(self.stages):
             self._raise_pending(run, pending, getattr(stage, "vllm_step", ENGINE))
@@ -315,8 +323,11 @@ class Pipeline:
         # config's own assignment, object.__setattr__, is still the plugin's)
         plugin = stage.origin != "built-in"
         try:
-            with _output_to_stderr(plugin):
-                applies = bool(self._bounded(plugin, stage, lambda: stage.applies(cfg)))
+            if plugin:
+                with _output_to_stderr(plugin):
+                    applies = bool(self._bounded(plugin, stage, lambda: stage.applies(cfg)))
+            else:  # a built-in runs as it is, in this thread
+                applies = bool(stage.applies(cfg))
         except TimedOut:
             self._timed_out(run, order, stage, t0, (before, ctx, plugin), "deciding whether it applies")
         except EngineCfgError as exc:
@@ -339,8 +350,11 @@ class Pipeline:
             events.stage_started.send(run.run_id, event=events.StageStarted(
                 run_id=run.run_id, stage=stage.name, order=order, origin=stage.origin))
         try:
-            with _output_to_stderr(plugin):
-                self._bounded(plugin, stage, lambda: stage.run(cfg, ctx))
+            if plugin:
+                with _output_to_stderr(plugin):
+                    self._bounded(plugin, stage, lambda: stage.run(cfg, ctx))
+            else:
+                stage.run(cfg, ctx)
         except TimedOut:
             self._timed_out(run, order, stage, t0, (before, ctx, plugin), "running")
         except EngineCfgError as exc:

@@ -70,12 +70,30 @@ def _utilization(value: Any) -> None:
         raise
 
 
+#: the options of a pipeline that gives none, by its GPU (frozen values: shared)
+_NO_OPTIONS: dict[Gpu | None, ImpactOptions] = {}
+
+
 def parse_options(options: Any, card: Gpu | None = None) -> ImpactOptions:
     """The stage's options, checked; bad input names the option, the value and what is allowed.
     *card*: the pipeline's GPU (``Pipeline(gpu=...)``), which the figures assume unless the
     options name one; naming another is refused (one run, one GPU)."""
     if options is None:
-        options = {}
+        try:
+            return _NO_OPTIONS[card]
+        except (KeyError, TypeError):  # TypeError: a card that cannot be a key (worked out each time)
+            pass
+        parsed = _parse_options({}, card)
+        try:
+            if len(_NO_OPTIONS) < 64:
+                _NO_OPTIONS[card] = parsed
+        except TypeError:
+            pass
+        return parsed
+    return _parse_options(options, card)
+
+
+def _parse_options(options: Any, card: Gpu | None) -> ImpactOptions:
     if isinstance(options, ImpactOptions):
         options = attrs.asdict(options, recurse=False)
     if not isinstance(options, dict):

@@ -33,13 +33,19 @@ from enginecfg.pipeline.hf.cache import (
 from enginecfg.pipeline.hf.memo import ContentMemo, Unkeyable, content_key, memoised, same_content
 from enginecfg.pipeline.hf.safetensors_header import read_header
 from enginecfg.pipeline.hf.snapshot import is_snapshot, snapshot_of
-from enginecfg.pipeline.hf.sources import ModelSource, hub_cache_dir, hub_offline, is_repo_id, open_source
+from enginecfg.pipeline.hf.sources import (
+    ModelSource, forget_files, hub_cache_dir, hub_offline, is_repo_id, open_source,
+)
 from enginecfg.pipeline.hf.view import HFConfigView
 from enginecfg.pipeline.hf.vllm_classes import VLLM_CLASSES, VLLM_REGISTERED_TYPES
+
+# the files kept with their stat facts (:mod:`.sources`) go with the snapshots kept in memory
+on_clear(forget_files)
 
 __all__ = [
     # where the files come from
     "ModelSource", "open_source", "is_repo_id", "hub_cache_dir", "hub_offline", "read_header",
+    "forget_files",
     # typed reads
     "typed",
     # the snapshot and its view

@@ -26,12 +26,15 @@ way ``huggingface_hub`` reads them, so a caller that changes them after import i
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
 import re
 import stat
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -40,7 +43,7 @@ from enginecfg.pipeline.hf.safetensors_header import HeaderRead, read_header
 
 __all__ = [
     "SMALL_FILES", "ModelSource", "FileRecord", "open_source", "is_repo_id", "hub_cache_dir",
-    "hub_offline",
+    "hub_offline", "forget_files",
 ]
 
 #: the files (besides safetensors headers) vLLM 0.19.0 may read before it loads weights; online,
@@ -134,6 +137,98 @@ def _read_regular(path: Path | str, source: "ModelSource", name: str) -> bytes:
                                 field="model") from None
 
 
+# -- what was read before: a folder read again without re-reading unchanged files --------------
+#
+# A model folder resolved again and again (an engine's start, a CI job, ``plan``) is read again
+# each time: every file vLLM may read is looked for, and those there are read and hashed.  The
+# listing of a folder and the bytes (with their sha256) of a file are kept, each with the
+# ``os.stat`` facts it was read under: device, inode, size, modification and change times
+# (nanoseconds).  A later read takes what was kept when ``os.stat`` gives the very same facts.
+#
+# What this trusts: that a file (a folder) whose contents change gets a new modification or
+# change time, or a new inode, or a new size, as local filesystems do on every write, rename
+# and ``os.utime`` (the change time cannot be set back by a caller).  Where a timestamp cannot
+# tell two writes apart (they fall within one tick of the filesystem's clock), the stat facts
+# are not trusted: a file or folder changed less than :data:`SETTLED_NS` before it was read is
+# never kept, so it is read and hashed every time until it has been left alone that long.  A
+# file written in place with the same size right after a read is therefore always seen.
+
+#: how long (ns) a file or folder must have been left unchanged before its stat facts vouch
+#: for its contents
+SETTLED_NS = 2_000_000_000
+#: the most files and folders kept, and the largest file kept (bytes)
+_KEEP_FILES = 256
+_KEEP_BYTES = 8 << 20
+
+_FILES: dict[str, tuple[tuple[int, ...], bytes, str]] = {}
+_LISTINGS: dict[str, tuple[tuple[int, ...], frozenset[str]]] = {}
+_KEPT_LOCK = threading.Lock()
+
+
+def forget_files() -> None:
+    """Forget every file and folder listing kept (the next read of each reads it again)."""
+    with _KEPT_LOCK:
+        _FILES.clear()
+        _LISTINGS.clear()
+
+
+def _facts(st: os.stat_result) -> tuple[int, ...]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _settled(st: os.stat_result) -> bool:
+    """Whether *st*'s times are far enough in the past that a later change moves one of them."""
+    return time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) >= SETTLED_NS
+
+
+def _keep(table: dict, path: str, entry: tuple) -> None:
+    with _KEPT_LOCK:
+        table.pop(path, None)
+        table[path] = entry
+        while len(table) > _KEEP_FILES:
+            del table[next(iter(table))]
+
+
+def _folder_names(folder: str) -> frozenset[str] | None:
+    """The names in *folder* when its listing was kept under the same stat facts (listed and
+    kept now if it is settled); None where it cannot say (the caller looks name by name)."""
+    try:
+        st = os.stat(folder)
+    except (OSError, ValueError):
+        return None
+    facts = _facts(st)
+    kept = _LISTINGS.get(folder)
+    if kept is not None and kept[0] == facts:
+        return kept[1]
+    if not stat.S_ISDIR(st.st_mode) or not _settled(st):
+        return None
+    try:
+        names = frozenset(os.listdir(folder))
+    except (OSError, ValueError):
+        return None
+    _keep(_LISTINGS, folder, (facts, names))
+    return names
+
+
+def _read_kept(path: str, source: "ModelSource", name: str) -> tuple[bytes, str]:
+    """The bytes of a regular file and their sha256: kept ones where the file's stat facts are
+    those they were read under, else read (and kept if the file is settled)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        st = None
+    if st is not None and stat.S_ISREG(st.st_mode):
+        facts = _facts(st)
+        kept = _FILES.get(path)
+        if kept is not None and kept[0] == facts:
+            return kept[1], kept[2]
+    data = _read_regular(path, source, name)
+    digest = hashlib.sha256(data).hexdigest()
+    if st is not None and stat.S_ISREG(st.st_mode) and len(data) == st.st_size <= _KEEP_BYTES and _settled(st):
+        _keep(_FILES, path, (facts, data, digest))
+    return data, digest
+
+
 class ModelSource:
     """The files of one model, wherever they live; every read is recorded in :attr:`files`.
 
@@ -159,6 +254,9 @@ class ModelSource:
         self._cache: dict[str, bytes | None] = {}
         self._headers: dict[str, dict[str, Any]] | None = None
         self._listing: tuple[frozenset[str] | None] | None = None
+        #: the names in the folder, when its listing was kept under the same stat facts
+        #: (:func:`_folder_names`; looked at on the first read)
+        self._names: tuple[frozenset[str] | None] | None = None
 
     # -- naming ----------------------------------------------------------------------------
     def __str__(self) -> str:
@@ -176,13 +274,21 @@ class ModelSource:
         if self.kind == "hub":
             at = f"@{self.revision}" if self.revision else ""
             return f"{name} of {self.repo_id}{at}"
-        return str((self.root / name) if self.root is not None else name)
+        if self.root is None:
+            return name
+        return _joined(self.root, name) if isinstance(self.root, Path) else str(self.root / name)
 
     # -- reading ---------------------------------------------------------------------------
     def _local(self, name: str) -> Path | str | None:
         if self.kind == "file":
             return self._config_path if name == "config.json" else None
         if self.root is not None:
+            if "/" not in name:
+                if self._names is None:  # the folder's stat facts, looked at once per source
+                    self._names = (_folder_names(self._root_text),)
+                names = self._names[0]
+                if names is not None and name not in names:
+                    return None  # not in the folder (its listing kept under the same stat facts)
             # plain strings: a warm run reads a dozen names, and pathlib's parsing is most of it
             p = os.path.join(self._root_text, name)
             if name == "config.json":
@@ -196,8 +302,13 @@ class ModelSource:
         if name in self._cache:
             return self._cache[name]
         path = self._local(name)
-        data = None if path is None else _read_regular(path, self, name)
-        if data is not None:
+        if path is None:
+            data = None
+        elif self.root is not None:
+            data, digest = _read_kept(os.fspath(path), self, name)
+            self.files[name] = FileRecord(name, digest, len(data))
+        else:
+            data = _read_regular(path, self, name)
             self.files[name] = FileRecord(name, hashlib.sha256(data).hexdigest(), len(data))
         self._cache[name] = data
         return data
@@ -335,6 +446,19 @@ class ModelSource:
 
 # -- opening ---------------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=256)
+def _path_of(text: str) -> Path:
+    """``Path(text)``: pure and immutable, so one per text (a warm run opens the same folder
+    again and again, and pathlib's parsing costs more than the rest of opening it)."""
+    return Path(text)
+
+
+@functools.lru_cache(maxsize=256)
+def _joined(root: Path, name: str) -> str:
+    """``str(root / name)``, kept per root and name (pure, as :func:`_path_of`)."""
+    return str(root / name)
+
+
 def open_source(model: Any, revision: str | None = None) -> ModelSource:
     """The :class:`ModelSource` for what the user typed: a path, or a Hugging Face repo id.
 
@@ -347,7 +471,7 @@ def open_source(model: Any, revision: str | None = None) -> ModelSource:
     if revision is not None and (not isinstance(revision, str) or not revision.strip()):
         raise InvalidInputError(f"invalid revision (--revision): got {revision!r}; allowed: a branch, tag or "
                                 f"commit of the Hugging Face repo", field="revision")
-    p = Path(model)
+    p = _path_of(model) if model.__class__ is str else Path(model)
     try:
         found = os.stat(p)  # one stat for exists() and is_dir()
     except (OSError, ValueError):

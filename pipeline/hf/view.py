@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any, Iterator
 
 from enginecfg.pipeline.errors import FrozenConfigError
+from enginecfg.pipeline.hf.memo import same_content
 from enginecfg.pipeline.hf.snapshot import is_snapshot
 from enginecfg.pipeline.jsonvalue import PLAIN, to_json
 
@@ -33,7 +34,7 @@ def deep_freeze(value: Any) -> Any:
 class HFConfigView:
     """Attribute access over one config snapshot (and its nested sub-configs)."""
 
-    __slots__ = ("_snap", "_overlay", "_children", "_root", "_path", "_frozen")
+    __slots__ = ("_snap", "_overlay", "_children", "_root", "_path", "_frozen", "_version")
 
     def __init__(self, snap: dict[str, Any], *, _root: "HFConfigView | None" = None, _path: str = ""):
         object.__setattr__(self, "_snap", snap)
@@ -42,6 +43,9 @@ class HFConfigView:
         object.__setattr__(self, "_root", _root)
         object.__setattr__(self, "_path", _path)
         object.__setattr__(self, "_frozen", False)
+        #: (a root's) moves with every value put into an overlay of its tree: a write, a
+        #: value copied on read, the values frozen (see :meth:`overlay_probe`)
+        object.__setattr__(self, "_version", 0)
 
     # -- reading ---------------------------------------------------------------------------
     @property
@@ -75,6 +79,7 @@ class HFConfigView:
                 return deep_freeze(value)
             value = to_json(value)
             overlay[name] = value  # copy-on-read: in-place edits stay in this run
+            self._moved()
         return value
 
     def __getattr__(self, name: str) -> Any:
@@ -124,6 +129,11 @@ class HFConfigView:
             raise FrozenConfigError(f"the config is frozen: cannot set {path}", field=path)
         aliases = self._snap.get("aliases") or {}
         self._overlay[aliases.get(name, name)] = value
+        self._moved()
+
+    def _moved(self) -> None:
+        root = self._root or self
+        object.__setattr__(root, "_version", root._version + 1)
 
     def __delattr__(self, name: str) -> None:
         raise FrozenConfigError(f"hf_config attributes cannot be deleted ({name})", field=name)
@@ -133,6 +143,7 @@ class HFConfigView:
         root = self._root or self
         object.__setattr__(root, "_frozen", True)
         root._freeze_overlays()
+        root._moved()
 
     def _freeze_overlays(self) -> None:
         for name, value in list(self._overlay.items()):
@@ -153,6 +164,7 @@ class HFConfigView:
             if isinstance(value, HFConfigView):
                 raise TypeError(f"{name} holds a view, not a value: it cannot be copied")
             new._overlay[name] = to_json(value)
+        new._moved()
         for name, child in self._children.items():
             child._clone_into(new._child(name, child._snap))
 
@@ -198,6 +210,61 @@ class HFConfigView:
         for child in self._children.values():
             out.update(child.overlay_state())
         return out
+
+    def overlay_probe(self, state: dict[str, Any]) -> tuple[int, tuple[tuple[Any, ...], ...], int] | None:
+        """Whether this root view's writes are those of *state* (a config's state: each write
+        that differs from the snapshot found there with the same content), remembered for
+        checking again cheaply:
+        ``(version, entries, n)``, where *entries* are the values in the overlays that are not
+        plain scalars (lists, dicts, anything else: what can change without a write), each
+        with what it was compared with, and *n* how many writes differ from the snapshot (each
+        found in *state*); None where one is not.
+
+        While the root's version stays the same, no value was put into any overlay of the
+        tree, so only those entries can have changed, in place (:meth:`probe_holds`)."""
+        version = self._version
+        entries: list[tuple[Any, ...]] = []
+        n = self._probe_into(state, entries)
+        return None if n is None else (version, tuple(entries), n)
+
+    def _probe_into(self, state: dict[str, Any], entries: list) -> int | None:
+        n = 0
+        prefix = f"hf_config.{self._path}." if self._path else "hf_config."
+        attrs = self._snap["attrs"]
+        for name, value in self._overlay.items():
+            if isinstance(value, HFConfigView):
+                continue
+            base = attrs.get(name, _MISSING)
+            if base is not _MISSING and value.__class__ is base.__class__ and value == base:
+                if value.__class__ not in PLAIN:
+                    entries.append((value, base, None))
+                continue
+            old = state.get(prefix + name, _MISSING)
+            if old is _MISSING or not same_content(value, old):
+                return None
+            if value.__class__ not in PLAIN:
+                entries.append((value, old, prefix + name))
+            n += 1
+        for child in self._children.values():
+            m = child._probe_into(state, entries)
+            if m is None:
+                return None
+            n += m
+        return n
+
+    def probe_holds(self, probe: tuple[int, tuple[tuple[Any, ...], ...], int]) -> bool:
+        """Whether the overlays still hold what :meth:`overlay_probe` found (False where it
+        cannot tell: a value was put into an overlay since)."""
+        version, entries, _ = probe
+        if self._version != version:
+            return False
+        for value, compared, key in entries:
+            if key is None:  # equal to the snapshot's value then: still?
+                if not (value.__class__ is compared.__class__ and value == compared):
+                    return False
+            elif not same_content(value, compared):
+                return False
+        return True
 
     def base_value(self, dotted: str) -> Any:
         """The snapshot's value at a dotted path (before any write of this run), or None."""

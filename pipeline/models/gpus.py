@@ -149,14 +149,24 @@ def _norm(text: str) -> str:
     return "".join(ch for ch in text.upper() if ch.isalnum())
 
 
+#: names found before, as given -> their preset (the presets are frozen values, never changed)
+_FOUND: dict[str, Gpu] = {}
+
+
 def find_gpu(name: str) -> Gpu:
     """The preset called *name* (case, ``-``, ``_`` and spaces do not matter; an alias or the
     device's own name works too); an unknown name is refused with the presets listed."""
+    if name.__class__ is str:
+        found = _FOUND.get(name)
+        if found is not None:
+            return found
     if not isinstance(name, str) or not name.strip():
         raise InvalidInputError.for_value("gpu", name, "one of " + ", ".join(GPUS), flag="--gpu")
     key = _norm(name)
     for gpu in GPUS.values():
         if key in {_norm(gpu.name), _norm(gpu.device_name), *(_norm(a) for a in gpu.aliases)}:
+            if name.__class__ is str and len(_FOUND) < 256:
+                _FOUND[name] = gpu
             return gpu
     raise InvalidInputError(f"invalid GPU (--gpu): got {name!r}{did_you_mean(name, GPUS)}; allowed: "
                             + ", ".join(f"{g.name} ({g.memory_gib:.1f} GiB, sm {g.capability_text})"
