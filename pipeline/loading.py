@@ -422,6 +422,16 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
     # the default class transformers names for a model type is its bare ``*Model``: vLLM's
     # suffix table makes that a pooling model, converted to embedding
     suffix_pooling = defaulted and not info.is_pooling and architectures.default_is_embedding(named)
+    runner = args.get("runner", "auto")
+    if runner in ("generate", "draft"):
+        if info.is_pooling:
+            # vLLM has no generative class to run: 0.19.0 fails in the model's config hook
+            # (AttributeError), 0.34.0 in ModelConfig's validation (an assertion)
+            raise InvalidInputError.for_value(
+                "runner", runner, f"auto or pooling: {named} is a pooling model only, and vLLM fails while it "
+                                  f"builds the config of a pooling class under --runner {runner}", flag="--runner")
+        # a named generative runner: no conversion to a pooling model
+        st_pooling, suffix_pooling = None, False
     pooling = info.is_pooling or st_pooling is not None or suffix_pooling
     convert_type = "embed" if (st_pooling is not None or suffix_pooling) and not info.is_pooling else "none"
     if args.get("runner") == "pooling" and not pooling:
@@ -467,7 +477,7 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
 
     mc = ModelConfig(
         model=model, architecture=arch, architectures=list(archs), model_type=top_type,
-        hf_config=hf, hf_text_config=text, runner_type="pooling" if pooling else "generate",
+        hf_config=hf, hf_text_config=text, runner_type="pooling" if pooling else ("draft" if runner == "draft" else "generate"),
         convert_type=convert_type, sliding_window=sliding_window, disable_sliding_window=disable_sw,
         dtype=dtype, max_model_len=max_len, head_size=head_size, total_num_kv_heads=total_kv,
         num_kv_heads=num_kv, num_attention_heads=heads if isinstance(heads, int) else None,
