@@ -35,7 +35,9 @@ __all__ = ["DEFAULT_STAGE_TIMEOUT", "STAGE_TIMEOUT_ENV", "stage_timeout", "call_
 DEFAULT_STAGE_TIMEOUT = 10.0
 #: the environment variable that sets the limit when the caller does not
 STAGE_TIMEOUT_ENV = "ENGINECFG_STAGE_TIMEOUT"
-_ALLOWED = "a positive number of seconds"
+#: the longest wait a thread can be given (``threading.TIMEOUT_MAX``, about 292 years here)
+_LONGEST = threading.TIMEOUT_MAX
+_ALLOWED = f"a positive number of seconds, at most {_LONGEST:.6g}"
 
 
 def _seconds(value: Any, flag: str | None) -> float:
@@ -48,7 +50,7 @@ def _seconds(value: Any, flag: str | None) -> float:
         number = float(value)
     else:
         raise InvalidInputError.for_value("stage_timeout", value, _ALLOWED, flag=flag)
-    if not math.isfinite(number) or number <= 0:
+    if not math.isfinite(number) or number <= 0 or number > _LONGEST:
         raise InvalidInputError.for_value("stage_timeout", value, _ALLOWED, flag=flag)
     return number
 

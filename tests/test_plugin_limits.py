@@ -136,7 +136,7 @@ def test_the_limit_comes_from_the_argument_the_environment_or_the_default(monkey
         with pytest.raises(InvalidInputError, match=f"invalid stage_timeout \\({STAGE_TIMEOUT_ENV}\\): got"):
             Pipeline()
     monkeypatch.delenv(STAGE_TIMEOUT_ENV)
-    for bad in (0, -3, True, [], float("inf")):
+    for bad in (0, -3, True, [], float("inf"), 1e12, "1e12"):  # past threading.TIMEOUT_MAX: no wait takes it
         with pytest.raises(InvalidInputError, match="allowed: a positive number of seconds"):
             Pipeline(stage_timeout=bad)
 
