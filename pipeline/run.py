@@ -231,9 +231,11 @@ class Pipeline:
         return self.rules.release
 
     @property
-    def release(self) -> releases.Release:
-        """The vLLM release whose rules this pipeline runs, as a value (what it decides where)."""
-        return releases.get(self.rules.release)
+    def release(self) -> releases.Release | None:
+        """The vLLM release whose rules this pipeline runs, as a value (what it decides where);
+        None for a rule pack registered under a name that is no release (its stages are
+        handed None, as a run's context is)."""
+        return releases.get(self.rules.release) if releases.known(self.rules.release) else None
 
     # -- running ---------------------------------------------------------------------------
     def run(self, cfg: BaseEngineConfig, *, run_id: str | None = None) -> RunResult:
@@ -244,7 +246,7 @@ class Pipeline:
         if cfg.frozen:
             raise InvalidInputError("this config was already resolved and frozen; load it again to rerun",
                                     field="cfg")
-        run = _Run(run_id or uuid.uuid4().hex, cfg, self.release if releases.known(self.rules.release) else None)
+        run = _Run(run_id or uuid.uuid4().hex, cfg, self.release)
         if events.run_started.receivers:  # documents are built only for someone who listens
             input_doc = to_json(cfg.to_config_dict())
             events.run_started.send(run.run_id, event=events.RunStarted(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from support import REPO
+from support import EXAMPLES, REPO
 
 import enginecfg.releases as app_releases
 from enginecfg.commands.explain import explain
@@ -64,3 +64,20 @@ def test_upgrade_names_the_rules(scratch, warm_snapshots):
     assert [f.field for f in u.changed] == [f.field for f in v.changed]
     assert [f.why for f in u.changed] == [f.why for f in v.changed]
     assert sum(f.why == RULE_NOT_IDENTIFIED for f in u.changed) == sum(f.why == RULE_NOT_IDENTIFIED for f in v.changed)
+
+
+def test_a_rule_pack_under_a_site_name_runs_with_no_release(monkeypatch):
+    """A pack registered under a name that is no release (a site's own build of 0.34.0's rules)
+    runs: its pipeline and its stages are handed no release, as a run's context is."""
+    import attrs
+
+    from enginecfg import Pipeline
+    from enginecfg.pipeline import rulepacks
+
+    monkeypatch.setattr(rulepacks, "_PACKS", dict(rulepacks._PACKS))
+    rulepacks.register(attrs.evolve(rulepacks.get("0.34.0"), release="0.34.0+site"))
+    pipe = Pipeline(gpu_validation="off", vllm_version="0.34.0+site")
+    assert pipe.release is None
+    result = pipe.resolve(EXAMPLES / "qwen3.5-27b")
+    assert result.status == "resolved" and result.to_dict()["vllm_version"] == "0.34.0+site"
+    assert result.config.cache_config.block_size == 64  # 0.34.0's rules, all in force
