@@ -81,3 +81,14 @@ def test_a_rule_pack_under_a_site_name_runs_with_no_release(monkeypatch):
     result = pipe.resolve(EXAMPLES / "qwen3.5-27b")
     assert result.status == "resolved" and result.to_dict()["vllm_version"] == "0.34.0+site"
     assert result.config.cache_config.block_size == 64  # 0.34.0's rules, all in force
+
+
+def test_a_release_is_composed_only_after_the_one_it_builds_on():
+    from enginecfg import InvalidInputError
+    from enginecfg.pipeline import releases
+
+    with pytest.raises(InvalidInputError, match="got '0.18.0'; allowed: a release after 0.34.0"):
+        releases.compose("0.18.0", before="0.34.0")
+    with pytest.raises(InvalidInputError, match="a release after 0.34.0"):
+        releases.compose("0.34.0")
+    assert releases.compose("0.35.0").before.name == "0.34.0"
