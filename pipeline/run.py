@@ -34,7 +34,8 @@ from enginecfg.pipeline import releases, rulepacks
 from enginecfg.pipeline.releases import RELEASE_ENV
 from enginecfg.pipeline.stage import Stage, StageContext, capped
 from enginecfg.pipeline.suggest import did_you_mean
-from enginecfg.pipeline.timelimit import TimedOut, call_with_limit, stage_timeout as _stage_timeout
+from enginecfg.pipeline.timelimit import TimedOut, call_with_limit, stage_output
+from enginecfg.pipeline.timelimit import stage_timeout as _stage_timeout
 from enginecfg.pipeline.plugin_checks import check_plugin_changes
 
 __all__ = ["Pipeline", "RELEASE_ENV", "release_from_env"]
@@ -502,15 +503,9 @@ class Pipeline:
         return self._publish_failure(run_id, exc, None, model=model, engine_args=engine_args)
 
 
-@contextlib.contextmanager
 def _output_to_stderr(plugin: bool):
-    """While a plugin's stage runs, what it prints to stdout goes to stderr (``print`` in a
-    stage is a diagnostic; stdout carries the report or the run document)."""
-    if not plugin:
-        yield
-        return
-    with contextlib.redirect_stdout(sys.stderr):
-        yield
+    """What a plugin's stage prints goes to stderr (:func:`.timelimit.stage_output`)."""
+    return stage_output() if plugin else contextlib.nullcontext()
 
 
 def _text_of(exc: BaseException) -> str:
