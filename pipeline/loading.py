@@ -18,11 +18,12 @@ with these loaders as its constructors (``from_pretrained``, ``from_pretrained_m
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import attrs
 
@@ -118,6 +119,42 @@ def _eager(cfg: EngineConfig, defer: bool) -> EngineConfig:
     return cfg
 
 
+def _override_paths(overrides: Any, prefix: str = "") -> dict[str, Any]:
+    """``{dotted field: value}`` of an ``hf_overrides`` mapping (a nested config's fields by
+    its name: ``text_config.num_attention_heads``)."""
+    out: dict[str, Any] = {}
+    for key, value in overrides.items():
+        if isinstance(value, dict):
+            out.update(_override_paths(value, f"{prefix}{key}."))
+        out[f"{prefix}{key}"] = value
+    return out
+
+
+def _blaming_overrides(load: Callable[..., Any]) -> Callable[..., Any]:
+    """*load*, whose refusal of a model-config field that ``--hf-overrides`` set says so (the
+    value is the caller's, not config.json's)."""
+    @functools.wraps(load)
+    def loaded(path: Any, engine_args: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return load(path, engine_args, *args, **kwargs)
+        except InvalidInputError as exc:
+            field = exc.field or ""
+            given = engine_args.get("hf_overrides") if isinstance(engine_args, dict) else None
+            if field.startswith("hf_config.") and isinstance(given, (dict, str)) and given:
+                try:
+                    paths = _override_paths(parse_engine_args({"hf_overrides": given})["hf_overrides"])
+                except InvalidInputError:
+                    raise exc from None
+                name = field[len("hf_config."):]
+                if name in paths:
+                    exc.message = (exc.message.replace(" in config.json", "", 1)
+                                   + f" (the value --hf-overrides sets: {name}={paths[name]!r})")
+                    exc.args = (exc.message,)
+            raise
+    return loaded
+
+
+@_blaming_overrides
 def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None = None, *,
                     defer_argument_errors: bool = False, registry: Any = None,
                     arguments: Any = None) -> EngineConfig:
