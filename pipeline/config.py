@@ -163,7 +163,7 @@ class ModelConfig:
     model_type: str | None = attrs.field(default=None)
     hf_config: HFConfigView | None = attrs.field(default=None, repr=False, eq=False)
     hf_text_config: HFConfigView | None = attrs.field(default=None, repr=False, eq=False)
-    runner_type: str = attrs.field(default="generate", validator=one_of(("generate", "pooling")))
+    runner_type: str = attrs.field(default="generate", validator=one_of(("generate", "pooling", "draft")))
     convert_type: str = attrs.field(default="none")
     dtype: str = attrs.field(default="bfloat16", validator=one_of(RESOLVED_DTYPES))
     #: the caller's value may be 0 or below (refused after vLLM's checks); a stage sets a positive one

@@ -17,6 +17,7 @@ import attrs
 from enginecfg.pipeline.config import BaseEngineConfig
 from enginecfg.pipeline.errors import EngineCfgError
 from enginecfg.pipeline.jsonvalue import fingerprint, to_json
+from enginecfg.pipeline import releases
 
 __all__ = ["Change", "Message", "RunResult", "document"]
 
@@ -102,7 +103,9 @@ def document(run_id: str, status: str, cfg: BaseEngineConfig | None, changes: Se
              gpu: dict[str, Any] | None = None) -> dict[str, Any]:
     """The run document of a run as far as it got (*cfg* None: it did not load; then *model*
     and *engine_args* say what was asked for).  ``vllm_version`` and ``gpu`` say which vLLM
-    release's rules decided and which GPU the start-up step and the figures assume.  Each
+    release's rules decided and which GPU the start-up step and the figures assume;
+    ``vllm_release`` whether that release is exact, and the dated rules it still lacks where it
+    is not (its answers may differ from vLLM's there; None for a pack under no release's name).  Each
     declared fact is a key (None when not recorded), in *fact_names*' order, then any other
     fact recorded."""
     config = to_json(cfg.to_config_dict()) if cfg is not None else None
@@ -111,6 +114,7 @@ def document(run_id: str, status: str, cfg: BaseEngineConfig | None, changes: Se
         "run_id": run_id,
         "model": cfg.model if cfg is not None else model,
         "vllm_version": vllm_version,
+        "vllm_release": _release_note(vllm_version),
         "gpu": to_json(gpu),
         "engine_args": to_json(cfg.engine_args if cfg is not None else (engine_args or {})),
         "source": to_json(cfg.source) if cfg is not None else None,
@@ -123,3 +127,10 @@ def document(run_id: str, status: str, cfg: BaseEngineConfig | None, changes: Se
     doc["error"] = error.to_dict() if error is not None else None
     doc["fingerprint"] = fingerprint(config) if config is not None else None
     return doc
+
+
+def _release_note(name: str | None) -> dict[str, Any] | None:
+    if not isinstance(name, str) or not releases.known(name):
+        return None
+    release = releases.get(name)
+    return {"exact": release.exact, "reference": release.reference.name, "unwired": list(release.unwired)}

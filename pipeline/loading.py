@@ -18,11 +18,12 @@ with these loaders as its constructors (``from_pretrained``, ``from_pretrained_m
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import attrs
 
@@ -118,6 +119,42 @@ def _eager(cfg: EngineConfig, defer: bool) -> EngineConfig:
     return cfg
 
 
+def _override_paths(overrides: Any, prefix: str = "") -> dict[str, Any]:
+    """``{dotted field: value}`` of an ``hf_overrides`` mapping (a nested config's fields by
+    its name: ``text_config.num_attention_heads``)."""
+    out: dict[str, Any] = {}
+    for key, value in overrides.items():
+        if isinstance(value, dict):
+            out.update(_override_paths(value, f"{prefix}{key}."))
+        out[f"{prefix}{key}"] = value
+    return out
+
+
+def _blaming_overrides(load: Callable[..., Any]) -> Callable[..., Any]:
+    """*load*, whose refusal of a model-config field that ``--hf-overrides`` set says so (the
+    value is the caller's, not config.json's)."""
+    @functools.wraps(load)
+    def loaded(path: Any, engine_args: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return load(path, engine_args, *args, **kwargs)
+        except InvalidInputError as exc:
+            field = exc.field or ""
+            given = engine_args.get("hf_overrides") if isinstance(engine_args, dict) else None
+            if field.startswith("hf_config.") and isinstance(given, (dict, str)) and given:
+                try:
+                    paths = _override_paths(parse_engine_args({"hf_overrides": given})["hf_overrides"])
+                except InvalidInputError:
+                    raise exc from None
+                name = field[len("hf_config."):]
+                if name in paths:
+                    exc.message = (exc.message.replace(" in config.json", "", 1)
+                                   + f" (the value --hf-overrides sets: {name}={paths[name]!r})")
+                    exc.args = (exc.message,)
+            raise
+    return loaded
+
+
+@_blaming_overrides
 def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None = None, *,
                     defer_argument_errors: bool = False, registry: Any = None,
                     arguments: Any = None) -> EngineConfig:
@@ -422,6 +459,16 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
     # the default class transformers names for a model type is its bare ``*Model``: vLLM's
     # suffix table makes that a pooling model, converted to embedding
     suffix_pooling = defaulted and not info.is_pooling and architectures.default_is_embedding(named)
+    runner = args.get("runner", "auto")
+    if runner in ("generate", "draft"):
+        if info.is_pooling:
+            # vLLM has no generative class to run: 0.19.0 fails in the model's config hook
+            # (AttributeError), 0.34.0 in ModelConfig's validation (an assertion)
+            raise InvalidInputError.for_value(
+                "runner", runner, f"auto or pooling: {named} is a pooling model only, and vLLM fails while it "
+                                  f"builds the config of a pooling class under --runner {runner}", flag="--runner")
+        # a named generative runner: no conversion to a pooling model
+        st_pooling, suffix_pooling = None, False
     pooling = info.is_pooling or st_pooling is not None or suffix_pooling
     convert_type = "embed" if (st_pooling is not None or suffix_pooling) and not info.is_pooling else "none"
     if args.get("runner") == "pooling" and not pooling:
@@ -467,7 +514,7 @@ def _build(model: str, raw: dict[str, Any] | None, snap: dict[str, Any] | None,
 
     mc = ModelConfig(
         model=model, architecture=arch, architectures=list(archs), model_type=top_type,
-        hf_config=hf, hf_text_config=text, runner_type="pooling" if pooling else "generate",
+        hf_config=hf, hf_text_config=text, runner_type="pooling" if pooling else ("draft" if runner == "draft" else "generate"),
         convert_type=convert_type, sliding_window=sliding_window, disable_sliding_window=disable_sw,
         dtype=dtype, max_model_len=max_len, head_size=head_size, total_num_kv_heads=total_kv,
         num_kv_heads=num_kv, num_attention_heads=heads if isinstance(heads, int) else None,

@@ -34,7 +34,8 @@ from enginecfg.pipeline import releases, rulepacks
 from enginecfg.pipeline.releases import RELEASE_ENV
 from enginecfg.pipeline.stage import Stage, StageContext, capped
 from enginecfg.pipeline.suggest import did_you_mean
-from enginecfg.pipeline.timelimit import TimedOut, call_with_limit, stage_timeout as _stage_timeout
+from enginecfg.pipeline.timelimit import TimedOut, call_with_limit, stage_output
+from enginecfg.pipeline.timelimit import stage_timeout as _stage_timeout
 from enginecfg.pipeline.plugin_checks import check_plugin_changes
 
 __all__ = ["Pipeline", "RELEASE_ENV", "release_from_env"]
@@ -238,9 +239,11 @@ class Pipeline:
         return self.rules.release
 
     @property
-    def release(self) -> releases.Release:
-        """The vLLM release whose rules this pipeline runs, as a value (what it decides where)."""
-        return releases.get(self.rules.release)
+    def release(self) -> releases.Release | None:
+        """The vLLM release whose rules this pipeline runs, as a value (what it decides where);
+        None for a rule pack registered under a name that is no release (its stages are
+        handed None, as a run's context is)."""
+        return releases.get(self.rules.release) if releases.known(self.rules.release) else None
 
     # -- running ---------------------------------------------------------------------------
     def run(self, cfg: BaseEngineConfig, *, run_id: str | None = None) -> RunResult:
@@ -251,7 +254,7 @@ class Pipeline:
         if cfg.frozen:
             raise InvalidInputError("this config was already resolved and frozen; load it again to rerun",
                                     field="cfg")
-        run = _Run(run_id or uuid.uuid4().hex, cfg, self.release if releases.known(self.rules.release) else None)
+        run = _Run(run_id or uuid.uuid4().hex, cfg, self.release)
         if events.run_started.receivers:  # documents are built only for someone who listens
             input_doc = to_json(cfg.to_config_dict())
             events.run_started.send(run.run_id, event=events.RunStarted(
@@ -514,15 +517,9 @@ class Pipeline:
         return self._publish_failure(run_id, exc, None, model=model, engine_args=engine_args)
 
 
-@contextlib.contextmanager
 def _output_to_stderr(plugin: bool):
-    """While a plugin's stage runs, what it prints to stdout goes to stderr (``print`` in a
-    stage is a diagnostic; stdout carries the report or the run document)."""
-    if not plugin:
-        yield
-        return
-    with contextlib.redirect_stdout(sys.stderr):
-        yield
+    """What a plugin's stage prints goes to stderr (:func:`.timelimit.stage_output`)."""
+    return stage_output() if plugin else contextlib.nullcontext()
 
 
 def _text_of(exc: BaseException) -> str:

@@ -9,9 +9,9 @@ Python cannot stop a thread from outside, so the stage's thread is abandoned, no
 is a daemon thread, it keeps running until the stage returns (or the process ends, which does
 not wait for it), and what it does afterwards is not recorded: the run is closed (its record
 takes no more changes or messages, :meth:`close` of the run) and the config it held is frozen,
-so an assignment it makes later raises in that thread alone; what it prints then is no longer
-sent to stderr.  A stage that never returns costs a thread and what it holds until the
-process exits.
+so an assignment it makes later raises in that thread alone; what it prints then still goes
+to stderr (:func:`stage_output`), never onto the report or run document on stdout.  A stage
+that never returns costs a thread and what it holds until the process exits.
 
 The limit: ``Pipeline(stage_timeout=seconds)``, the CLI's ``--stage-timeout``, else
 ``$ENGINECFG_STAGE_TIMEOUT``, else :data:`DEFAULT_STAGE_TIMEOUT` seconds.
@@ -19,23 +19,27 @@ The limit: ``Pipeline(stage_timeout=seconds)``, the CLI's ``--stage-timeout``, e
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import math
 import os
 import queue
+import sys
 import threading
 from typing import Any, Callable
 
 from enginecfg.pipeline.errors import InvalidInputError
 
-__all__ = ["DEFAULT_STAGE_TIMEOUT", "STAGE_TIMEOUT_ENV", "stage_timeout", "call_with_limit", "TimedOut"]
+__all__ = ["DEFAULT_STAGE_TIMEOUT", "STAGE_TIMEOUT_ENV", "stage_timeout", "call_with_limit", "TimedOut", "stage_output"]
 
 #: seconds a plugin's stage may take when nothing else is said
 DEFAULT_STAGE_TIMEOUT = 10.0
 #: the environment variable that sets the limit when the caller does not
 STAGE_TIMEOUT_ENV = "ENGINECFG_STAGE_TIMEOUT"
-_ALLOWED = "a positive number of seconds"
+#: the longest wait a thread can be given (``threading.TIMEOUT_MAX``, about 292 years here)
+_LONGEST = threading.TIMEOUT_MAX
+_ALLOWED = f"a positive number of seconds, at most {_LONGEST:.6g}"
 
 
 def _seconds(value: Any, flag: str | None) -> float:
@@ -48,7 +52,7 @@ def _seconds(value: Any, flag: str | None) -> float:
         number = float(value)
     else:
         raise InvalidInputError.for_value("stage_timeout", value, _ALLOWED, flag=flag)
-    if not math.isfinite(number) or number <= 0:
+    if not math.isfinite(number) or number <= 0 or number > _LONGEST:
         raise InvalidInputError.for_value("stage_timeout", value, _ALLOWED, flag=flag)
     return number
 
@@ -65,6 +69,52 @@ def stage_timeout(value: Any = None) -> float:
     return DEFAULT_STAGE_TIMEOUT
 
 
+_THREAD = "enginecfg-stage"
+
+
+class _StageOutput:
+    """``sys.stdout`` while plugin stages may print: a write goes to stderr while a stage runs
+    (from any thread) and, afterwards, from a stage's own worker thread (one abandoned past its
+    limit included); any other write goes to the stdout this replaced."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+        self.running = 0
+
+    def _sink(self) -> Any:
+        if self.running or threading.current_thread().name.startswith(_THREAD):
+            return sys.stderr
+        return self.target
+
+    def write(self, text: str) -> int:
+        return self._sink().write(text)
+
+    def flush(self) -> None:
+        self._sink().flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.target, name)
+
+
+_ABANDONED: list[str] = []
+
+
+@contextlib.contextmanager
+def stage_output():
+    """While a plugin's stage runs, what it prints to stdout goes to stderr (``print`` in a
+    stage is a diagnostic; stdout carries the report or the run document).  Once a stage's
+    worker has been abandoned the routing stays in place, so that worker never reaches stdout."""
+    proxy = sys.stdout if isinstance(sys.stdout, _StageOutput) else _StageOutput(sys.stdout)
+    sys.stdout = proxy
+    proxy.running += 1
+    try:
+        yield
+    finally:
+        proxy.running -= 1
+        if not proxy.running and not _ABANDONED and sys.stdout is proxy:
+            sys.stdout = proxy.target
+
+
 class TimedOut(Exception):
     """The call did not return within the limit (its thread was abandoned)."""
 
@@ -78,7 +128,7 @@ class _Worker:
 
     def __init__(self) -> None:
         self.calls: "queue.SimpleQueue[tuple[Callable[[], None], threading.Lock]]" = queue.SimpleQueue()
-        self.thread = threading.Thread(target=self._loop, name="enginecfg-stage", daemon=True)
+        self.thread = threading.Thread(target=self._loop, name=_THREAD, daemon=True)
         self.thread.start()
 
     def _loop(self) -> None:
@@ -114,13 +164,19 @@ def call_with_limit(fn: Callable[[], Any], seconds: float, name: str) -> Any:
         worker = _IDLE.pop()
     except IndexError:
         worker = _Worker()
-    worker.thread.name = f"enginecfg-stage-{name}"
+    worker.thread.name = f"{_THREAD}-{name}"
     done = threading.Lock()
     done.acquire()
     # the caller's context variables go with it, as if it ran in the calling thread
     worker.calls.put((functools.partial(contextvars.copy_context().run, body), done))
-    if not done.acquire(timeout=seconds) or not outcome:
-        raise TimedOut(name)  # the worker is left to the call (a Ctrl-C here leaves it too)
+    try:
+        finished = done.acquire(timeout=seconds)
+    except BaseException:  # a Ctrl-C while waiting leaves the worker to the call too
+        _ABANDONED.append(name)
+        raise
+    if not finished or not outcome:
+        _ABANDONED.append(name)
+        raise TimedOut(name)  # the worker is left to the call
     _IDLE.append(worker)
     ok, value = outcome[0]
     if ok:

@@ -67,6 +67,7 @@ def _utilization(value: Any) -> None:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value):
             words = "Input should be greater than 0" if value <= 0 else "Input should be less than or equal to 1"
             exc.message = exc.message.replace("allowed: ", f"{words} (allowed: ", 1) + ")"
+            exc.args = (exc.message,)
         raise
 
 

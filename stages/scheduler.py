@@ -48,9 +48,14 @@ class SchedulerStage(Stage):
             derived = [f"{name} = {value}" for name, value, given in (
                 ("max_num_batched_tokens", tokens, sc.max_num_batched_tokens),
                 ("max_num_seqs", seqs, sc.max_num_seqs)) if given is None and value < 1]
+            given = "max_model_len" in (cfg.engine_args or {})
+            where = ("--max-model-len" if given else
+                     "derived from the model config" + (" as --hf-overrides sets it"
+                                                        if (cfg.engine_args or {}).get("hf_overrides") else ""))
             raise InvalidInputError(
-                f"invalid max_model_len (--max-model-len): got {max_len}; allowed: a positive integer, or -1 "
-                f"for the model's maximum (vLLM derives {' and '.join(derived)} from it, which its "
+                f"invalid max_model_len ({where}): got {max_len}; allowed: "
+                f"{'a positive integer, or -1 for the model' + chr(39) + 's maximum' if given else 'a model whose length is a positive integer'}"
+                f" (vLLM derives {' and '.join(derived)} from it, which its "
                 f"scheduler config refuses: each must be at least 1)", field="max_model_len")
         if tokens < max_len and not chunked:
             raise ConfigRejectedError(

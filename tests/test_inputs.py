@@ -45,7 +45,8 @@ BAD_CLI = [
 
 
 @pytest.mark.parametrize("flags,field", BAD_CLI, ids=[f[1] for f in BAD_CLI])
-def test_bad_engine_flags_exit_2_with_one_line(flags, field):
+def test_bad_engine_flags_exit_2_with_one_line(flags, field, warm_snapshots):
+    # warm: a config read for the first time adds its own note line (not the refusal's)
     proc = cli("run", QWEN, "--no-audit", *flags)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -201,3 +202,24 @@ def test_hf_overrides_are_applied_to_the_config_before_anything_is_derived():
                                                max_model_len=8192)
     with pytest.raises(InvalidInputError, match=r"invalid hf_overrides \(--hf-overrides\): got '\[1\]'"):
         Pipeline(gpu_validation="off").resolve(folder, hf_overrides="[1]")
+
+
+def test_a_refused_value_that_hf_overrides_set_is_blamed_on_the_flag():
+    """The value came from --hf-overrides, not from config.json: the refusal says so, and a
+    length derived from it is not blamed on a --max-model-len nobody gave."""
+    folder = CONFIGS / "jamba-1.5-mini"
+    pipe = Pipeline(gpu_validation="off")
+    with pytest.raises(InvalidInputError) as info:
+        pipe.resolve(folder, hf_overrides={"num_attention_heads": "x"})
+    assert "in config.json" not in str(info.value)
+    assert "(the value --hf-overrides sets: num_attention_heads='x')" in str(info.value)
+    with pytest.raises(InvalidInputError) as info:
+        pipe.resolve(folder, hf_overrides={"num_attention_heads": 0})
+    assert info.value.field == "hf_config.num_attention_heads" and "--hf-overrides sets" in str(info.value)
+    with pytest.raises(InvalidInputError) as info:
+        pipe.resolve(folder, hf_overrides={"max_position_embeddings": -5})
+    assert "--max-model-len" not in str(info.value)
+    assert "invalid max_model_len (derived from the model config as --hf-overrides sets it): got -5" \
+        in str(info.value)
+    with pytest.raises(InvalidInputError, match=r"invalid max_model_len \(--max-model-len\): got 0"):
+        pipe.resolve(folder, max_model_len=0)

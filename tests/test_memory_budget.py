@@ -10,7 +10,7 @@ import math
 import re
 
 import pytest
-from support import CONFIGS, REPO
+from support import CONFIGS, EXAMPLES, REPO
 
 from enginecfg import Pipeline
 from enginecfg.pipeline.models import capacity, memory
@@ -255,3 +255,12 @@ def test_no_kv_memory_names_the_parts_beside_the_weights():
     assert "The weights alone" not in finding.message
     assert "activation peak of the profiling run" in finding.message
     assert finding.figures["taken_bytes"] > finding.figures["usable_bytes"] > finding.figures["weights_per_gpu"]
+
+
+def test_the_graph_part_names_the_release_the_run_speaks_for():
+    from enginecfg import Pipeline
+
+    for release in ("0.28.0", "0.34.0"):
+        doc = Pipeline(gpu_validation="off", vllm_version=release).resolve(EXAMPLES / "qwen3.5-27b").to_dict()
+        text = json.dumps(doc["impact"]["memory"]["parts"])
+        assert f"subtracted: vLLM {release} estimates the graphs" in text

@@ -136,7 +136,7 @@ def test_the_limit_comes_from_the_argument_the_environment_or_the_default(monkey
         with pytest.raises(InvalidInputError, match=f"invalid stage_timeout \\({STAGE_TIMEOUT_ENV}\\): got"):
             Pipeline()
     monkeypatch.delenv(STAGE_TIMEOUT_ENV)
-    for bad in (0, -3, True, [], float("inf")):
+    for bad in (0, -3, True, [], float("inf"), 1e12, "1e12"):  # past threading.TIMEOUT_MAX: no wait takes it
         with pytest.raises(InvalidInputError, match="allowed: a positive number of seconds"):
             Pipeline(stage_timeout=bad)
 
@@ -146,6 +146,7 @@ _SLOW_PLUGIN = textwrap.dedent('''
     from enginecfg import Stage
 
     RELEASE = threading.Event()
+    PRINTED = threading.Event()
 
     class Slow(Stage):
         name = "test-slow"
@@ -154,6 +155,8 @@ _SLOW_PLUGIN = textwrap.dedent('''
 
         def run(self, cfg, ctx):
             RELEASE.wait(60)
+            print("late words of test-slow")
+            PRINTED.set()
 ''')
 
 
@@ -170,7 +173,8 @@ def slow_plugin(tmp_path, monkeypatch):
     import enginecfg_test_slow  # the module discovery imports (once per process)
 
     enginecfg_test_slow.RELEASE.clear()
-    yield
+    enginecfg_test_slow.PRINTED.clear()
+    yield enginecfg_test_slow
     enginecfg_test_slow.RELEASE.set()
 
 
@@ -299,3 +303,16 @@ def test_the_stage_is_frozen_out_after_a_timeout(monkeypatch):
             stage.go.set()
     with pytest.raises(FrozenConfigError):
         cfg.cache_config.block_size = 32
+
+
+def test_what_an_abandoned_stage_prints_later_never_reaches_stdout(slow_plugin, capsys):
+    """The run is over and its document may be on stdout: the worker left past its limit
+    prints when it wakes, and that goes to stderr."""
+    with pytest.raises(StageTimeoutError):
+        Pipeline(gpu_validation="off", stage_timeout=0.2).resolve(QWEN)
+    print("the run document")
+    slow_plugin.RELEASE.set()
+    assert slow_plugin.PRINTED.wait(10)
+    out, err = capsys.readouterr()
+    assert out == "the run document\n"
+    assert "late words of test-slow" in err

@@ -60,6 +60,7 @@ OBJECTS = {
     ("pipeline/releases/options.py", "base"): "the option table composed before, by part name",
     ("stages/v034/config_time.py", "pipeline"): "the pipeline handing a stage its release (a stage kit's may have none)",
     ("stages/v034/config_time.py", "self"): "the stage's own release, where configure set one",
+    ("pipeline/timelimit.py", "self.target"): "the stdout a stage's output router stands in for",
     ("pipeline/stage.py", "type(item)"): "a fact a stage recorded, asked whether it turns itself into JSON",
 }
 

@@ -138,3 +138,23 @@ def test_every_release_is_accepted_by_the_pipeline_the_environment_and_upgrade(n
     monkeypatch.delenv(releases.RELEASE_ENV)
     u = upgrade(qwen, from_version="0.19.0", to_version=name)
     assert u.to_side.release == name and u.to_side.ok
+
+
+def test_a_run_of_a_composed_release_says_which_rules_it_lacks():
+    """The run document and the human report of a release that is not exact name the rules
+    it still lacks; an exact release's say it is exact."""
+    from enginecfg import Pipeline
+
+    model = REPO / "examples" / "models" / "qwen3.5-27b"
+    doc = Pipeline(gpu_validation="off", vllm_version="0.34.0").resolve(model).to_dict()
+    assert doc["vllm_release"] == {"exact": True, "reference": "0.34.0", "unwired": []}
+    composed = next((r for r in releases.all_releases() if not r.exact), None)
+    if composed is None:
+        pytest.skip("every release is exact")
+    doc = Pipeline(gpu_validation="off", vllm_version=composed.name).resolve(model).to_dict()
+    assert doc["vllm_release"]["exact"] is False and doc["vllm_release"]["unwired"] == list(composed.unwired)
+    proc = subprocess.run([sys.executable, "-m", "enginecfg", "run", str(model), "--vllm-version", composed.name,
+                           "--no-audit", "--gpu-validation", "off"], capture_output=True, text=True, timeout=300)
+    text = " ".join(proc.stdout.split())
+    assert proc.returncode == 0 and f"vLLM {composed.name} is composed from dated rules" in text
+    assert composed.unwired[0] in text

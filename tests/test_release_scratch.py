@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from support import REPO
+from support import EXAMPLES, REPO
 
 import enginecfg.releases as app_releases
 from enginecfg.commands.explain import explain
@@ -64,3 +64,31 @@ def test_upgrade_names_the_rules(scratch, warm_snapshots):
     assert [f.field for f in u.changed] == [f.field for f in v.changed]
     assert [f.why for f in u.changed] == [f.why for f in v.changed]
     assert sum(f.why == RULE_NOT_IDENTIFIED for f in u.changed) == sum(f.why == RULE_NOT_IDENTIFIED for f in v.changed)
+
+
+def test_a_rule_pack_under_a_site_name_runs_with_no_release(monkeypatch):
+    """A pack registered under a name that is no release (a site's own build of 0.34.0's rules)
+    runs: its pipeline and its stages are handed no release, as a run's context is."""
+    import attrs
+
+    from enginecfg import Pipeline
+    from enginecfg.pipeline import rulepacks
+
+    monkeypatch.setattr(rulepacks, "_PACKS", dict(rulepacks._PACKS))
+    rulepacks.register(attrs.evolve(rulepacks.get("0.34.0"), release="0.34.0+site"))
+    pipe = Pipeline(gpu_validation="off", vllm_version="0.34.0+site")
+    assert pipe.release is None
+    result = pipe.resolve(EXAMPLES / "qwen3.5-27b")
+    assert result.status == "resolved" and result.to_dict()["vllm_version"] == "0.34.0+site"
+    assert result.config.cache_config.block_size == 64  # 0.34.0's rules, all in force
+
+
+def test_a_release_is_composed_only_after_the_one_it_builds_on():
+    from enginecfg import InvalidInputError
+    from enginecfg.pipeline import releases
+
+    with pytest.raises(InvalidInputError, match="got '0.18.0'; allowed: a release after 0.34.0"):
+        releases.compose("0.18.0", before="0.34.0")
+    with pytest.raises(InvalidInputError, match="a release after 0.34.0"):
+        releases.compose("0.34.0")
+    assert releases.compose("0.35.0").before.name == "0.34.0"

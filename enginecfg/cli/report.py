@@ -109,6 +109,14 @@ def print_run(result, *, where: str, memory: dict[str, Any] | None = None, extra
         gpu = doc.get("gpu") or {}
         out.append(f"as vLLM {doc['vllm_version']} decides it, on the {gpu.get('name')} (compute capability "
                    f"{gpu.get('capability')})")
+        note = doc.get("vllm_release") or {}
+        if note and not note.get("exact"):
+            unwired = note.get("unwired") or []
+            out.append(paragraph(
+                f"vLLM {doc['vllm_version']} is composed from dated rules, and {len(unwired)} rule(s) in which it "
+                f"differs from {note.get('reference')} are not wired yet ({', '.join(unwired[:8])}"
+                f"{', ...' if len(unwired) > 8 else ''}): where they apply, its answer may differ from vLLM's "
+                f"(enginecfg releases lists them)."))
     fallback = result.config.model_config.arch_fallback
     if fallback is not None:
         out.append(paragraph(f"Architecture: {fallback.note()}."))

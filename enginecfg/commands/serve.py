@@ -119,6 +119,9 @@ def serve_flags(result: RunResult, *, memory: Mapping[str, Any] | None = None,
         pooler = {k: v for k, v in (doc_config.get("pooler_config") or {}).items() if v is not None}
         if pooler:
             flags += ["--pooler-config", json.dumps(pooler, separators=(",", ":"))]
+    elif cfg.model_config.runner_type == "draft" or given.get("runner") == "generate":
+        # a generative runner named: kept (a checkpoint that would otherwise pool stays generative)
+        flags += ["--runner", cfg.model_config.runner_type]
     for option, flag in MEMORY_FLAGS.items():
         value = (memory or {}).get(option)
         if value is None and option == "kv_cache_memory":

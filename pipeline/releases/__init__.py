@@ -232,8 +232,11 @@ def compose(name: str, adds: Iterable[DatedRule | str] = (), before: Release | s
             table: OptionTable | None = None) -> Release:
     """Release *name*: *before* (a release or its name; default the latest) plus the dated
     rules *adds* (:class:`DatedRule`, or bare ids dated to *name*)."""
-    version_key(name)
+    key = version_key(name)
     base = get(before) if isinstance(before, str) else (before if before is not None else last())
+    if key <= version_key(base.name):
+        raise InvalidInputError.for_value("vllm_version", name, f"a release after {base.name}, the release it is "
+                                                                f"composed on")
     rules = tuple(r if isinstance(r, DatedRule) else DatedRule(str(r), name, "") for r in adds)
     return Release(name, base, rules, table=table)
 

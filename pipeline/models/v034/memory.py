@@ -89,7 +89,7 @@ def parts(cfg: Any, card: Any, weights: WeightsEstimate, specs: dict, *, request
     graphs = m019.cuda_graph_part(
         cfg, specs, tokens, requests, subtracted=on, enforce_eager=enforce_eager,
         largest=1024 if card.capability[0] == 10 else 512,
-        why=(f"subtracted: vLLM 0.34.0 estimates the graphs before sizing the KV cache "
+        why=(f"subtracted: vLLM{'' if release is None else f' {release}'} estimates the graphs before sizing the KV cache "
              f"({m019.ESTIMATE_CUDAGRAPHS_ENV} defaults to 1)" if on else
              f"not subtracted: {m019.ESTIMATE_CUDAGRAPHS_ENV}=0"))
     out = [m019.weights_part(weights), activation, _kept_part(cfg), graphs]
