@@ -40,7 +40,6 @@ OBJECTS = {
     ("stages/impact.py", "startup"): "the start-up fact (worked out or not), not a model config",
     ("pipeline/models/kv_cache.py", "s"): "KV-cache spec objects compared field by field",
     ("pipeline/models/kv_cache.py", "merged"): "KV-cache spec objects compared field by field",
-    ("pipeline/loadmemo.py", "sec"): "enginecfg's own attrs sections, copied field by field",
     ("pipeline/loadmemo.py", "template"): "enginecfg's own engine config, by section name",
     ("pipeline/loadmemo.py", "hf"): "the view's own copy method (clone), not a config field",
     ("pipeline/loadmemo.py", "text"): "the view's identity (anchor), not a config field",
