@@ -1,17 +1,27 @@
 """The dated rules the shared machinery switches per release answer as the releases run did.
 
 0.32.0 differs from 0.34.0 by rules the machinery switches (the Mamba prefill checkpoints B6b/S3e,
-the not-enough-memory text K7b, ...) and by four it does not model on either side (C1f, C4d,
-K10b, S2e: ``enginecfg releases`` lists them): on every case its oracle answered, enginecfg
-answers as 0.32.0 did.
+the not-enough-memory text K7b, the explicit-hybrid-manager refusal's wording K10b, ...) and by
+three that change nothing enginecfg computes (C1f, C4d, S2e: ``releases.NOTHING_TO_SWITCH`` says
+why, and the test below holds each reason true): it is exact, and on every case its oracle
+answered enginecfg answers as 0.32.0 did.
 """
 
 from __future__ import annotations
 
+import json
+import shutil
+
+import pytest
+
+from enginecfg import ConfigRejectedError, InvalidInputError, Pipeline
 from enginecfg.pipeline import releases
+from enginecfg.pipeline.models import gpus
 from enginecfg.pipeline.models.v034 import kv_planning
 
-from release_oracle_support import cases, compare, known
+from support import CONFIGS
+
+from release_oracle_support import _resolve, cases, compare, known
 from test_release_oracles import KNOWN
 
 
@@ -34,3 +44,64 @@ def test_the_not_enough_memory_text_follows_the_latest_k7_rule():
 def test_the_null_block_rule_is_dated_between_the_runs():
     assert not releases.get("0.28.0").has("K11") and releases.get("0.32.0").has("K11")
     assert releases.brought_by("K11").name == "0.29.0"
+
+
+def test_0_32_0_is_exact_and_its_oracle_cases_are_hard_assertions():
+    assert releases.get("0.32.0").unwired == ()
+    assert releases.get("0.32.0").exact
+
+
+@pytest.fixture
+def chunked_local_config(tmp_path, monkeypatch):
+    """qwen3.5-27b with chunked local attention, the switch that allows it with the hybrid KV
+    cache manager set to 0: vLLM turns the manager off, and refuses an explicit "keep it on"."""
+    folder = tmp_path / "chunked-local"
+    shutil.copytree(CONFIGS / "qwen3.5-27b", folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["text_config"]["attention_chunk_size"] = 8192
+    (folder / "config.json").write_text(json.dumps(config))
+    monkeypatch.setenv("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE", "0")
+    return folder
+
+
+@pytest.mark.parametrize("release, flag", [("0.19.0", "--no-disable-hybrid-kv-cache-manager"),
+                                           ("0.32.0", "--no-disable-hybrid-kv-cache-manager"),
+                                           ("0.33.0", "--enable-hybrid-kv-cache-manager"),
+                                           ("0.34.0", "--enable-hybrid-kv-cache-manager")])
+def test_the_explicit_hybrid_manager_refusal_names_the_flag_as_the_release_spells_it(chunked_local_config,
+                                                                                     release, flag):
+    # K10b (0.33.0): vLLM 0.34.0's VllmConfig.__post_init__ names --enable-hybrid-kv-cache-manager
+    pipe = Pipeline(vllm_version=release, gpu="H200", gpu_validation="off")
+    with pytest.raises(ConfigRejectedError) as exc:
+        pipe.resolve(str(chunked_local_config), disable_hybrid_kv_cache_manager=False)
+    assert str(exc.value) == ("Hybrid KV cache manager was explicitly enabled but is not supported in this "
+                              f"configuration. Consider omitting the {flag} flag to let vLLM decide automatically.")
+    assert exc.value.vllm_type == "ValueError"
+
+
+def test_the_explicit_hybrid_manager_refusal_raised_at_load_is_in_the_release_words(chunked_local_config):
+    from enginecfg.pipeline import rulepacks
+
+    with pytest.raises(ConfigRejectedError, match="--enable-hybrid-kv-cache-manager flag"):
+        rulepacks.get("0.34.0").load(str(chunked_local_config), {"disable_hybrid_kv_cache_manager": False})
+
+
+def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given():
+    assert set(releases.NOTHING_TO_SWITCH) == {"C1f", "C4d", "S2e"}
+    assert set(releases.NOTHING_TO_SWITCH) <= releases.WIRED
+    # S2e: the state alignment needs --use-replayssm, which no release's engine arguments take
+    for name in ("0.32.0", "0.34.0"):
+        with pytest.raises(InvalidInputError, match="unknown engine argument 'use_replayssm'"):
+            Pipeline(vllm_version=name, gpu="H200", gpu_validation="off").resolve(
+                str(CONFIGS / "qwen3.5-27b"), use_replayssm=True)
+    # C4d: every GPU enginecfg runs on is a CUDA device (a compute capability), never XPU
+    assert all(isinstance(g.capability, tuple) and g.capability >= (7, 0) for g in gpus.GPUS.values())
+    # C1f: the fact enginecfg reports is the architecture's flag, as 0.32.0 (the last release with
+    # the attribute) reported it on every case its oracle resolved
+    differ = []
+    for case_id, r in cases("0.32.0"):
+        want = ((r.get("final") or {}).get("model_config") or {}).get("supports_mamba_prefix_caching")
+        if want is not None:
+            got = _resolve("0.32.0", case_id, r).to_dict()["config"]["model_config"]["supports_mamba_prefix_caching"]
+            differ += [case_id] if got != want else []
+    assert differ == []

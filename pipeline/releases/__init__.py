@@ -30,8 +30,8 @@ import importlib
 import json
 import os
 from pathlib import Path
-from types import ModuleType
-from typing import Any, Iterable
+from types import MappingProxyType, ModuleType
+from typing import Any, Iterable, Mapping
 
 import attrs
 
@@ -39,7 +39,7 @@ from enginecfg.pipeline.errors import InvalidInputError
 
 __all__ = ["DatedRule", "Release", "RELEASE_ENV", "compose", "add", "get", "known", "names", "all_releases",
            "first", "last", "requested", "from_env", "env_value", "nearest", "version_key", "brought_by", "rule",
-           "rules_between", "ENGINE_START_RULE", "WIRED"]
+           "rules_between", "ENGINE_START_RULE", "WIRED", "NOTHING_TO_SWITCH"]
 
 #: the environment variable naming the vLLM release a run speaks for when none is given
 RELEASE_ENV = "ENGINECFG_VLLM_VERSION"
@@ -61,9 +61,26 @@ _MODE_IGNORED_RULE = "C7f"
 #: the batch tiers, B1f/B1g the priority lists, C4c Gemma 4's FP8 choice on SM90, K11 the null
 #: block the capacity check holds back; the ``vllm serve`` flag rules
 #: (C12a-C12n) are the option tables, each release reading with its own or the nearest earlier one
+#: K10b the explicit-hybrid-manager refusal's wording (``config_time.in_release_words``); and the
+#: rules of :data:`NOTHING_TO_SWITCH`
 WIRED: frozenset[str] = frozenset({"C8", "C3.3", "C6", "C3.2b", "C3.4a", "C3.4b", "C7f", "C7g", "C1b", "C1c", "C1g", "C1e", "C7c",
                                 "K7a", "K7b", "B6b", "S3e", "K4d", "C9.2", "C3.5b", "C3.5c", "B1f", "B1g",
-                                "C4c", "K11"})
+                                "C4c", "K11", "K10b"})
+
+#: dated rules that change nothing enginecfg computes, each with the reason: they count as wired
+#: (there is no switch to add), and ``tests/test_release_wiring.py`` holds each reason true
+NOTHING_TO_SWITCH: Mapping[str, str] = MappingProxyType({
+    "C1f": "vLLM 0.33.0 drops ModelConfig.supports_mamba_prefix_caching; the decisions that read it (the "
+           "'all' Mamba cache mode default and the W2 fallback of MambaModelConfig.verify_and_update_config) "
+           "left with C7e in 0.32.0, so no decision of a release around it reads it; the run document reports "
+           "the architecture's own interface flag for every release alike",
+    "C4d": "the XPU branch of Gemma4Config.verify_and_update_config: enginecfg's GPUs are CUDA devices only "
+           "(each a compute capability), so no run reaches it",
+    "S2e": "the Mamba state alignment is 16 only with --use-replayssm on FlashInfer's Mamba backend; no release's "
+           "engine arguments in enginecfg take use_replayssm (refused as unknown), so the alignment is 1 and the "
+           "Mamba page is the plain sum of its states, as before the rule",
+})
+WIRED = WIRED | frozenset(NOTHING_TO_SWITCH)
 _TABLE_RULE = "C12"
 
 _HERE = Path(__file__).resolve().parent

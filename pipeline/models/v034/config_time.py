@@ -25,6 +25,7 @@ from enginecfg.pipeline.models.architectures import GENERIC_ATTENTION
 from enginecfg.pipeline.models.derive import gemma4_head_dims as _gemma4_dims
 from enginecfg.pipeline.models.engine_defaults import attn_type as _attn_type_019
 from enginecfg.pipeline.models.engine_defaults import chunked_prefill_supported
+from enginecfg.pipeline.models.engine_defaults import HYBRID_MANAGER_NEEDED_ERROR, HYBRID_MANAGER_NEEDED_ERROR_K10B
 from enginecfg.pipeline.models.v034 import vllm_registry_034
 from enginecfg.pipeline.models.v034.backends import DEFAULT_BLOCK_SIZE, fa_supported
 from enginecfg.pipeline.models.vllm_registry import Fallback, Registry
@@ -32,7 +33,7 @@ from enginecfg.pipeline.models.vllm_registry import Fallback, Registry
 __all__ = ["RELEASE", "DEFAULT_BLOCK_SIZE", "REGISTRY", "REMOVED_ARCHITECTURES", "NEMOTRON_H_SSM_DTYPE", "transformers_backend",
            "is_hybrid", "is_mm_prefix_lm", "attn_type", "prefix_caching_supported", "chunked_prefill_supported",
            "batch_defaults", "chunked_prefill", "max_num_batched_tokens", "max_num_seqs", "async_scheduling",
-           "gemma4_head_dims", "gemma4_rule", "float_kv_mismatch", "FP8_KV_MESSAGE", "REMOVED_ARGUMENTS", "BIDIRECTIONAL_NO_POOLING",
+           "gemma4_head_dims", "gemma4_rule", "float_kv_mismatch", "FP8_KV_MESSAGE", "in_release_words", "REMOVED_ARGUMENTS", "BIDIRECTIONAL_NO_POOLING",
            "check_engine_args", "adapt", "ARGUMENT_CHOICES", "ARGUMENT_BOUNDS", "CONFIG_CLASS_CHECKED",
            "KIMI_LINEAR_DEFAULTS"]
 
@@ -327,4 +328,16 @@ def adapt(cfg: Any, release: Any) -> Any:
                    "performance. Meanwhile, it may cause accuracy drop without a proper scaling factor.")
     messages = [("INFO", FP8_KV_MESSAGE.format(cc.cache_dtype)) if m == old else m for m in messages]
     cfg.load_messages = messages
+    if cfg.pending_errors:
+        cfg.pending_errors = [(phase, in_release_words(err, release)) for phase, err in cfg.pending_errors]
     return cfg
+
+
+def in_release_words(err: Any, release: Any) -> Any:
+    """*err*, a refusal of the shared loader, in *release*'s words: the explicit-hybrid-manager
+    refusal names ``--enable-hybrid-kv-cache-manager`` under rule K10b; any other as it is."""
+    if not (isinstance(err, ConfigRejectedError) and err.message == HYBRID_MANAGER_NEEDED_ERROR
+            and release.has("K10b")):
+        return err
+    return ConfigRejectedError(HYBRID_MANAGER_NEEDED_ERROR_K10B, field=err.field, stage=err.stage,
+                               vllm_type=err.vllm_type)
