@@ -30,6 +30,23 @@ def test_every_case_of_0_32_0_answers_as_its_oracle(warm_snapshots):
     assert found == []
 
 
+def test_every_case_of_0_28_0_answers_as_its_oracle(warm_snapshots):
+    # B2f: before 0.31.0 FLASH_ATTN takes an FP8 cache on Hopper with FA3 only, so Gemma 4's FA4
+    # head-512 layers go to FLASHINFER (gemma4-text-default/fp8 on the H200), in blocks of 16
+    found = [d for case_id, r in cases("0.28.0") for d in compare("0.28.0", case_id, r) if known(d, KNOWN) is None]
+    assert found == []
+
+
+@pytest.mark.parametrize("release, backends", [("0.30.0", {256: "FLASHINFER", 512: "FLASHINFER"}),
+                                               ("0.31.0", {256: "FLASH_ATTN", 512: "FLASH_ATTN"})])
+def test_fa4_head_512_takes_an_fp8_cache_on_hopper_from_b2f(release, backends):
+    # 0.30.0 runs every Gemma 4 layer on FA4 (before C4c), which takes no FP8 cache on Hopper
+    # before B2f; 0.31.0 gives the head-512 layers FA4 with the FP8 cache (B2f), the others FA3
+    doc = Pipeline(vllm_version=release, gpu="H200", gpu_validation="off").resolve(
+        str(CONFIGS / "gemma4-text-default"), kv_cache_dtype="fp8").to_dict()
+    assert {b["head_size"]: b["backend"] for b in doc["startup"]["backends"]} == backends
+
+
 def test_the_not_enough_memory_text_follows_the_latest_k7_rule():
     args = (2 * 2**30, 2**30, 4096, 2048)
     old = kv_planning.not_enough_memory(*args, extensible=False, wording="")
