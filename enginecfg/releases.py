@@ -45,6 +45,10 @@ def arguments_for(release: releases.Release) -> tuple[dict[str, Any], dict[str, 
     offered = release.flag_table().VLLM_SERVE_CHOICES
     choices = {name: values for name, values in v034.ARGUMENT_CHOICES.items()
                if set(values) <= set(offered.get("--" + name.replace("_", "-"), (None, ()))[1])}
+    if release.has("C7e") and not release.has("C7f"):
+        # C7e: 'all' is no Mamba cache mode any more (CacheConfig's Literal); from C7f on the
+        # argument is taken and ignored whatever it holds
+        choices["mamba_cache_mode"] = ("align", "none")
     return (release_table(choices, dict(v034.ARGUMENT_BOUNDS)),
             {name: CONFIGS for name in v034.CONFIG_CLASS_CHECKED})
 

@@ -122,3 +122,39 @@ def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given(
             got = _resolve("0.32.0", case_id, r).to_dict()["config"]["model_config"]["supports_mamba_prefix_caching"]
             differ += [case_id] if got != want else []
     assert differ == []
+
+
+def _mode(release: str, model: str, **args):
+    return Pipeline(vllm_version=release, gpu="H200", gpu_validation="off").resolve(str(CONFIGS / model), **args)
+
+
+def test_mamba_cache_mode_all_before_c7e_falls_back_where_unsupported_and_c7d_warns():
+    # C7e (0.32.0) removed 'all' and W2's fallback; before it qwen3.5-27b (no Mamba prefix
+    # caching) falls back to 'align' with W2, and from C7d (0.30.0) CacheConfig warns about 'all'
+    w2 = ("Hybrid or mamba-based model detected without support for prefix caching with Mamba cache 'all' mode: "
+          "falling back to 'align' mode.")
+    deprecated = ("Mamba cache mode 'all' is deprecated and will be removed in an upcoming release. If this is a "
+                  "problem, please open an issue at https://github.com/vllm-project/vllm/issues.")
+    for release, warned in (("0.28.0", False), ("0.31.0", True)):
+        doc = _mode(release, "qwen3.5-27b", enable_prefix_caching=True, mamba_cache_mode="all").to_dict()
+        texts = [m["message"] for m in doc["messages"]]
+        assert doc["config"]["cache_config"]["mamba_cache_mode"] == "align" and w2 in texts
+        assert (deprecated in texts) is warned
+    doc = _mode("0.31.0", "mamba2-default", enable_prefix_caching=True, mamba_cache_mode="all").to_dict()
+    assert doc["config"]["cache_config"]["mamba_cache_mode"] == "all"
+
+
+def test_mamba_cache_mode_all_is_refused_by_0_32_0_and_ignored_from_c7f():
+    with pytest.raises(InvalidInputError, match=r"got 'all'; allowed: align, none"):
+        _mode("0.32.0", "qwen3.5-27b", enable_prefix_caching=True, mamba_cache_mode="all")
+    doc = _mode("0.33.0", "qwen3.5-27b", enable_prefix_caching=True, mamba_cache_mode="all").to_dict()
+    assert doc["config"]["cache_config"]["mamba_cache_mode"] == "align"
+
+
+@pytest.mark.parametrize("release, text", [("0.28.0", "Chunked prefill is required for mamba cache mode 'align'."),
+                                           ("0.32.0", "Chunked prefill is required for mamba cache mode 'align'."),
+                                           ("0.33.0", "Chunked prefill is required for Mamba prefix caching.")])
+def test_the_chunked_prefill_assertion_is_in_the_words_of_c7f_from_0_33_0(release, text):
+    with pytest.raises(ConfigRejectedError) as exc:
+        _mode(release, "qwen3.5-27b", enable_prefix_caching=True, enable_chunked_prefill=False)
+    assert str(exc.value) == text and exc.value.vllm_type == "AssertionError"
