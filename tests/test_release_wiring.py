@@ -158,3 +158,23 @@ def test_the_chunked_prefill_assertion_is_in_the_words_of_c7f_from_0_33_0(releas
     with pytest.raises(ConfigRejectedError) as exc:
         _mode(release, "qwen3.5-27b", enable_prefix_caching=True, enable_chunked_prefill=False)
     assert str(exc.value) == text and exc.value.vllm_type == "AssertionError"
+
+
+def test_a_llama_nemotron_vl_checkpoint_without_pooling_before_c2_is_refused_as_0_19_0_refuses_it():
+    # C2 (0.28.0) turned 0.24.0's ValueError into the bare assertion
+    for release, vllm_type, text in (("0.24.0", "ValueError", "pool_type None not supported"),
+                                     ("0.28.0", "AssertionError", "1 validation error for ModelConfig: Assertion failed")):
+        with pytest.raises(ConfigRejectedError) as exc:
+            _mode(release, "nemotron-vl-embed-nopooling")
+        assert exc.value.vllm_type == vllm_type and str(exc.value).startswith(text)
+
+
+def test_gemma4_before_c4b_reads_its_two_head_sizes_and_prints_them_as_0_24_0_did():
+    logs = {}
+    for release in ("0.24.0", "0.28.0"):
+        doc = _mode(release, "gemma-4-26b-a4b").to_dict()
+        logs[release] = [m["message"] for m in doc["messages"] if m["message"].startswith("Gemma4")]
+    assert logs["0.24.0"] == ["Gemma4 model has heterogeneous head dimensions (head_dim=256, global_head_dim=512). "
+                              "Using FA4 for all layers to avoid mixed FA3/FA4 penalty."]
+    assert logs["0.28.0"] == ["Gemma4 model has heterogeneous head dimensions {'sliding_attention': 256, "
+                              "'full_attention': 512}. Using FA4 for all layers to avoid mixed FA3/FA4 penalty."]

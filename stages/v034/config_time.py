@@ -37,7 +37,8 @@ class Pooling034Stage(PoolingStage):
     def _llama_nemotron_vl(self, cfg, ctx) -> None:
         hf = cfg.model_config.hf_config
         llm = typed.attr(hf, "llm_config", typed.ANY)
-        if typed.attr(hf, "pooling", typed.ANY) is None and not isinstance(llm, HFConfigView):
+        c2 = ctx.release is None or ctx.release.has("C2")  # before C2 (0.28.0): 0.19.0's "pool_type None"
+        if c2 and typed.attr(hf, "pooling", typed.ANY) is None and not isinstance(llm, HFConfigView):
             raise ConfigRejectedError(
                 "1 validation error for ModelConfig: Assertion failed: the LlamaNemotronVL checkpoint names no "
                 "pooling (hf_config.pooling, hf_config.llm_config.pooling), which vLLM 0.34.0 asserts is a string",

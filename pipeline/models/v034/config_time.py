@@ -224,10 +224,17 @@ def gemma4_rule(cfg: Any, gpu: Any, release: Any = None) -> tuple[str, str | Non
     """C4: ``(message, backend to force, FlashAttention version to force)`` for a Gemma 4 model
     with heterogeneous head sizes on *gpu* (None: nothing to do); the per-layer FA3/FA4 choice
     for an FP8 KV cache on SM90 since C4c (*release*: None for the latest)."""
-    dims = gemma4_head_dims(cfg)
-    if len(set(dims.values())) <= 1:
-        return None
-    shown = "{" + ", ".join(f"{k!r}: {v}" for k, v in dims.items()) + "}"
+    if release is None or release.has("C4b"):
+        dims = gemma4_head_dims(cfg)
+        if len(set(dims.values())) <= 1:
+            return None
+        shown = "{" + ", ".join(f"{k!r}: {v}" for k, v in dims.items()) + "}"
+    else:  # before C4b: the text config's two head sizes, both needed, printed as %d
+        head, global_head = _gemma4_dims(cfg.model_config.hf_text_config, absent=None)
+        if head is None or global_head is None or head == global_head:
+            return None
+        dims = {"head_dim": head, "global_head_dim": global_head}
+        shown = f"(head_dim={int(head)}, global_head_dim={int(global_head)})"
     ac, cc = cfg.attention_config, cfg.cache_config
     fa_version = ac.flash_attn_version
     if fa_supported(4, gpu.capability) and max(dims.values()) <= 512:
