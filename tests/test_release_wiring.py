@@ -178,3 +178,11 @@ def test_gemma4_before_c4b_reads_its_two_head_sizes_and_prints_them_as_0_24_0_di
                               "Using FA4 for all layers to avoid mixed FA3/FA4 penalty."]
     assert logs["0.28.0"] == ["Gemma4 model has heterogeneous head dimensions {'sliding_attention': 256, "
                               "'full_attention': 512}. Using FA4 for all layers to avoid mixed FA3/FA4 penalty."]
+
+
+def test_sliding_windows_before_k4b_hold_one_step_of_the_token_budget(warm_snapshots):
+    # K4b (0.26.0): a sliding-window layer holds (pp + 1 if async else pp) steps' tokens; 0.24.0
+    # held one step's, which its oracle's Gemma 4 figures (bytes per request, concurrency) show
+    found = [d for case_id, r in cases("0.24.0") if "gemma" in case_id and "nvfp4" not in case_id
+             for d in compare("0.24.0", case_id, r) if known(d, KNOWN) is None]
+    assert found == []

@@ -316,7 +316,11 @@ def plan(cfg: Any, startup: Any, gpu: Any) -> tuple[Plan, int, Any]:
     bpb = max((g.bytes_per_block for g in p.groups), default=0)
     pp = cfg.parallel_config.pipeline_parallel_size
     mnbt = config_time.max_num_batched_tokens(cfg, gpu, startup.rules)
-    in_flight = (pp + 1 if config_time.async_scheduling(cfg) else pp) * mnbt
+    rules = startup.rules
+    # K4b: a sliding window holds the tokens in flight, (pp + 1 if async else pp) steps of the budget;
+    # before it one step's budget
+    in_flight = (pp + 1 if config_time.async_scheduling(cfg) else pp) * mnbt \
+        if rules is None or rules.has("K4b") else mnbt
     mode = cfg.cache_config.mamba_cache_mode
 
     def per_request(length: int) -> int:
