@@ -186,3 +186,12 @@ def test_sliding_windows_before_k4b_hold_one_step_of_the_token_budget(warm_snaps
     found = [d for case_id, r in cases("0.24.0") if "gemma" in case_id and "nvfp4" not in case_id
              for d in compare("0.24.0", case_id, r) if known(d, KNOWN) is None]
     assert found == []
+
+
+def test_a_tied_lm_head_under_modelopt_fails_to_build_in_0_24_0_only():
+    # F8a (0.24.0): the lm_head ties through its quantization method; F8b (0.25.0) makes that work
+    built = {}
+    for release in ("0.20.0", "0.24.0", "0.25.0"):
+        failure = _mode(release, "gemma-4-26b-a4b-nvfp4").to_dict()["startup"]["failure"]
+        built[release] = None if failure is None else (failure["step"], failure["vllm_type"], failure["message"])
+    assert built == {"0.20.0": None, "0.24.0": ("build", "NotImplementedError", ""), "0.25.0": None}

@@ -204,7 +204,29 @@ def select_backends(cfg: Any, gpu: Any, release: Any = None
         select=lambda q, kind, forced, heads: be.select(q, ctx, forced, num_heads=heads,
                                                        sliding_window=kind.sliding_window is not None),
         fa_version=fa, after=lambda backend: _triton_fp8(cfg, backend, gpu), rule="B5")
-    return layers, messages, before or failure or build_failure(cfg, before_layers=False)
+    return layers, messages, before or failure or build_failure(cfg, before_layers=False) or _tied_head(cfg, release)
+
+
+#: quantization methods whose config gives a tied ``ParallelLMHead`` a linear method (excluded
+#: or not: ``ModelOptQuantConfigBase.get_quant_method``), which cannot tie weights under F8a
+_LINEAR_HEAD_QUANTIZATION = ("modelopt", "modelopt_fp4", "modelopt_mxfp8", "modelopt_mixed")
+
+
+def _tied_head(cfg: Any, release: Any) -> StartFailure | None:
+    """F8a until F8b (0.24.0 only): the lm_head ties to the embedding through its quantization
+    method, and only the unquantized embedding method can: a tied lm_head that a ModelOpt
+    checkpoint gives a linear method fails with a bare NotImplementedError."""
+    if release is None or not release.has("F8a") or release.has("F8b"):
+        return None
+    mc = cfg.model_config
+    if mc.quantization not in _LINEAR_HEAD_QUANTIZATION or \
+            typed.attr(mc.hf_text_config, "tie_word_embeddings", typed.ANY) is not True:
+        return None
+    return StartFailure("build", "NotImplementedError", "",
+                        "model_executor/layers/quantization/base_config.py in tie_weights",
+                        f"the model ties its lm_head to the embedding, and vLLM {release} ties through the "
+                        f"lm_head's quantization method: {mc.quantization} gives the lm_head a linear method, "
+                        f"which cannot tie weights", "F8a")
 
 
 def _non_ssm(layers: list[LayerBackend]) -> list[str]:
