@@ -195,3 +195,13 @@ def test_a_tied_lm_head_under_modelopt_fails_to_build_in_0_24_0_only():
         failure = _mode(release, "gemma-4-26b-a4b-nvfp4").to_dict()["startup"]["failure"]
         built[release] = None if failure is None else (failure["step"], failure["vllm_type"], failure["message"])
     assert built == {"0.20.0": None, "0.24.0": ("build", "NotImplementedError", ""), "0.25.0": None}
+
+
+def test_the_logged_kv_cache_size_before_k6a_is_blocks_over_groups_times_the_smallest_block():
+    # K6a (0.20.1): floor(concurrency x max_model_len); 0.20.0 logged num_blocks // groups x min block
+    def tokens(release):
+        imp = Pipeline(vllm_version=release, gpu="H200", gpu_validation="off",
+                       impact={"kv_cache_memory": 17 * 2**30}).resolve(str(CONFIGS / "falcon-h1-default")).impact
+        return imp.kv_tokens, imp.num_blocks, imp.max_concurrency, imp.max_model_len
+    (old, blocks, _, _), (new, _, concurrency, mml) = tokens("0.20.0"), tokens("0.20.1")
+    assert old == 69552 and new == int(concurrency * mml) != old
