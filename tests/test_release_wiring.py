@@ -205,3 +205,12 @@ def test_the_logged_kv_cache_size_before_k6a_is_blocks_over_groups_times_the_sma
         return imp.kv_tokens, imp.num_blocks, imp.max_concurrency, imp.max_model_len
     (old, blocks, _, _), (new, _, concurrency, mml) = tokens("0.20.0"), tokens("0.20.1")
     assert old == 69552 and new == int(concurrency * mml) != old
+
+
+@pytest.mark.parametrize("release, qwen, olmo", [("0.21.0", "GatedDeltaNetAttention", "OlmoHybridGatedDeltaNet"),
+                                                 ("0.22.0", "QwenGatedDeltaNetAttention",
+                                                  "OlmoHybridGatedDeltaNetAttention")])
+def test_the_gated_delta_net_classes_take_their_b6a_names_from_0_22_0(release, qwen, olmo):
+    def classes(model):
+        return {b["layer_class"] for b in _mode(release, model).to_dict()["startup"]["backends"]} - {"Attention"}
+    assert classes("qwen3.5-27b") == {qwen} and classes("olmo-hybrid-default") == {olmo}

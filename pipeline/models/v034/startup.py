@@ -36,6 +36,10 @@ _MAMBA_CLASSES = {"mamba1": "MambaMixer", "mamba2": "MambaMixer2", "gated_delta_
                   "kda": "KimiDeltaAttention", "short_conv": "ShortConv",
                   "linear_attention": "MiniMaxText01LinearAttention"}
 _CLASSES = LayerClasses(_MAMBA_CLASSES, "OlmoHybridGatedDeltaNetAttention")
+#: before B6a (0.22.0), which moved the gated delta nets to ``layers/mamba/gdn/``, their classes'
+#: earlier names
+_CLASSES_BEFORE_B6A = LayerClasses({**_MAMBA_CLASSES, "gated_delta_net": "GatedDeltaNetAttention"},
+                                   "OlmoHybridGatedDeltaNet")
 _ATTENTION_LAYERS = ("attention", "full_attention", "sliding_attention")
 
 
@@ -199,8 +203,9 @@ def select_backends(cfg: Any, gpu: Any, release: Any = None
         return None
 
     before = build_failure(cfg, before_layers=True)
+    classes = _CLASSES if release is None or release.has("B6a") else _CLASSES_BEFORE_B6A
     layers, messages, failure = select_layer_backends(
-        cfg, layer_kinds(cfg), ctx.capability, layer_class=layer_class, query=query,
+        cfg, layer_kinds(cfg), ctx.capability, layer_class=classes.of, query=query,
         select=lambda q, kind, forced, heads: be.select(q, ctx, forced, num_heads=heads,
                                                        sliding_window=kind.sliding_window is not None),
         fa_version=fa, after=lambda backend: _triton_fp8(cfg, backend, gpu), rule="B5")
