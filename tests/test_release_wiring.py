@@ -214,3 +214,13 @@ def test_the_gated_delta_net_classes_take_their_b6a_names_from_0_22_0(release, q
     def classes(model):
         return {b["layer_class"] for b in _mode(release, model).to_dict()["startup"]["backends"]} - {"Attention"}
     assert classes("qwen3.5-27b") == {qwen} and classes("olmo-hybrid-default") == {olmo}
+
+
+def test_gemma4_before_c4a_forces_triton_attn_as_0_19_0_does():
+    # C4a (0.24.0) brought FA4 for all layers; 0.20.0 forced TRITON_ATTN when the larger head is over 256
+    doc = _mode("0.20.0", "gemma-4-26b-a4b").to_dict()
+    assert doc["config"]["attention_config"]["backend"] == "TRITON_ATTN"
+    assert doc["config"]["attention_config"]["flash_attn_version"] is None
+    assert [m["message"] for m in doc["messages"] if m["message"].startswith("Gemma4")] == [
+        "Gemma4 model has heterogeneous head dimensions (head_dim=256, global_head_dim=512). Forcing TRITON_ATTN "
+        "backend to prevent mixed-backend numerical divergence."]

@@ -19,6 +19,7 @@ from enginecfg.pipeline.models.gpus import DEFAULT_GPU
 from enginecfg.pipeline.models.v034 import config_time as ct
 from enginecfg.stages._common import config_hook
 from enginecfg.stages.engine_defaults import EngineDefaultsStage
+from enginecfg.stages.gemma4_backend import Gemma4BackendStage
 from enginecfg.stages.mamba_cache_mode import MambaCacheModeStage
 from enginecfg.stages.pooling import PoolingStage
 from enginecfg.stages.scheduler import SchedulerStage
@@ -91,6 +92,8 @@ class Gemma4Backend034Stage(Stage):
         return config_hook(cfg) == "gemma4"
 
     def run(self, cfg, ctx) -> None:
+        if ctx.release is not None and not ctx.release.has("C4a"):
+            return Gemma4BackendStage.run(self, cfg, ctx)  # before C4a: 0.19.0's TRITON_ATTN over 256
         rule = ct.gemma4_rule(cfg, self.gpu, ctx.release)
         if rule is None:
             return
