@@ -224,3 +224,20 @@ def test_gemma4_before_c4a_forces_triton_attn_as_0_19_0_does():
     assert [m["message"] for m in doc["messages"] if m["message"].startswith("Gemma4")] == [
         "Gemma4 model has heterogeneous head dimensions (head_dim=256, global_head_dim=512). Forcing TRITON_ATTN "
         "backend to prevent mixed-backend numerical divergence."]
+
+
+def _failure(release: str, model: str, **args):
+    failure = _mode(release, model, **args).to_dict()["startup"]["failure"]
+    return None if failure is None else (failure["step"], failure["vllm_type"], failure["message"])
+
+
+def test_bamba_while_registered_fails_to_build_on_its_layer_table():
+    # before C1b (0.24.0) Bamba is still vLLM's own class, whose layer table lacks transformers
+    # 5.x's 'linear_attention' (the 0.20.0 run); from C1b it never reaches a build
+    assert _failure("0.20.0", "bamba-default") == ("build", "KeyError", "'linear_attention'")
+
+
+def test_grouped_top_k_without_its_groups_is_an_assertion_before_f9():
+    assert _failure("0.20.0", "deepseek-v2-lite-like") == ("build", "AssertionError", "")
+    assert _failure("0.24.0", "deepseek-v2-lite-like") == (
+        "build", "ValueError", "num_expert_group and topk_group must be provided when use_grouped_topk is True")
