@@ -24,6 +24,7 @@ from typing import Any
 
 from enginecfg.pipeline import releases, rulepacks
 from enginecfg.pipeline.arg_order import CONFIGS
+from enginecfg.pipeline.errors import ConfigRejectedError
 from enginecfg.pipeline.engine_args import release_table
 from enginecfg.pipeline.loading import load_pretrained, prefetch_pretrained
 from enginecfg.pipeline.models.v034 import config_time as v034
@@ -44,6 +45,10 @@ def arguments_for(release: releases.Release) -> tuple[dict[str, Any], dict[str, 
     offered = release.flag_table().VLLM_SERVE_CHOICES
     choices = {name: values for name, values in v034.ARGUMENT_CHOICES.items()
                if set(values) <= set(offered.get("--" + name.replace("_", "-"), (None, ()))[1])}
+    if release.has("C7e") and not release.has("C7f"):
+        # C7e: 'all' is no Mamba cache mode any more (CacheConfig's Literal); from C7f on the
+        # argument is taken and ignored whatever it holds
+        choices["mamba_cache_mode"] = ("align", "none")
     return (release_table(choices, dict(v034.ARGUMENT_BOUNDS)),
             {name: CONFIGS for name in v034.CONFIG_CLASS_CHECKED})
 
@@ -55,9 +60,15 @@ def load_at_start(release: releases.Release, path: Any, engine_args: dict[str, A
     module doc).  *arguments*: :func:`arguments_for` of *release*, where the caller holds it
     already (the rule pack works it out once, not on every load)."""
     v034.check_engine_args(engine_args, release)
-    cfg = load_pretrained(path, engine_args, revision, defer_argument_errors=defer_argument_errors,
-                          registry=v034.REGISTRY,
-                          arguments=arguments_for(release) if arguments is None else arguments)
+    try:
+        cfg = load_pretrained(path, engine_args, revision, defer_argument_errors=defer_argument_errors,
+                              registry=v034.REGISTRY,
+                              arguments=arguments_for(release) if arguments is None else arguments)
+    except ConfigRejectedError as exc:  # an argument error raised now, not deferred: in the release's words
+        reworded = v034.in_release_words(exc, release)
+        if reworded is exc:
+            raise
+        raise reworded from None
     return v034.adapt(cfg, release)
 
 

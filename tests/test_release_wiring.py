@@ -1,23 +1,50 @@
 """The dated rules the shared machinery switches per release answer as the releases run did.
 
 0.32.0 differs from 0.34.0 by rules the machinery switches (the Mamba prefill checkpoints B6b/S3e,
-the not-enough-memory text K7b, ...) and by four it does not model on either side (C1f, C4d,
-K10b, S2e: ``enginecfg releases`` lists them): on every case its oracle answered, enginecfg
-answers as 0.32.0 did.
+the not-enough-memory text K7b, the explicit-hybrid-manager refusal's wording K10b, ...) and by
+three that change nothing enginecfg computes (C1f, C4d, S2e: ``releases.NOTHING_TO_SWITCH`` says
+why, and the test below holds each reason true): it is exact, and on every case its oracle
+answered enginecfg answers as 0.32.0 did.
 """
 
 from __future__ import annotations
 
+import json
+import shutil
+
+import pytest
+
+from enginecfg import ConfigRejectedError, InvalidInputError, Pipeline
 from enginecfg.pipeline import releases
+from enginecfg.pipeline.models import gpus
 from enginecfg.pipeline.models.v034 import kv_planning
 
-from release_oracle_support import cases, compare, known
+from support import CONFIGS
+
+from release_oracle_support import _resolve, cases, compare, known
 from test_release_oracles import KNOWN
 
 
 def test_every_case_of_0_32_0_answers_as_its_oracle(warm_snapshots):
     found = [d for case_id, r in cases("0.32.0") for d in compare("0.32.0", case_id, r) if known(d, KNOWN) is None]
     assert found == []
+
+
+def test_every_case_of_0_28_0_answers_as_its_oracle(warm_snapshots):
+    # B2f: before 0.31.0 FLASH_ATTN takes an FP8 cache on Hopper with FA3 only, so Gemma 4's FA4
+    # head-512 layers go to FLASHINFER (gemma4-text-default/fp8 on the H200), in blocks of 16
+    found = [d for case_id, r in cases("0.28.0") for d in compare("0.28.0", case_id, r) if known(d, KNOWN) is None]
+    assert found == []
+
+
+@pytest.mark.parametrize("release, backends", [("0.30.0", {256: "FLASHINFER", 512: "FLASHINFER"}),
+                                               ("0.31.0", {256: "FLASH_ATTN", 512: "FLASH_ATTN"})])
+def test_fa4_head_512_takes_an_fp8_cache_on_hopper_from_b2f(release, backends):
+    # 0.30.0 runs every Gemma 4 layer on FA4 (before C4c), which takes no FP8 cache on Hopper
+    # before B2f; 0.31.0 gives the head-512 layers FA4 with the FP8 cache (B2f), the others FA3
+    doc = Pipeline(vllm_version=release, gpu="H200", gpu_validation="off").resolve(
+        str(CONFIGS / "gemma4-text-default"), kv_cache_dtype="fp8").to_dict()
+    assert {b["head_size"]: b["backend"] for b in doc["startup"]["backends"]} == backends
 
 
 def test_the_not_enough_memory_text_follows_the_latest_k7_rule():
@@ -34,3 +61,183 @@ def test_the_not_enough_memory_text_follows_the_latest_k7_rule():
 def test_the_null_block_rule_is_dated_between_the_runs():
     assert not releases.get("0.28.0").has("K11") and releases.get("0.32.0").has("K11")
     assert releases.brought_by("K11").name == "0.29.0"
+
+
+def test_0_32_0_is_exact_and_its_oracle_cases_are_hard_assertions():
+    assert releases.get("0.32.0").unwired == ()
+    assert releases.get("0.32.0").exact
+
+
+@pytest.fixture
+def chunked_local_config(tmp_path, monkeypatch):
+    """qwen3.5-27b with chunked local attention, the switch that allows it with the hybrid KV
+    cache manager set to 0: vLLM turns the manager off, and refuses an explicit "keep it on"."""
+    folder = tmp_path / "chunked-local"
+    shutil.copytree(CONFIGS / "qwen3.5-27b", folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["text_config"]["attention_chunk_size"] = 8192
+    (folder / "config.json").write_text(json.dumps(config))
+    monkeypatch.setenv("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE", "0")
+    return folder
+
+
+@pytest.mark.parametrize("release, flag", [("0.19.0", "--no-disable-hybrid-kv-cache-manager"),
+                                           ("0.32.0", "--no-disable-hybrid-kv-cache-manager"),
+                                           ("0.33.0", "--enable-hybrid-kv-cache-manager"),
+                                           ("0.34.0", "--enable-hybrid-kv-cache-manager")])
+def test_the_explicit_hybrid_manager_refusal_names_the_flag_as_the_release_spells_it(chunked_local_config,
+                                                                                     release, flag):
+    # K10b (0.33.0): vLLM 0.34.0's VllmConfig.__post_init__ names --enable-hybrid-kv-cache-manager
+    pipe = Pipeline(vllm_version=release, gpu="H200", gpu_validation="off")
+    with pytest.raises(ConfigRejectedError) as exc:
+        pipe.resolve(str(chunked_local_config), disable_hybrid_kv_cache_manager=False)
+    assert str(exc.value) == ("Hybrid KV cache manager was explicitly enabled but is not supported in this "
+                              f"configuration. Consider omitting the {flag} flag to let vLLM decide automatically.")
+    assert exc.value.vllm_type == "ValueError"
+
+
+def test_the_explicit_hybrid_manager_refusal_raised_at_load_is_in_the_release_words(chunked_local_config):
+    from enginecfg.pipeline import rulepacks
+
+    with pytest.raises(ConfigRejectedError, match="--enable-hybrid-kv-cache-manager flag"):
+        rulepacks.get("0.34.0").load(str(chunked_local_config), {"disable_hybrid_kv_cache_manager": False})
+
+
+def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given():
+    assert set(releases.NOTHING_TO_SWITCH) == {"C1f", "C4d", "S2e"}
+    assert set(releases.NOTHING_TO_SWITCH) <= releases.WIRED
+    # S2e: the state alignment needs --use-replayssm, which no release's engine arguments take
+    for name in ("0.32.0", "0.34.0"):
+        with pytest.raises(InvalidInputError, match="unknown engine argument 'use_replayssm'"):
+            Pipeline(vllm_version=name, gpu="H200", gpu_validation="off").resolve(
+                str(CONFIGS / "qwen3.5-27b"), use_replayssm=True)
+    # C4d: every GPU enginecfg runs on is a CUDA device (a compute capability), never XPU
+    assert all(isinstance(g.capability, tuple) and g.capability >= (7, 0) for g in gpus.GPUS.values())
+    # C1f: the fact enginecfg reports is the architecture's flag, as 0.32.0 (the last release with
+    # the attribute) reported it on every case its oracle resolved
+    differ = []
+    for case_id, r in cases("0.32.0"):
+        want = ((r.get("final") or {}).get("model_config") or {}).get("supports_mamba_prefix_caching")
+        if want is not None:
+            got = _resolve("0.32.0", case_id, r).to_dict()["config"]["model_config"]["supports_mamba_prefix_caching"]
+            differ += [case_id] if got != want else []
+    assert differ == []
+
+
+def _mode(release: str, model: str, **args):
+    return Pipeline(vllm_version=release, gpu="H200", gpu_validation="off").resolve(str(CONFIGS / model), **args)
+
+
+def test_mamba_cache_mode_all_before_c7e_falls_back_where_unsupported_and_c7d_warns():
+    # C7e (0.32.0) removed 'all' and W2's fallback; before it qwen3.5-27b (no Mamba prefix
+    # caching) falls back to 'align' with W2, and from C7d (0.30.0) CacheConfig warns about 'all'
+    w2 = ("Hybrid or mamba-based model detected without support for prefix caching with Mamba cache 'all' mode: "
+          "falling back to 'align' mode.")
+    deprecated = ("Mamba cache mode 'all' is deprecated and will be removed in an upcoming release. If this is a "
+                  "problem, please open an issue at https://github.com/vllm-project/vllm/issues.")
+    for release, warned in (("0.28.0", False), ("0.31.0", True)):
+        doc = _mode(release, "qwen3.5-27b", enable_prefix_caching=True, mamba_cache_mode="all").to_dict()
+        texts = [m["message"] for m in doc["messages"]]
+        assert doc["config"]["cache_config"]["mamba_cache_mode"] == "align" and w2 in texts
+        assert (deprecated in texts) is warned
+    doc = _mode("0.31.0", "mamba2-default", enable_prefix_caching=True, mamba_cache_mode="all").to_dict()
+    assert doc["config"]["cache_config"]["mamba_cache_mode"] == "all"
+
+
+def test_mamba_cache_mode_all_is_refused_by_0_32_0_and_ignored_from_c7f():
+    with pytest.raises(InvalidInputError, match=r"got 'all'; allowed: align, none"):
+        _mode("0.32.0", "qwen3.5-27b", enable_prefix_caching=True, mamba_cache_mode="all")
+    doc = _mode("0.33.0", "qwen3.5-27b", enable_prefix_caching=True, mamba_cache_mode="all").to_dict()
+    assert doc["config"]["cache_config"]["mamba_cache_mode"] == "align"
+
+
+@pytest.mark.parametrize("release, text", [("0.28.0", "Chunked prefill is required for mamba cache mode 'align'."),
+                                           ("0.32.0", "Chunked prefill is required for mamba cache mode 'align'."),
+                                           ("0.33.0", "Chunked prefill is required for Mamba prefix caching.")])
+def test_the_chunked_prefill_assertion_is_in_the_words_of_c7f_from_0_33_0(release, text):
+    with pytest.raises(ConfigRejectedError) as exc:
+        _mode(release, "qwen3.5-27b", enable_prefix_caching=True, enable_chunked_prefill=False)
+    assert str(exc.value) == text and exc.value.vllm_type == "AssertionError"
+
+
+def test_a_llama_nemotron_vl_checkpoint_without_pooling_before_c2_is_refused_as_0_19_0_refuses_it():
+    # C2 (0.28.0) turned 0.24.0's ValueError into the bare assertion
+    for release, vllm_type, text in (("0.24.0", "ValueError", "pool_type None not supported"),
+                                     ("0.28.0", "AssertionError", "1 validation error for ModelConfig: Assertion failed")):
+        with pytest.raises(ConfigRejectedError) as exc:
+            _mode(release, "nemotron-vl-embed-nopooling")
+        assert exc.value.vllm_type == vllm_type and str(exc.value).startswith(text)
+
+
+def test_gemma4_before_c4b_reads_its_two_head_sizes_and_prints_them_as_0_24_0_did():
+    logs = {}
+    for release in ("0.24.0", "0.28.0"):
+        doc = _mode(release, "gemma-4-26b-a4b").to_dict()
+        logs[release] = [m["message"] for m in doc["messages"] if m["message"].startswith("Gemma4")]
+    assert logs["0.24.0"] == ["Gemma4 model has heterogeneous head dimensions (head_dim=256, global_head_dim=512). "
+                              "Using FA4 for all layers to avoid mixed FA3/FA4 penalty."]
+    assert logs["0.28.0"] == ["Gemma4 model has heterogeneous head dimensions {'sliding_attention': 256, "
+                              "'full_attention': 512}. Using FA4 for all layers to avoid mixed FA3/FA4 penalty."]
+
+
+def test_sliding_windows_before_k4b_hold_one_step_of_the_token_budget(warm_snapshots):
+    # K4b (0.26.0): a sliding-window layer holds (pp + 1 if async else pp) steps' tokens; 0.24.0
+    # held one step's, which its oracle's Gemma 4 figures (bytes per request, concurrency) show
+    found = [d for case_id, r in cases("0.24.0") if "gemma" in case_id and "nvfp4" not in case_id
+             for d in compare("0.24.0", case_id, r) if known(d, KNOWN) is None]
+    assert found == []
+
+
+def test_a_tied_lm_head_under_modelopt_fails_to_build_in_0_24_0_only():
+    # F8a (0.24.0): the lm_head ties through its quantization method; F8b (0.25.0) makes that work
+    built = {}
+    for release in ("0.20.0", "0.24.0", "0.25.0"):
+        failure = _mode(release, "gemma-4-26b-a4b-nvfp4").to_dict()["startup"]["failure"]
+        built[release] = None if failure is None else (failure["step"], failure["vllm_type"], failure["message"])
+    assert built == {"0.20.0": None, "0.24.0": ("build", "NotImplementedError", ""), "0.25.0": None}
+
+
+def test_the_logged_kv_cache_size_before_k6a_is_blocks_over_groups_times_the_smallest_block():
+    # K6a (0.20.1): floor(concurrency x max_model_len); 0.20.0 logged num_blocks // groups x min block
+    def tokens(release):
+        imp = Pipeline(vllm_version=release, gpu="H200", gpu_validation="off",
+                       impact={"kv_cache_memory": 17 * 2**30}).resolve(str(CONFIGS / "falcon-h1-default")).impact
+        return imp.kv_tokens, imp.num_blocks, imp.max_concurrency, imp.max_model_len
+    (old, blocks, _, _), (new, _, concurrency, mml) = tokens("0.20.0"), tokens("0.20.1")
+    assert old == 69552 and new == int(concurrency * mml) != old
+
+
+@pytest.mark.parametrize("release, qwen, olmo", [("0.21.0", "GatedDeltaNetAttention", "OlmoHybridGatedDeltaNet"),
+                                                 ("0.22.0", "QwenGatedDeltaNetAttention",
+                                                  "OlmoHybridGatedDeltaNetAttention")])
+def test_the_gated_delta_net_classes_take_their_b6a_names_from_0_22_0(release, qwen, olmo):
+    def classes(model):
+        return {b["layer_class"] for b in _mode(release, model).to_dict()["startup"]["backends"]} - {"Attention"}
+    assert classes("qwen3.5-27b") == {qwen} and classes("olmo-hybrid-default") == {olmo}
+
+
+def test_gemma4_before_c4a_forces_triton_attn_as_0_19_0_does():
+    # C4a (0.24.0) brought FA4 for all layers; 0.20.0 forced TRITON_ATTN when the larger head is over 256
+    doc = _mode("0.20.0", "gemma-4-26b-a4b").to_dict()
+    assert doc["config"]["attention_config"]["backend"] == "TRITON_ATTN"
+    assert doc["config"]["attention_config"]["flash_attn_version"] is None
+    assert [m["message"] for m in doc["messages"] if m["message"].startswith("Gemma4")] == [
+        "Gemma4 model has heterogeneous head dimensions (head_dim=256, global_head_dim=512). Forcing TRITON_ATTN "
+        "backend to prevent mixed-backend numerical divergence."]
+
+
+def _failure(release: str, model: str, **args):
+    failure = _mode(release, model, **args).to_dict()["startup"]["failure"]
+    return None if failure is None else (failure["step"], failure["vllm_type"], failure["message"])
+
+
+def test_bamba_while_registered_fails_to_build_on_its_layer_table():
+    # before C1b (0.24.0) Bamba is still vLLM's own class, whose layer table lacks transformers
+    # 5.x's 'linear_attention' (the 0.20.0 run); from C1b it never reaches a build
+    assert _failure("0.20.0", "bamba-default") == ("build", "KeyError", "'linear_attention'")
+
+
+def test_grouped_top_k_without_its_groups_is_an_assertion_before_f9():
+    assert _failure("0.20.0", "deepseek-v2-lite-like") == ("build", "AssertionError", "")
+    assert _failure("0.24.0", "deepseek-v2-lite-like") == (
+        "build", "ValueError", "num_expert_group and topk_group must be provided when use_grouped_topk is True")

@@ -22,7 +22,7 @@ from enginecfg.pipeline.hf import typed
 __all__ = ["DEFAULT_BLOCK_SIZE", "DEFAULT_MAX_NUM_SEQS", "DEFAULT_MAX_NUM_BATCHED_TOKENS", "is_causal",
            "attn_type", "prefix_caching_supported", "chunked_prefill_supported", "chunked_prefill",
            "max_num_batched_tokens", "max_num_seqs", "CHUNKED_LOCAL_ATTENTION_WARNING",
-           "HYBRID_MANAGER_NEEDED_ERROR", "hybrid_kv_cache_manager_must_be_off"]
+           "HYBRID_MANAGER_NEEDED_ERROR", "HYBRID_MANAGER_NEEDED_ERROR_K10B", "hybrid_kv_cache_manager_must_be_off"]
 
 #: tokens per KV-cache block when the caller sets none (hybrid models grow it later)
 DEFAULT_BLOCK_SIZE = 16
@@ -123,6 +123,9 @@ CHUNKED_LOCAL_ATTENTION_WARNING = (
 HYBRID_MANAGER_NEEDED_ERROR = (
     "Hybrid KV cache manager was explicitly enabled but is not supported in this configuration. "
     "Consider omitting the --no-disable-hybrid-kv-cache-manager flag to let vLLM decide automatically.")
+#: ... the same refusal naming the flag as releases with rule K10b spell it (vLLM 0.33.0 on)
+HYBRID_MANAGER_NEEDED_ERROR_K10B = HYBRID_MANAGER_NEEDED_ERROR.replace(
+    "--no-disable-hybrid-kv-cache-manager", "--enable-hybrid-kv-cache-manager")
 
 
 def hybrid_kv_cache_manager_must_be_off(text_config: Any, *, chunked_local_allowed: bool) -> bool:

@@ -30,7 +30,8 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping
 
 import attrs
 
@@ -40,7 +41,7 @@ from enginecfg.pipeline.releases.options import OptionTable
 
 __all__ = ["DatedRule", "Release", "RELEASE_ENV", "compose", "add", "get", "known", "names", "all_releases",
            "first", "last", "requested", "from_env", "env_value", "nearest", "version_key", "brought_by", "rule",
-           "rules_between", "ENGINE_START_RULE", "WIRED"]
+           "rules_between", "ENGINE_START_RULE", "WIRED", "NOTHING_TO_SWITCH"]
 
 #: the environment variable naming the vLLM release a run speaks for when none is given
 RELEASE_ENV = "ENGINECFG_VLLM_VERSION"
@@ -62,9 +63,34 @@ _MODE_IGNORED_RULE = "C7f"
 #: the batch tiers, B1f/B1g the priority lists, C4c Gemma 4's FP8 choice on SM90, K11 the null
 #: block the capacity check holds back; the ``vllm serve`` flag rules
 #: (C12a-C12n) are the option tables, each release reading with its own or the nearest earlier one
+#: B2f FLASH_ATTN taking an FP8 cache with the head-512 FA4 kernel on Hopper (and its kernel block
+#: of 64), K10b the explicit-hybrid-manager refusal's wording, C7d the warning about 'all', C7e 'all'
+#: gone (0.32.0's parser refuses it; before it W2's fallback and the assertion for 'align' only;
+#: the chunked-prefill assertion's words are C7f's), C2 LlamaNemotronVL's missing pooling, C4b Gemma 4's
+#: head sizes per layer type (before it the text config's head_dim/global_head_dim and their words),
+#: K4b the tokens a sliding window holds in flight, F8a/F8b 0.24.0's tied lm_head under ModelOpt,
+#: K6a the logged "GPU KV cache size", B6a the gated delta nets' class names (its per-GPU prefill backend
+#: reaches no decision before B6b), C4a Gemma 4's FA4 (before it 0.19.0's TRITON_ATTN),
+#: F9 the grouped-top-k refusal's type (``config_time.in_release_words``); and the
+#: rules of :data:`NOTHING_TO_SWITCH`
 WIRED: frozenset[str] = frozenset({"C8", "C3.3", "C6", "C3.2b", "C3.4a", "C3.4b", "C7f", "C7g", "C1b", "C1c", "C1g", "C1e", "C7c",
                                 "K7a", "K7b", "B6b", "S3e", "K4d", "C9.2", "C3.5b", "C3.5c", "B1f", "B1g",
-                                "C4c", "K11"})
+                                "C4c", "K11", "K10b", "B2f", "C7d", "C7e", "C2", "C4b", "K4b", "F8a", "F8b", "K6a", "B6a", "C4a", "F9"})
+
+#: dated rules that change nothing enginecfg computes, each with the reason: they count as wired
+#: (there is no switch to add), and ``tests/test_release_wiring.py`` holds each reason true
+NOTHING_TO_SWITCH: Mapping[str, str] = MappingProxyType({
+    "C1f": "vLLM 0.33.0 drops ModelConfig.supports_mamba_prefix_caching; the decisions that read it (the "
+           "'all' Mamba cache mode default and the W2 fallback of MambaModelConfig.verify_and_update_config) "
+           "left with C7e in 0.32.0, so no decision of a release around it reads it; the run document reports "
+           "the architecture's own interface flag for every release alike",
+    "C4d": "the XPU branch of Gemma4Config.verify_and_update_config: enginecfg's GPUs are CUDA devices only "
+           "(each a compute capability), so no run reaches it",
+    "S2e": "the Mamba state alignment is 16 only with --use-replayssm on FlashInfer's Mamba backend; no release's "
+           "engine arguments in enginecfg take use_replayssm (refused as unknown), so the alignment is 1 and the "
+           "Mamba page is the plain sum of its states, as before the rule",
+})
+WIRED = WIRED | frozenset(NOTHING_TO_SWITCH)
 _TABLE_RULE = "C12"
 
 _HERE = Path(__file__).resolve().parent

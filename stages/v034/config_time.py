@@ -19,6 +19,7 @@ from enginecfg.pipeline.models.gpus import DEFAULT_GPU
 from enginecfg.pipeline.models.v034 import config_time as ct
 from enginecfg.stages._common import config_hook
 from enginecfg.stages.engine_defaults import EngineDefaultsStage
+from enginecfg.stages.gemma4_backend import Gemma4BackendStage
 from enginecfg.stages.mamba_cache_mode import MambaCacheModeStage
 from enginecfg.stages.pooling import PoolingStage
 from enginecfg.stages.scheduler import SchedulerStage
@@ -37,7 +38,8 @@ class Pooling034Stage(PoolingStage):
     def _llama_nemotron_vl(self, cfg, ctx) -> None:
         hf = cfg.model_config.hf_config
         llm = typed.attr(hf, "llm_config", typed.ANY)
-        if typed.attr(hf, "pooling", typed.ANY) is None and not isinstance(llm, HFConfigView):
+        c2 = ctx.release is None or ctx.release.has("C2")  # before C2 (0.28.0): 0.19.0's "pool_type None"
+        if c2 and typed.attr(hf, "pooling", typed.ANY) is None and not isinstance(llm, HFConfigView):
             raise ConfigRejectedError(
                 "1 validation error for ModelConfig: Assertion failed: the LlamaNemotronVL checkpoint names no "
                 "pooling (hf_config.pooling, hf_config.llm_config.pooling), which vLLM 0.34.0 asserts is a string",
@@ -90,6 +92,8 @@ class Gemma4Backend034Stage(Stage):
         return config_hook(cfg) == "gemma4"
 
     def run(self, cfg, ctx) -> None:
+        if ctx.release is not None and not ctx.release.has("C4a"):
+            return Gemma4BackendStage.run(self, cfg, ctx)  # before C4a: 0.19.0's TRITON_ATTN over 256
         rule = ct.gemma4_rule(cfg, self.gpu, ctx.release)
         if rule is None:
             return
@@ -125,15 +129,26 @@ class MambaCacheMode034Stage(MambaCacheModeStage):
         if ctx.release is not None and not ctx.release.has("C7c"):
             return super().run(cfg, ctx)  # before C7c: 'all' where the model supports it, as 0.19.0
         cc, mc = cfg.cache_config, cfg.model_config
+        has = lambda rule: ctx.release is None or ctx.release.has(rule)  # noqa: E731
         if cc.enable_prefix_caching:
             if cc.mamba_cache_mode == "none":
                 ctx.set("cache_config", "mamba_cache_mode", "align", log=True,
                         reason=f"Mamba cache mode is set to 'align' for {mc.architecture} by default when prefix "
                                f"caching is enabled",
                         explanation="Prefix caching is on, so Mamba states are kept at block boundaries: 'align' "
-                                    f"(vLLM {ctx.release} has no 'all' mode, and ignores --mamba-cache-mode).")
-            if not cfg.scheduler_config.enable_chunked_prefill:
-                raise ConfigRejectedError("Chunked prefill is required for Mamba prefix caching.",
+                                    + (f"(vLLM {ctx.release} has no 'all' mode, and ignores --mamba-cache-mode)."
+                                       if has("C7f") else "(never 'all' by default)."))
+            if cc.mamba_cache_mode == "all" and not has("C7e") and not mc.supports_mamba_prefix_caching:
+                # before C7e: an 'all' the architecture cannot keep falls back to 'align' (W2)
+                ctx.set("cache_config", "mamba_cache_mode", "align", level="WARNING", log=True,
+                        reason="Hybrid or mamba-based model detected without support for prefix caching "
+                               "with Mamba cache 'all' mode: falling back to 'align' mode.",
+                        explanation=f"'all' mode needs Mamba prefix-caching support, which "
+                                    f"{mc.architecture} lacks, so the mode falls back to 'align'.")
+            if not cfg.scheduler_config.enable_chunked_prefill and (has("C7e") or cc.mamba_cache_mode == "align"):
+                # C7e: asserted whatever the mode (before it, for 'align' only); C7f: the words
+                raise ConfigRejectedError("Chunked prefill is required for Mamba prefix caching." if has("C7f")
+                                          else "Chunked prefill is required for mamba cache mode 'align'.",
                                           field="scheduler_config.enable_chunked_prefill",
                                           vllm_type="AssertionError")
             if cc.mamba_block_size is None:

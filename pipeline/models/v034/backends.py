@@ -75,6 +75,11 @@ def fa_supported(version: int, capability: tuple[int, int]) -> bool:
     return capability[0] in (9, 10, 11)
 
 
+def _has(ctx: Context, rule: str) -> bool:
+    """Whether the dated rule *rule* is in force for the release *ctx* speaks for (the latest: yes)."""
+    return ctx.release is None or ctx.release.has(rule)
+
+
 def _hd256(head: int | None, capability: tuple[int, int]) -> bool:
     return head == 256 and capability[0] in (10, 11)
 
@@ -110,7 +115,8 @@ def _fa_supports_kv(kv: str, ctx: Context, head: int | None = None, block: int |
         return False
     version = flash_attn_version(ctx, head, block, fa4_hd256)
     sm90 = ctx.capability[0] == 9
-    sm90_ok = version == 3 or (version == 4 and head in (None, 512))
+    # B2f: the head-512 FA4 kernel takes an FP8 cache on Hopper (before it, FA3 only there)
+    sm90_ok = version == 3 or (version == 4 and head in (None, 512) and _has(ctx, "B2f"))
     return (sm90_ok and sm90) or (version == 4 and ctx.capability[0] == 10)
 
 
@@ -119,7 +125,7 @@ def _fa_blocks(ctx: Context, head: int | None = None, kv: str | None = None) -> 
     model-level head size and KV dtype (how the start-up step and the selector ask)."""
     head = ctx.model_head if head is None else head
     fp8 = (ctx.cache_dtype if kv is None else kv) in ("fp8", "fp8_e4m3")
-    if ctx.capability[0] == 9 and fp8 and head == 512 and flash_attn_version(ctx, head) == 4:
+    if ctx.capability[0] == 9 and fp8 and head == 512 and flash_attn_version(ctx, head) == 4 and _has(ctx, "B2f"):
         return ((64, False),)
     if _hd256(head, ctx.capability) and flash_attn_version(ctx, head, fa4_hd256=True) == 4:
         return ((128, False),)

@@ -25,6 +25,8 @@ from enginecfg.pipeline.models.architectures import GENERIC_ATTENTION
 from enginecfg.pipeline.models.derive import gemma4_head_dims as _gemma4_dims
 from enginecfg.pipeline.models.engine_defaults import attn_type as _attn_type_019
 from enginecfg.pipeline.models.engine_defaults import chunked_prefill_supported
+from enginecfg.pipeline.models.engine_defaults import (CHUNKED_LOCAL_ATTENTION_WARNING, HYBRID_MANAGER_NEEDED_ERROR,
+                                                      HYBRID_MANAGER_NEEDED_ERROR_K10B)
 from enginecfg.pipeline.models.v034 import vllm_registry_034
 from enginecfg.pipeline.models.v034.backends import DEFAULT_BLOCK_SIZE, fa_supported
 from enginecfg.pipeline.models.vllm_registry import REGISTRY as REGISTRY_019
@@ -33,7 +35,7 @@ from enginecfg.pipeline.models.vllm_registry import Fallback
 __all__ = ["RELEASE", "DEFAULT_BLOCK_SIZE", "REGISTRY", "REMOVED_ARCHITECTURES", "NEMOTRON_H_SSM_DTYPE", "transformers_backend",
            "is_hybrid", "is_mm_prefix_lm", "attn_type", "prefix_caching_supported", "chunked_prefill_supported",
            "batch_defaults", "chunked_prefill", "max_num_batched_tokens", "max_num_seqs", "async_scheduling",
-           "gemma4_head_dims", "gemma4_rule", "float_kv_mismatch", "FP8_KV_MESSAGE", "REMOVED_ARGUMENTS", "BIDIRECTIONAL_NO_POOLING",
+           "gemma4_head_dims", "gemma4_rule", "float_kv_mismatch", "FP8_KV_MESSAGE", "MAMBA_ALL_DEPRECATED", "in_release_words", "REMOVED_ARGUMENTS", "BIDIRECTIONAL_NO_POOLING",
            "check_engine_args", "adapt", "ARGUMENT_CHOICES", "ARGUMENT_BOUNDS", "CONFIG_CLASS_CHECKED",
            "KIMI_LINEAR_DEFAULTS"]
 
@@ -66,6 +68,9 @@ _NOT_BACKEND_COMPATIBLE = ("BambaForCausalLM", "Plamo2ForCausalLM")
 NEMOTRON_H_SSM_DTYPE = "float32"
 
 #: what 0.34.0's cache config logs for a quantized KV cache (``%s``: the cache dtype)
+#: C7d: CacheConfig's warning while it takes ``--mamba-cache-mode all`` (until C7e removes the mode)
+MAMBA_ALL_DEPRECATED = ("Mamba cache mode 'all' is deprecated and will be removed in an upcoming release. If this "
+                        "is a problem, please open an issue at https://github.com/vllm-project/vllm/issues.")
 FP8_KV_MESSAGE = ("Using {} data type to store kv cache. It reduces the GPU memory footprint and boosts the "
                   "performance. Meanwhile, it may cause accuracy drop without a proper scaling factor")
 
@@ -219,10 +224,17 @@ def gemma4_rule(cfg: Any, gpu: Any, release: Any = None) -> tuple[str, str | Non
     """C4: ``(message, backend to force, FlashAttention version to force)`` for a Gemma 4 model
     with heterogeneous head sizes on *gpu* (None: nothing to do); the per-layer FA3/FA4 choice
     for an FP8 KV cache on SM90 since C4c (*release*: None for the latest)."""
-    dims = gemma4_head_dims(cfg)
-    if len(set(dims.values())) <= 1:
-        return None
-    shown = "{" + ", ".join(f"{k!r}: {v}" for k, v in dims.items()) + "}"
+    if release is None or release.has("C4b"):
+        dims = gemma4_head_dims(cfg)
+        if len(set(dims.values())) <= 1:
+            return None
+        shown = "{" + ", ".join(f"{k!r}: {v}" for k, v in dims.items()) + "}"
+    else:  # before C4b: the text config's two head sizes, both needed, printed as %d
+        head, global_head = _gemma4_dims(cfg.model_config.hf_text_config, absent=None)
+        if head is None or global_head is None or head == global_head:
+            return None
+        dims = {"head_dim": head, "global_head_dim": global_head}
+        shown = f"(head_dim={int(head)}, global_head_dim={int(global_head)})"
     ac, cc = cfg.attention_config, cfg.cache_config
     fa_version = ac.flash_attn_version
     if fa_supported(4, gpu.capability) and max(dims.values()) <= 512:
@@ -323,8 +335,25 @@ def adapt(cfg: Any, release: Any) -> Any:
             messages.append(("WARNING", f"--mamba-cache-mode is deprecated and will be removed in v{named}. It "
                                         f"has no effect: Mamba prefix caching follows --enable-prefix-caching."))
         cc.mamba_cache_mode = "none"
+    if release.has("C7d") and not release.has("C7e") and cfg.engine_args.get("mamba_cache_mode") == "all":
+        # C7d: CacheConfig warns while it takes 'all' (after the KV dtype's line, before VllmConfig's)
+        at = next((i for i, m in enumerate(messages) if m == ("WARNING", CHUNKED_LOCAL_ATTENTION_WARNING)),
+                  len(messages))
+        messages.insert(at, ("WARNING", MAMBA_ALL_DEPRECATED))
     old = ("INFO", "Using fp8 data type to store kv cache. It reduces the GPU memory footprint and boosts the "
                    "performance. Meanwhile, it may cause accuracy drop without a proper scaling factor.")
     messages = [("INFO", FP8_KV_MESSAGE.format(cc.cache_dtype)) if m == old else m for m in messages]
     cfg.load_messages = messages
+    if cfg.pending_errors:
+        cfg.pending_errors = [(phase, in_release_words(err, release)) for phase, err in cfg.pending_errors]
     return cfg
+
+
+def in_release_words(err: Any, release: Any) -> Any:
+    """*err*, a refusal of the shared loader, in *release*'s words: the explicit-hybrid-manager
+    refusal names ``--enable-hybrid-kv-cache-manager`` under rule K10b; any other as it is."""
+    if not (isinstance(err, ConfigRejectedError) and err.message == HYBRID_MANAGER_NEEDED_ERROR
+            and release.has("K10b")):
+        return err
+    return ConfigRejectedError(HYBRID_MANAGER_NEEDED_ERROR_K10B, field=err.field, stage=err.stage,
+                               vllm_type=err.vllm_type)

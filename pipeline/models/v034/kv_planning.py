@@ -316,7 +316,11 @@ def plan(cfg: Any, startup: Any, gpu: Any) -> tuple[Plan, int, Any]:
     bpb = max((g.bytes_per_block for g in p.groups), default=0)
     pp = cfg.parallel_config.pipeline_parallel_size
     mnbt = config_time.max_num_batched_tokens(cfg, gpu, startup.rules)
-    in_flight = (pp + 1 if config_time.async_scheduling(cfg) else pp) * mnbt
+    rules = startup.rules
+    # K4b: a sliding window holds the tokens in flight, (pp + 1 if async else pp) steps of the budget;
+    # before it one step's budget
+    in_flight = (pp + 1 if config_time.async_scheduling(cfg) else pp) * mnbt \
+        if rules is None or rules.has("K4b") else mnbt
     mode = cfg.cache_config.mamba_cache_mode
 
     def per_request(length: int) -> int:
@@ -410,6 +414,13 @@ def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capa
     else:
         error = None
     concurrency = blocks / per_request(mml)
+
+    def logged_tokens(n: int) -> int:
+        """The logged "GPU KV cache size": floor(concurrency x max_model_len) since K6a (0.20.1);
+        before it the blocks over the groups, times the smallest group block."""
+        if start.rules is None or start.rules.has("K6a"):
+            return int(n / per_request(mml) * mml)
+        return n // len(p.groups) * min(g.block_size for g in p.groups)
     mamba = [g.spec for g in p.groups if isinstance(g.spec, kc.MambaSpec)]
     pad = None
     if mamba:
@@ -437,7 +448,7 @@ def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capa
                     else:
                         hi_ = mid - 1
             conc = n / per_request(mml)
-            return (n, int(conc * mml), conc, {c: (n / per_request(c) if c <= mml else None) for c in contexts}, est,
+            return (n, logged_tokens(n), conc, {c: (n / per_request(c) if c <= mml else None) for c in contexts}, est,
                     planned - bpb > 0 and needed <= planned - bpb)
         lo, hi = at(budget.kv_cache_memory_low), at(budget.kv_cache_memory_high)
         kv_range = KVRange((budget.kv_cache_memory_low, budget.kv_cache_memory_high), (lo[0], hi[0]), (lo[1], hi[1]),
@@ -445,7 +456,7 @@ def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capa
                            (lo[4], hi[4]), (lo[5], hi[5]))
     return Impact(
         memory=budget, max_model_len=mml, max_num_batched_tokens=mnbt, groups=rows, num_blocks=blocks,
-        kv_tokens=int(concurrency * mml), max_concurrency=concurrency,
+        kv_tokens=logged_tokens(blocks), max_concurrency=concurrency,
         concurrency={n: blocks / per_request(n) if n <= mml else None for n in contexts},
         max_model_len_fits=estimate, fits=error, starts=error is None, start_error=error,
         bytes_per_token=sum(r.bytes_per_token or 0 for r in rows),

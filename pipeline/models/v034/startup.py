@@ -23,6 +23,7 @@ from typing import Any
 
 from enginecfg.pipeline.hf import typed
 from enginecfg.pipeline.models import backends as be019
+from enginecfg.pipeline.models import engine_start
 from enginecfg.pipeline.models.pages import page_facts
 from enginecfg.pipeline.models.startup import (Decision, LayerBackend, LayerKind, StartFailure, LayerClasses,
                                                layer_kinds, select_layer_backends, state_page_failure)
@@ -36,6 +37,10 @@ _MAMBA_CLASSES = {"mamba1": "MambaMixer", "mamba2": "MambaMixer2", "gated_delta_
                   "kda": "KimiDeltaAttention", "short_conv": "ShortConv",
                   "linear_attention": "MiniMaxText01LinearAttention"}
 _CLASSES = LayerClasses(_MAMBA_CLASSES, "OlmoHybridGatedDeltaNetAttention")
+#: before B6a (0.22.0), which moved the gated delta nets to ``layers/mamba/gdn/``, their classes'
+#: earlier names
+_CLASSES_BEFORE_B6A = LayerClasses({**_MAMBA_CLASSES, "gated_delta_net": "GatedDeltaNetAttention"},
+                                   "OlmoHybridGatedDeltaNet")
 _ATTENTION_LAYERS = ("attention", "full_attention", "sliding_attention")
 
 
@@ -81,9 +86,9 @@ def _lfm2(hf) -> StartFailure | None:
     return None
 
 
-def build_failure(cfg: Any, *, before_layers: bool) -> StartFailure | None:
+def build_failure(cfg: Any, *, before_layers: bool, release: Any = None) -> StartFailure | None:
     """F1, F3, F5 (the class meets them before its attention layers ask for a backend) and F2
-    (after): why vLLM 0.34.0 cannot build the model class (None: it can)."""
+    (after): why vLLM 0.34.0 (or *release*) cannot build the model class (None: it can)."""
     mc = cfg.model_config
     hf, text = mc.hf_config, mc.hf_text_config
     info = mc.arch_info
@@ -101,6 +106,10 @@ def build_failure(cfg: Any, *, before_layers: bool) -> StartFailure | None:
                         f"{', '.join(mc.architectures)} left vLLM's registry, so the model runs on the "
                         f"Transformers backend, which serves only layers that call the attention interface; "
                         f"layer {i} is a {kind} layer", "F1")
+        if module == "bamba.BambaForCausalLM":
+            # a release that still registers Bamba (before C1b) builds it with 0.19.0's class, whose
+            # layer table knows only 'attention' and 'mamba'
+            return engine_start.build_failure(cfg, before_layers=True)
         if module.startswith("nemotron_vl."):
             where = "model_executor/models/nemotron_vl.py in __init__"
             why = "the LlamaNemotronVL class reads its vision settings from the config, which has none"
@@ -137,6 +146,11 @@ def build_failure(cfg: Any, *, before_layers: bool) -> StartFailure | None:
             groups = _text(text, "n_group", 1) if typed.has(text, "n_group") else 1
             topk = _text(text, "topk_group", 1) if typed.has(text, "topk_group") else 1
             if groups is None or topk is None:
+                if release is not None and not release.has("F9"):  # before F9 FusedMoE asserts first
+                    return StartFailure("build", "AssertionError", "",
+                                        "model_executor/layers/fused_moe/layer.py in FusedMoE.__init__",
+                                        f"DeepSeek-V2's MoE layers route with grouped top-k, which needs n_group and "
+                                        f"topk_group; the config gives n_group={groups!r}, topk_group={topk!r}", "F9")
                 return StartFailure("build", "ValueError",
                                     "num_expert_group and topk_group must be provided when use_grouped_topk is True",
                                     "model_executor/layers/fused_moe/router/router_factory.py in "
@@ -199,12 +213,36 @@ def select_backends(cfg: Any, gpu: Any, release: Any = None
         return None
 
     before = build_failure(cfg, before_layers=True)
+    classes = _CLASSES if release is None or release.has("B6a") else _CLASSES_BEFORE_B6A
     layers, messages, failure = select_layer_backends(
-        cfg, layer_kinds(cfg), ctx.capability, layer_class=layer_class, query=query,
+        cfg, layer_kinds(cfg), ctx.capability, layer_class=classes.of, query=query,
         select=lambda q, kind, forced, heads: be.select(q, ctx, forced, num_heads=heads,
                                                        sliding_window=kind.sliding_window is not None),
         fa_version=fa, after=lambda backend: _triton_fp8(cfg, backend, gpu), rule="B5")
-    return layers, messages, before or failure or build_failure(cfg, before_layers=False)
+    return layers, messages, before or failure or build_failure(cfg, before_layers=False, release=release) \
+        or _tied_head(cfg, release)
+
+
+#: quantization methods whose config gives a tied ``ParallelLMHead`` a linear method (excluded
+#: or not: ``ModelOptQuantConfigBase.get_quant_method``), which cannot tie weights under F8a
+_LINEAR_HEAD_QUANTIZATION = ("modelopt", "modelopt_fp4", "modelopt_mxfp8", "modelopt_mixed")
+
+
+def _tied_head(cfg: Any, release: Any) -> StartFailure | None:
+    """F8a until F8b (0.24.0 only): the lm_head ties to the embedding through its quantization
+    method, and only the unquantized embedding method can: a tied lm_head that a ModelOpt
+    checkpoint gives a linear method fails with a bare NotImplementedError."""
+    if release is None or not release.has("F8a") or release.has("F8b"):
+        return None
+    mc = cfg.model_config
+    if mc.quantization not in _LINEAR_HEAD_QUANTIZATION or \
+            typed.attr(mc.hf_text_config, "tie_word_embeddings", typed.ANY) is not True:
+        return None
+    return StartFailure("build", "NotImplementedError", "",
+                        "model_executor/layers/quantization/base_config.py in tie_weights",
+                        f"the model ties its lm_head to the embedding, and vLLM {release} ties through the "
+                        f"lm_head's quantization method: {mc.quantization} gives the lm_head a linear method, "
+                        f"which cannot tie weights", "F8a")
 
 
 def _non_ssm(layers: list[LayerBackend]) -> list[str]:
