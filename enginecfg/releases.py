@@ -39,12 +39,11 @@ DEFAULT_RELEASE = releases.first().name
 
 def arguments_for(release: releases.Release) -> tuple[dict[str, Any], dict[str, str]]:
     """The engine arguments of *release*, a release that decides at engine start: ``(table,
-    phases)``, its parser's choices (a choice of :data:`v034.ARGUMENT_CHOICES` where the
-    release's own option table offers it: ``bfloat16`` Mamba dtypes arrive with the parser of
-    a later release than 0.20.0's), its config classes' bounds and the steps they are checked at."""
-    offered = release.flag_table().VLLM_SERVE_CHOICES
-    choices = {name: values for name, values in v034.ARGUMENT_CHOICES.items()
-               if set(values) <= set(offered.get("--" + name.replace("_", "-"), (None, ()))[1])}
+    phases)``, its parser's choices (:data:`v034.ARGUMENT_CHOICES`, the ``bfloat16`` Mamba dtypes,
+    from the release that brought them, C5b: a release between two held option tables has them
+    even where the earlier table does not), its config classes' bounds and the steps they are
+    checked at."""
+    choices = dict(v034.ARGUMENT_CHOICES) if release.has("C5b") else {}
     if release.has("C7e") and not release.has("C7f"):
         # C7e: 'all' is no Mamba cache mode any more (CacheConfig's Literal); from C7f on the
         # argument is taken and ignored whatever it holds

@@ -19,7 +19,7 @@ from enginecfg.pipeline import releases
 from enginecfg.pipeline.models import gpus
 from enginecfg.pipeline.models.v034 import kv_planning
 
-from support import CONFIGS
+from support import CONFIGS, REPO
 
 from release_oracle_support import _resolve, cases, compare, known
 from test_release_oracles import KNOWN
@@ -241,3 +241,16 @@ def test_grouped_top_k_without_its_groups_is_an_assertion_before_f9():
     assert _failure("0.20.0", "deepseek-v2-lite-like") == ("build", "AssertionError", "")
     assert _failure("0.24.0", "deepseek-v2-lite-like") == (
         "build", "ValueError", "num_expert_group and topk_group must be provided when use_grouped_topk is True")
+
+
+def test_c5b_the_bfloat16_mamba_dtypes_come_with_the_release_that_brought_them():
+    """0.22.0 (C5b) takes bfloat16 for both Mamba dtypes though its nearest held option table
+    (0.20.0's) does not list it; 0.20.0 refuses it in its own words."""
+    from enginecfg import InvalidInputError, Pipeline
+
+    model = REPO / "examples" / "models" / "qwen3.5-27b"
+    for name in ("mamba_cache_dtype", "mamba_ssm_cache_dtype"):
+        result = Pipeline(gpu_validation="off", vllm_version="0.22.0").resolve(model, **{name: "bfloat16"})
+        assert result.status == "resolved"
+        with pytest.raises(InvalidInputError, match=name):
+            Pipeline(gpu_validation="off", vllm_version="0.20.0").resolve(model, **{name: "bfloat16"})
