@@ -42,7 +42,8 @@ class Pooling034Stage(PoolingStage):
         if c2 and typed.attr(hf, "pooling", typed.ANY) is None and not isinstance(llm, HFConfigView):
             raise ConfigRejectedError(
                 "1 validation error for ModelConfig: Assertion failed: the LlamaNemotronVL checkpoint names no "
-                "pooling (hf_config.pooling, hf_config.llm_config.pooling), which vLLM 0.34.0 asserts is a string",
+                f"pooling (hf_config.pooling, hf_config.llm_config.pooling), which vLLM"
+                f"{'' if ctx.release is None else f' {ctx.release}'} asserts is a string",
                 field="hf_config.pooling", vllm_type="AssertionError")
         super()._llama_nemotron_vl(cfg, ctx)
 
