@@ -90,6 +90,12 @@ NOTHING_TO_SWITCH: Mapping[str, str] = MappingProxyType({
     "K4a": "the speculative blocks a Mamba layer keeps in 'all' mode: enginecfg plans no speculative decoding "
            "in any release (no release's engine arguments in enginecfg take speculative_config, refused as "
            "unknown), so every Mamba layer has 0 speculative blocks, before the rule as after it",
+    "S3c": "the sparse-indexer alignment of 0.30.0-0.31.0 reads index_kpool, which only Glm5Next's config carries; "
+           "enginecfg has no Mamba-state entry for Glm5Next and resolves it on the Transformers backend as a "
+           "plain attention model in every release, so no hybrid alignment runs for it (an alignment enginecfg "
+           "would need first, in every release alike)",
+    "S3f": "the removal of S3c (0.32.0): as S3c, it would act only on Glm5Next, which no hybrid alignment of "
+           "enginecfg reaches",
     "S2e": "the Mamba state alignment is 16 only with --use-replayssm on FlashInfer's Mamba backend; no release's "
            "engine arguments in enginecfg take use_replayssm (refused as unknown), so the alignment is 1 and the "
            "Mamba page is the plain sum of its states, as before the rule",
