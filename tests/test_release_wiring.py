@@ -325,3 +325,14 @@ def test_the_preferred_block_is_the_first_backends_until_s1b(release, message):
     startup = _startup(release, "deepseek-v2-lite-like", attention_backend="FLASHMLA")
     assert startup["block_size"] == 64
     assert [d["reason"] for d in startup["decisions"] if d["field"] == "block_size"] == [message]
+
+
+@pytest.mark.parametrize("release, version, blocks", [("0.27.0", 4, [16]), ("0.28.0", 2, [16]),
+                                                      ("0.29.0", 4, [128])])
+def test_flash_attention_at_head_256_on_blackwell_follows_b3c_then_b3d_and_b2e(release, version, blocks):
+    # B3c (0.28.0) sent head 256 on Blackwell to FA2; B3d (0.29.0) brought the head-256 FA4 kernel
+    # back, with its kernel block of 128 (B2e)
+    startup = Pipeline(vllm_version=release, gpu="B200", gpu_validation="off").resolve(
+        str(CONFIGS / "qwen3.5-27b"), attention_backend="FLASH_ATTN").to_dict()["startup"]
+    attention = [b for b in startup["backends"] if b["kind"] == "attention"]
+    assert [(b["fa_version"], b["kernel_block_sizes"]) for b in attention] == [(version, blocks)]
