@@ -104,10 +104,13 @@ def test_the_explicit_hybrid_manager_refusal_raised_at_load_is_in_the_release_wo
 
 
 def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given():
-    assert set(releases.NOTHING_TO_SWITCH) == {"C1f", "C4d", "K4a", "S2e", "S3c", "S3f"}
-    # S3c/S3f: Glm5Next, the one architecture whose config has index_kpool, is no hybrid to enginecfg
+    assert set(releases.NOTHING_TO_SWITCH) == {"C1f", "C4d", "K4a", "S2d", "S2e", "S3c", "S3f"}
+    # S3c/S3f: Glm5Next, the one architecture whose config has index_kpool, and S2d: Qwen4Exp, the
+    # one class with several Mamba layouts, are no hybrids to enginecfg
     from enginecfg.pipeline.models import architectures
-    assert not architectures.lookup(["Glm5NextForCausalLM"])[1].is_hybrid_class
+    for name in ("Glm5NextForCausalLM", "Qwen4ExpForCausalLM"):
+        info = architectures.lookup([name])[1]
+        assert not info.is_hybrid_class and info.state_kind is None
     assert set(releases.NOTHING_TO_SWITCH) <= releases.WIRED
     # K4a: speculative decoding (the blocks it adds) is refused as unknown by every release
     for name in ("0.22.0", "0.34.0"):

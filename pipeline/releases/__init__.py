@@ -90,6 +90,10 @@ NOTHING_TO_SWITCH: Mapping[str, str] = MappingProxyType({
     "K4a": "the speculative blocks a Mamba layer keeps in 'all' mode: enginecfg plans no speculative decoding "
            "in any release (no release's engine arguments in enginecfg take speculative_config, refused as "
            "unknown), so every Mamba layer has 0 speculative blocks, before the rule as after it",
+    "S2d": "the largest of several Mamba state layouts, which only Qwen4Exp's class declares "
+           "(get_mamba_specs_from_config); enginecfg has no Mamba-state entry for Qwen4Exp and resolves it on "
+           "the Transformers backend as a plain attention model in every release, so no hybrid alignment "
+           "reads its layouts",
     "S3c": "the sparse-indexer alignment of 0.30.0-0.31.0 reads index_kpool, which only Glm5Next's config carries; "
            "enginecfg has no Mamba-state entry for Glm5Next and resolves it on the Transformers backend as a "
            "plain attention model in every release, so no hybrid alignment runs for it (an alignment enginecfg "
