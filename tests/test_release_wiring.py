@@ -339,3 +339,16 @@ def test_flash_attention_at_head_256_on_blackwell_follows_b3c_then_b3d_and_b2e(r
         str(CONFIGS / "qwen3.5-27b"), attention_backend="FLASH_ATTN").to_dict()["startup"]
     attention = [b for b in startup["backends"] if b["kind"] == "attention"]
     assert [(b["fa_version"], b["kernel_block_sizes"]) for b in attention] == [(version, blocks)]
+
+
+@pytest.mark.parametrize("release, quoted", [
+    ("0.27.0", '"GPU KV cache size: 16 tokens" and "Maximum concurrency for'),
+    ("0.28.0", '"GPU KV cache size: 16 tokens, Maximum concurrency for')])
+def test_the_report_quotes_the_capacity_lines_as_the_release_logs_them(release, quoted):
+    # K6c (0.28.0): the two capacity lines became one
+    from enginecfg.cli.report import impact_lines
+
+    result = Pipeline(vllm_version=release, gpu="H200", gpu_validation="off",
+                      impact={"kv_cache_memory": 17 * 2**30}).resolve(str(CONFIGS / "qwen3.5-27b"))
+    line = next(line for line in impact_lines(result) if "vLLM would log" in line)
+    assert quoted.replace("16", f"{result.impact.kv_tokens:,}") in line
