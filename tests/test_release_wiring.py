@@ -104,7 +104,12 @@ def test_the_explicit_hybrid_manager_refusal_raised_at_load_is_in_the_release_wo
 
 
 def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given():
-    assert set(releases.NOTHING_TO_SWITCH) == {"C1f", "C4d", "K4a", "S2d", "S2e", "S3c", "S3f"}
+    assert set(releases.NOTHING_TO_SWITCH) == {"C1f", "C4d", "K4a", "K4c", "S2c", "S2d", "S2e", "S3c", "S3f"}
+    # S2c: the KV dtype whose backend reshapes the spec is refused by every release
+    for name in ("0.28.0", "0.34.0"):
+        with pytest.raises(InvalidInputError, match="ultraquant_4bit"):
+            Pipeline(vllm_version=name, gpu="H200", gpu_validation="off").resolve(
+                str(CONFIGS / "qwen3.5-27b"), kv_cache_dtype="ultraquant_4bit")
     # S3c/S3f: Glm5Next, the one architecture whose config has index_kpool, and S2d: Qwen4Exp, the
     # one class with several Mamba layouts, are no hybrids to enginecfg
     from enginecfg.pipeline.models import architectures
@@ -112,7 +117,7 @@ def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given(
         info = architectures.lookup([name])[1]
         assert not info.is_hybrid_class and info.state_kind is None
     assert set(releases.NOTHING_TO_SWITCH) <= releases.WIRED
-    # K4a: speculative decoding (the blocks it adds) is refused as unknown by every release
+    # K4a, K4c: speculative decoding (the blocks and tokens it adds) is refused as unknown by every release
     for name in ("0.22.0", "0.34.0"):
         with pytest.raises(InvalidInputError, match="unknown engine argument 'speculative_config'"):
             Pipeline(vllm_version=name, gpu="H200", gpu_validation="off").resolve(

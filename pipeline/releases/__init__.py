@@ -90,6 +90,13 @@ NOTHING_TO_SWITCH: Mapping[str, str] = MappingProxyType({
     "K4a": "the speculative blocks a Mamba layer keeps in 'all' mode: enginecfg plans no speculative decoding "
            "in any release (no release's engine arguments in enginecfg take speculative_config, refused as "
            "unknown), so every Mamba layer has 0 speculative blocks, before the rule as after it",
+    "K4c": "the tokens a sliding window keeps for speculative decoding: enginecfg plans no speculative decoding "
+           "in any release (speculative_config is refused as unknown), so a window keeps no extra tokens, before "
+           "the rule as after it",
+    "S2c": "the first backend reshaping the attention spec before the alignment sizes a token: on the path it "
+           "applies to (no MLA, no TurboQuant KV dtype, which S2b's branch takes) every backend enginecfg selects "
+           "returns the spec unchanged; the one that does not (the ultraquant KV dtype's) is refused by every "
+           "release's engine arguments in enginecfg",
     "S2d": "the largest of several Mamba state layouts, which only Qwen4Exp's class declares "
            "(get_mamba_specs_from_config); enginecfg has no Mamba-state entry for Qwen4Exp and resolves it on "
            "the Transformers backend as a plain attention model in every release, so no hybrid alignment "
