@@ -61,7 +61,7 @@ def load_at_start(release: releases.Release, path: Any, engine_args: dict[str, A
     v034.check_engine_args(engine_args, release)
     try:
         cfg = load_pretrained(path, engine_args, revision, defer_argument_errors=defer_argument_errors,
-                              registry=v034.REGISTRY,
+                              registry=v034.registry_for(release),
                               arguments=arguments_for(release) if arguments is None else arguments)
     except ConfigRejectedError as exc:  # an argument error raised now, not deferred: in the release's words
         reworded = v034.in_release_words(exc, release)

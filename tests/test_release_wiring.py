@@ -357,3 +357,14 @@ def test_the_report_quotes_the_capacity_lines_as_the_release_logs_them(release, 
                       impact={"kv_cache_memory": 17 * 2**30}).resolve(str(CONFIGS / "qwen3.5-27b"))
     line = next(line for line in impact_lines(result) if "vLLM would log" in line)
     assert quoted.replace("16", f"{result.impact.kv_tokens:,}") in line
+
+
+def test_kimi_linear_takes_its_class_default_length_from_c14():
+    # C14 (0.27.0): vLLM's KimiLinearConfig defaults max_position_embeddings to 4096; before it the
+    # length is not found (2048, with 0.19.0's warning). One process, both orders: the memoised
+    # load of one release is not the other's
+    model = str(REPO / "tests" / "data" / "vllm-0.34.0" / "heldout" / "configs" / "kimi-linear-48b-like")
+
+    def length(release):
+        return Pipeline(vllm_version=release, gpu_validation="off").resolve(model).config.model_config.max_model_len
+    assert [length(r) for r in ("0.26.0", "0.27.0", "0.34.0", "0.26.0", "0.19.0")] == [2048, 4096, 4096, 2048, 2048]
