@@ -104,7 +104,8 @@ def test_the_explicit_hybrid_manager_refusal_raised_at_load_is_in_the_release_wo
 
 
 def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given():
-    assert set(releases.NOTHING_TO_SWITCH) == {"C1f", "C4d", "K4a", "K4c", "S2c", "S2d", "S2e", "S3c", "S3f"}
+    assert set(releases.NOTHING_TO_SWITCH) == {"C1f", "C4d", "K4a", "K4c", "S2c", "S2d", "S2e", "S3c", "S3f"} | {
+        "C3.2a"}
     # S2c: the KV dtype whose backend reshapes the spec is refused by every release
     for name in ("0.28.0", "0.34.0"):
         with pytest.raises(InvalidInputError, match="ultraquant_4bit"):
@@ -138,6 +139,9 @@ def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given(
             got = _resolve("0.32.0", case_id, r).to_dict()["config"]["model_config"]["supports_mamba_prefix_caching"]
             differ += [case_id] if got != want else []
     assert differ == []
+    # C3.2a: the default a generative hybrid gets is off on both sides of 0.26.0, on only from C3.2b
+    for name, on in (("0.25.0", False), ("0.26.0", False), ("0.28.0", True)):
+        assert _mode(name, "qwen3.5-27b").to_dict()["config"]["cache_config"]["enable_prefix_caching"] is on
 
 
 def _mode(release: str, model: str, **args):

@@ -110,6 +110,10 @@ NOTHING_TO_SWITCH: Mapping[str, str] = MappingProxyType({
     "S2e": "the Mamba state alignment is 16 only with --use-replayssm on FlashInfer's Mamba backend; no release's "
            "engine arguments in enginecfg take use_replayssm (refused as unknown), so the alignment is 1 and the "
            "Mamba page is the plain sum of its states, as before the rule",
+    "C3.2a": "ModelConfig.is_prefix_caching_supported turns True for generative hybrids in 0.26.0, but its one "
+             "reader, the prefix-caching default, adds 'and not is_hybrid' in the same release, so a generative "
+             "hybrid starts with prefix caching off before the rule as after it (until C3.2b); the pooling "
+             "runner's warning never reaches the branch (a pooling hybrid is unsupported in both)",
 })
 WIRED = WIRED | frozenset(NOTHING_TO_SWITCH)
 _TABLE_RULE = "C12"
