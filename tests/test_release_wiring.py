@@ -103,9 +103,9 @@ def test_the_explicit_hybrid_manager_refusal_raised_at_load_is_in_the_release_wo
         rulepacks.get("0.34.0").load(str(chunked_local_config), {"disable_hybrid_kv_cache_manager": False})
 
 
-def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given():
+def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given(tmp_path):
     assert set(releases.NOTHING_TO_SWITCH) == {"C1f", "C4d", "K4a", "K4c", "S2c", "S2d", "S2e", "S3c", "S3f"} | {
-        "C3.2a"}
+        "C3.2a", "C5c"}
     # S2c: the KV dtype whose backend reshapes the spec is refused by every release
     for name in ("0.28.0", "0.34.0"):
         with pytest.raises(InvalidInputError, match="ultraquant_4bit"):
@@ -142,6 +142,37 @@ def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given(
     # C3.2a: the default a generative hybrid gets is off on both sides of 0.26.0, on only from C3.2b
     for name, on in (("0.25.0", False), ("0.26.0", False), ("0.28.0", True)):
         assert _mode(name, "qwen3.5-27b").to_dict()["config"]["cache_config"]["enable_prefix_caching"] is on
+    # C5c: with or without the M-RoPE fields, the text-only Qwen3.5 model resolves to the same context
+    # length and SSM-state dtype in 0.26.0 (the C5d hook) and 0.27.0 (its own hook)
+    folder = _qwen3_5_text(tmp_path)
+    for rope in (True, False):
+        if not rope:
+            config = json.loads((folder / "config.json").read_text())
+            for key in ("mrope_section", "mrope_interleaved"):
+                config["rope_parameters"].pop(key)
+            (folder / "config.json").write_text(json.dumps(config))
+        seen = set()
+        for name in ("0.26.0", "0.27.0"):
+            doc = _mode(name, str(folder)).to_dict()
+            seen.add((doc["config"]["model_config"]["max_model_len"], doc["config"]["cache_config"]["mamba_ssm_cache_dtype"]))
+        assert len(seen) == 1 and "float32" in next(iter(seen))
+
+
+def _qwen3_5_text(tmp_path):
+    """qwen3.5-27b's text config alone, as a text-only checkpoint (``Qwen3_5ForCausalLM``)."""
+    config = json.loads((CONFIGS / "qwen3.5-27b" / "config.json").read_text())["text_config"]
+    config["architectures"] = ["Qwen3_5ForCausalLM"]
+    folder = tmp_path / "qwen3.5-27b-text"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def test_the_text_only_qwen3_5_classes_take_the_qwen3_5_ssm_dtype_from_c5d(tmp_path):
+    # C5d (0.26.0): the hook lookup retries under the normalised name, Qwen3_5ForConditionalGeneration
+    folder = _qwen3_5_text(tmp_path)
+    for name, dtype in (("0.25.0", "auto"), ("0.26.0", "float32"), ("0.34.0", "float32")):
+        assert _mode(name, str(folder)).to_dict()["config"]["cache_config"]["mamba_ssm_cache_dtype"] == dtype
 
 
 def _mode(release: str, model: str, **args):

@@ -77,6 +77,9 @@ WIRED: frozenset[str] = frozenset({"C8", "C3.3", "C6", "C3.2b", "C3.4a", "C3.4b"
                                 "K7a", "K7b", "B6b", "S3e", "K4d", "C9.2", "C3.5b", "C3.5c", "B1f", "B1g",
                                 "C4c", "K11", "K10b", "B2f", "C7d", "C7e", "C2", "C4b", "K4b", "F8a", "F8b", "K6a", "B6a", "C4a", "F9", "C5b",
                                 "S3d", "K4e", "C9.6", "S8", "S0b", "S1b", "S3b", "B2e", "B3d", "K6c"})
+#: C5d: the text-only Qwen3.5 classes reach the Qwen3.5 hook (the SSM-state dtype) through the
+#: normalised architecture (``stages/v034/config_time.SsmDtype034Stage``)
+WIRED = WIRED | {"C5d"}
 
 #: dated rules that change nothing enginecfg computes, each with the reason: they count as wired
 #: (there is no switch to add), and ``tests/test_release_wiring.py`` holds each reason true
@@ -114,6 +117,10 @@ NOTHING_TO_SWITCH: Mapping[str, str] = MappingProxyType({
              "reader, the prefix-caching default, adds 'and not is_hybrid' in the same release, so a generative "
              "hybrid starts with prefix caching off before the rule as after it (until C3.2b); the pooling "
              "runner's warning never reaches the branch (a pooling hybrid is unsupported in both)",
+    "C5c": "the text-only Qwen3.5 classes' own hook of 0.27.0 sets the SSM-state dtype as the Qwen3.5 hook they "
+           "reach from 0.26.0 (C5d) already does, and besides only drops mrope_section and mrope_interleaved from "
+           "the text config's rope_parameters, which nothing enginecfg derives (the context length, the layers, "
+           "the KV and Mamba pages) reads",
 })
 WIRED = WIRED | frozenset(NOTHING_TO_SWITCH)
 _TABLE_RULE = "C12"
