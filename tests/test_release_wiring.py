@@ -105,7 +105,7 @@ def test_the_explicit_hybrid_manager_refusal_raised_at_load_is_in_the_release_wo
 
 def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given(tmp_path):
     assert set(releases.NOTHING_TO_SWITCH) == {"C1f", "C4d", "K4a", "K4c", "S2c", "S2d", "S2e", "S3c", "S3f"} | {
-        "C3.2a", "C5c"}
+        "C3.2a", "C5c", "C1d"}
     # S2c: the KV dtype whose backend reshapes the spec is refused by every release
     for name in ("0.28.0", "0.34.0"):
         with pytest.raises(InvalidInputError, match="ultraquant_4bit"):
@@ -156,6 +156,11 @@ def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given(
             doc = _mode(name, str(folder)).to_dict()
             seen.add((doc["config"]["model_config"]["max_model_len"], doc["config"]["cache_config"]["mamba_ssm_cache_dtype"]))
         assert len(seen) == 1 and "float32" in next(iter(seen))
+    # C1d: the two engine arguments that disable multimodal inputs are refused by every release
+    for name in ("0.26.0", "0.27.0", "0.34.0"):
+        for arg, value in (("limit_mm_per_prompt", {"image": 0, "video": 0}), ("language_model_only", True)):
+            with pytest.raises(InvalidInputError, match=f"unknown engine argument '{arg}'"):
+                _mode(name, "gemma-4-26b-a4b", **{arg: value})
 
 
 def _qwen3_5_text(tmp_path):

@@ -121,6 +121,11 @@ NOTHING_TO_SWITCH: Mapping[str, str] = MappingProxyType({
            "reach from 0.26.0 (C5d) already does, and besides only drops mrope_section and mrope_interleaved from "
            "the text config's rope_parameters, which nothing enginecfg derives (the context length, the layers, "
            "the KV and Mamba pages) reads",
+    "C1d": "from 0.27.0 a Gemma 4 deployment with multimodal inputs disabled is no multimodal "
+           "prefix-LM; vLLM disables them only through limit_mm_per_prompt (every modality 0) or "
+           "language_model_only, which no release's engine arguments in enginecfg take (refused as "
+           "unknown), so a multimodal Gemma 4 keeps its inputs, and is a prefix-LM, before the rule "
+           "as after it",
 })
 WIRED = WIRED | frozenset(NOTHING_TO_SWITCH)
 _TABLE_RULE = "C12"
