@@ -163,6 +163,14 @@ def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given(
                 _mode(name, "gemma-4-26b-a4b", **{arg: value})
 
 
+@pytest.mark.parametrize("release, budget", [("0.21.0", 2048), ("0.22.0", 2496)])
+def test_the_token_budget_holds_one_multimodal_item_of_a_prefix_lm_from_c3_5a(release, budget):
+    # Gemma 4's multimodal prefix-LM on the A100's small tier (2048): from C3.5a (0.22.0) the budget
+    # is raised to the largest item, a video of 32 frames of 78 tokens
+    doc = Pipeline(vllm_version=release, gpu="A100-80GB", gpu_validation="off").resolve(
+        str(CONFIGS / "gemma-4-26b-a4b")).to_dict()
+    assert doc["impact"]["max_num_batched_tokens"] == budget
+
 def _qwen3_5_text(tmp_path):
     """qwen3.5-27b's text config alone, as a text-only checkpoint (``Qwen3_5ForCausalLM``)."""
     config = json.loads((CONFIGS / "qwen3.5-27b" / "config.json").read_text())["text_config"]

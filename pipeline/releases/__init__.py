@@ -80,6 +80,8 @@ WIRED: frozenset[str] = frozenset({"C8", "C3.3", "C6", "C3.2b", "C3.4a", "C3.4b"
 #: C5d: the text-only Qwen3.5 classes reach the Qwen3.5 hook (the SSM-state dtype) through the
 #: normalised architecture (``stages/v034/config_time.SsmDtype034Stage``)
 WIRED = WIRED | {"C5d"}
+#: C3.5a: the multimodal prefix-LM floor of the token budget (``config_time.max_num_batched_tokens``)
+WIRED = WIRED | {"C3.5a"}
 
 #: dated rules that change nothing enginecfg computes, each with the reason: they count as wired
 #: (there is no switch to add), and ``tests/test_release_wiring.py`` holds each reason true

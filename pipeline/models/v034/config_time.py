@@ -188,7 +188,7 @@ def max_num_batched_tokens(cfg: Any, gpu: Any, release: Any = None) -> int:
     mml = cfg.model_config.max_model_len
     if not chunked_prefill(cfg):
         value = max(mml, value)
-    floor = _mm_floor(cfg)
+    floor = _mm_floor(cfg) if release is None or release.has("C3.5a") else None  # the floor came with C3.5a
     if floor is not None and floor[0] > value:
         value = floor[0]
     return min(seqs * mml, value)
