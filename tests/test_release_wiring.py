@@ -103,9 +103,9 @@ def test_the_explicit_hybrid_manager_refusal_raised_at_load_is_in_the_release_wo
         rulepacks.get("0.34.0").load(str(chunked_local_config), {"disable_hybrid_kv_cache_manager": False})
 
 
-def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given(tmp_path):
+def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given(tmp_path, monkeypatch):
     assert set(releases.NOTHING_TO_SWITCH) == {"C1f", "C4d", "K4a", "K4c", "S2c", "S2d", "S2e", "S3c", "S3f"} | {
-        "C3.2a", "C5c", "C1d"}
+        "C3.2a", "C5c", "C1d", "C9.9a", "C9.9b"}
     # S2c: the KV dtype whose backend reshapes the spec is refused by every release
     for name in ("0.28.0", "0.34.0"):
         with pytest.raises(InvalidInputError, match="ultraquant_4bit"):
@@ -170,6 +170,12 @@ def test_the_token_budget_holds_one_multimodal_item_of_a_prefix_lm_from_c3_5a(re
     doc = Pipeline(vllm_version=release, gpu="A100-80GB", gpu_validation="off").resolve(
         str(CONFIGS / "gemma-4-26b-a4b")).to_dict()
     assert doc["impact"]["max_num_batched_tokens"] == budget
+    # C9.9a, C9.9b: enginecfg reads no VLLM_USE_V2_MODEL_RUNNER, so 'align' resolves alike with it set
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")
+    for name in ("0.20.0", "0.21.0", "0.25.0"):
+        doc = _mode(name, "qwen3.5-27b", enable_prefix_caching=True, mamba_cache_mode="align").to_dict()
+        assert doc["status"] == "resolved" and doc["config"]["cache_config"]["mamba_cache_mode"] == "align"
+
 
 def _qwen3_5_text(tmp_path):
     """qwen3.5-27b's text config alone, as a text-only checkpoint (``Qwen3_5ForCausalLM``)."""

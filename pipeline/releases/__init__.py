@@ -128,6 +128,14 @@ NOTHING_TO_SWITCH: Mapping[str, str] = MappingProxyType({
            "language_model_only, which no release's engine arguments in enginecfg take (refused as "
            "unknown), so a multimodal Gemma 4 keeps its inputs, and is a prefix-LM, before the rule "
            "as after it",
+    "C9.9a": "the 'align' mode assertion of 0.21.0-0.24.0 that Model Runner V2 is off reads only the "
+             "environment variable VLLM_USE_V2_MODEL_RUNNER, unset by default (0.21.0: '0'; "
+             "0.22.0-0.24.0: None), so it holds in the default environment enginecfg models; "
+             "enginecfg reads no such variable (a run with it set resolves as one without), so an "
+             "'align' run resolves alike before the rule and with it",
+    "C9.9b": "the removal of C9.9a's assertion (Model Runner V2 supports 'align' mode): the assertion "
+             "never fires in the default environment enginecfg models (see C9.9a), so removing it "
+             "changes nothing enginecfg computes",
 })
 WIRED = WIRED | frozenset(NOTHING_TO_SWITCH)
 _TABLE_RULE = "C12"
