@@ -161,6 +161,12 @@ def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given(
         for arg, value in (("limit_mm_per_prompt", {"image": 0, "video": 0}), ("language_model_only", True)):
             with pytest.raises(InvalidInputError, match=f"unknown engine argument '{arg}'"):
                 _mode(name, "gemma-4-26b-a4b", **{arg: value})
+    # C9.9a, C9.9b: enginecfg reads no VLLM_USE_V2_MODEL_RUNNER, so 'align' resolves alike with it set
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")
+    for name in ("0.20.0", "0.21.0", "0.25.0"):
+        doc = _mode(name, "qwen3.5-27b", enable_prefix_caching=True, mamba_cache_mode="align").to_dict()
+        assert doc["status"] == "resolved" and doc["config"]["cache_config"]["mamba_cache_mode"] == "align"
+    # NTS-END
 
 
 @pytest.mark.parametrize("release, budget", [("0.21.0", 2048), ("0.22.0", 2496)])
@@ -170,11 +176,6 @@ def test_the_token_budget_holds_one_multimodal_item_of_a_prefix_lm_from_c3_5a(re
     doc = Pipeline(vllm_version=release, gpu="A100-80GB", gpu_validation="off").resolve(
         str(CONFIGS / "gemma-4-26b-a4b")).to_dict()
     assert doc["impact"]["max_num_batched_tokens"] == budget
-    # C9.9a, C9.9b: enginecfg reads no VLLM_USE_V2_MODEL_RUNNER, so 'align' resolves alike with it set
-    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")
-    for name in ("0.20.0", "0.21.0", "0.25.0"):
-        doc = _mode(name, "qwen3.5-27b", enable_prefix_caching=True, mamba_cache_mode="align").to_dict()
-        assert doc["status"] == "resolved" and doc["config"]["cache_config"]["mamba_cache_mode"] == "align"
 
 
 def _qwen3_5_text(tmp_path):
