@@ -136,6 +136,10 @@ NOTHING_TO_SWITCH: Mapping[str, str] = MappingProxyType({
     "C9.9b": "the removal of C9.9a's assertion (Model Runner V2 supports 'align' mode): the assertion "
              "never fires in the default environment enginecfg models (see C9.9a), so removing it "
              "changes nothing enginecfg computes",
+    "C7b": "the removal of C7a (prefix caching with speculative decoding picking 'align' rather than "
+           "'all'): both rules act only with speculative decoding, which enginecfg plans in no "
+           "release (speculative_config is refused as unknown), so the Mamba cache mode is decided as "
+           "without speculative decoding, before the rule as after it",
 })
 WIRED = WIRED | frozenset(NOTHING_TO_SWITCH)
 _TABLE_RULE = "C12"
