@@ -140,6 +140,10 @@ NOTHING_TO_SWITCH: Mapping[str, str] = MappingProxyType({
            "'all'): both rules act only with speculative decoding, which enginecfg plans in no "
            "release (speculative_config is refused as unknown), so the Mamba cache mode is decided as "
            "without speculative decoding, before the rule as after it",
+    "S2b": "the TurboQuant page of the hybrid alignment (0.21.0) is taken only for a turboquant_* KV "
+           "cache dtype, which no release's engine arguments in enginecfg take (refused as not "
+           "allowed), so the attention page of one token is the plain one, before the rule as after "
+           "it",
 })
 WIRED = WIRED | frozenset(NOTHING_TO_SWITCH)
 _TABLE_RULE = "C12"
