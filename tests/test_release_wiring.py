@@ -105,7 +105,7 @@ def test_the_explicit_hybrid_manager_refusal_raised_at_load_is_in_the_release_wo
 
 def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given(tmp_path, monkeypatch):
     assert set(releases.NOTHING_TO_SWITCH) == {"C1f", "C4d", "K4a", "K4c", "S2c", "S2d", "S2e", "S3c", "S3f"} | {
-        "C3.2a", "C5c", "C1d", "C9.9a", "C9.9b", "C7b", "S2b"}
+        "C3.2a", "C5c", "C1d", "C9.9a", "C9.9b", "C7b", "S2b", "S7"}
     # S2c: the KV dtype whose backend reshapes the spec is refused by every release
     for name in ("0.28.0", "0.34.0"):
         with pytest.raises(InvalidInputError, match="ultraquant_4bit"):
@@ -174,6 +174,10 @@ def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given(
     for name in ("0.20.0", "0.21.0", "0.34.0"):
         with pytest.raises(InvalidInputError, match="got 'turboquant_k8v4'"):
             _mode(name, "qwen3.5-27b", kv_cache_dtype="turboquant_k8v4")
+    # S7: --kv-cache-dtype-skip-layers is refused on both sides of 0.25.0 (and by 0.34.0)
+    for name in ("0.24.0", "0.25.0", "0.34.0"):
+        with pytest.raises(InvalidInputError, match="unknown engine argument 'kv_cache_dtype_skip_layers'"):
+            _mode(name, "qwen3.5-27b", kv_cache_dtype="fp8", kv_cache_dtype_skip_layers=["0"])
     # NTS-END
 
 

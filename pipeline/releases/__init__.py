@@ -144,6 +144,10 @@ NOTHING_TO_SWITCH: Mapping[str, str] = MappingProxyType({
            "cache dtype, which no release's engine arguments in enginecfg take (refused as not "
            "allowed), so the attention page of one token is the plain one, before the rule as after "
            "it",
+    "S7": "the heterogeneous-KV block alignment of 0.25.0 runs only with "
+          "--kv-cache-dtype-skip-layers, which no release's engine arguments in enginecfg take "
+          "(kv_cache_dtype_skip_layers is refused as unknown), so every layer keeps one KV dtype and "
+          "the block size is the hybrid alignment's, before the rule as after it",
 })
 WIRED = WIRED | frozenset(NOTHING_TO_SWITCH)
 _TABLE_RULE = "C12"
