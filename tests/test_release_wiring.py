@@ -320,6 +320,17 @@ def test_bamba_while_registered_fails_to_build_on_its_layer_table():
     assert _failure("0.20.0", "bamba-default") == ("build", "KeyError", "'linear_attention'")
 
 
+def test_minimax_is_built_on_the_transformers_backend_from_f1a():
+    # F1a (with C1b, 0.24.0): MiniMax left the registry, so its build runs the Transformers backend
+    # (the words of the failure are F1b's, not yet wired); 0.23.0 still starts vLLM's own class, which
+    # stops where the start-up step sizes its state (C8)
+    assert "F1a" in releases.WIRED and "F1a" not in releases.get("0.23.0").unwired
+    for name, rule in (("0.23.0", "C8"), ("0.24.0", "F1")):
+        doc = _mode(name, "minimax-default").to_dict()
+        assert doc["config"]["model_config"]["architecture"].startswith("Transformers") is (rule == "F1")
+        assert doc["startup"]["failure"]["rule"] == rule
+
+
 def test_grouped_top_k_without_its_groups_is_an_assertion_before_f9():
     assert _failure("0.20.0", "deepseek-v2-lite-like") == ("build", "AssertionError", "")
     assert _failure("0.24.0", "deepseek-v2-lite-like") == (

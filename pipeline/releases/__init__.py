@@ -82,6 +82,9 @@ WIRED: frozenset[str] = frozenset({"C8", "C3.3", "C6", "C3.2b", "C3.4a", "C3.4b"
 WIRED = WIRED | {"C5d"}
 #: C3.5a: the multimodal prefix-LM floor of the token budget (``config_time.max_num_batched_tokens``)
 WIRED = WIRED | {"C3.5a"}
+#: F1a: the Transformers-backend build of an architecture that left the registry (``startup.build_failure``;
+#: the architectures reach the backend by C1b's switch, ``config_time.adapt``)
+WIRED = WIRED | {"F1a"}
 
 #: dated rules that change nothing enginecfg computes, each with the reason: they count as wired
 #: (there is no switch to add), and ``tests/test_release_wiring.py`` holds each reason true
