@@ -178,7 +178,6 @@ def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given(
     for name in ("0.24.0", "0.25.0", "0.34.0"):
         with pytest.raises(InvalidInputError, match="unknown engine argument 'kv_cache_dtype_skip_layers'"):
             _mode(name, "qwen3.5-27b", kv_cache_dtype="fp8", kv_cache_dtype_skip_layers=["0"])
-    # NTS-END
 
 
 @pytest.mark.parametrize("release, budget", [("0.21.0", 2048), ("0.22.0", 2496)])
