@@ -180,7 +180,7 @@ def _mm_floor(cfg: Any) -> tuple[int, str] | None:
 def max_num_batched_tokens(cfg: Any, gpu: Any, release: Any = None) -> int:
     """C3.5: the scheduler's token budget per step (the caller's, else the GPU's default,
     at least max_model_len without chunked prefill, at least one multimodal item for a
-    prefix-LM model, at most max_num_seqs x max_model_len)."""
+    prefix-LM model from C3.5a, at most max_num_seqs x max_model_len)."""
     given = cfg.scheduler_config.max_num_batched_tokens
     if given is not None:
         return given
