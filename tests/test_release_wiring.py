@@ -103,8 +103,9 @@ def test_the_explicit_hybrid_manager_refusal_raised_at_load_is_in_the_release_wo
         rulepacks.get("0.34.0").load(str(chunked_local_config), {"disable_hybrid_kv_cache_manager": False})
 
 
-def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given():
-    assert set(releases.NOTHING_TO_SWITCH) == {"C1f", "C4d", "K4a", "K4c", "S2c", "S2d", "S2e", "S3c", "S3f"}
+def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given(tmp_path, monkeypatch):
+    assert set(releases.NOTHING_TO_SWITCH) == {"C1f", "C4d", "K4a", "K4c", "S2c", "S2d", "S2e", "S3c", "S3f"} | {
+        "C3.2a", "C5c", "C1d", "C9.9a", "C9.9b", "C7b", "S2b", "S7"}
     # S2c: the KV dtype whose backend reshapes the spec is refused by every release
     for name in ("0.28.0", "0.34.0"):
         with pytest.raises(InvalidInputError, match="ultraquant_4bit"):
@@ -138,6 +139,71 @@ def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given(
             got = _resolve("0.32.0", case_id, r).to_dict()["config"]["model_config"]["supports_mamba_prefix_caching"]
             differ += [case_id] if got != want else []
     assert differ == []
+    # C3.2a: the default a generative hybrid gets is off on both sides of 0.26.0, on only from C3.2b
+    for name, on in (("0.25.0", False), ("0.26.0", False), ("0.28.0", True)):
+        assert _mode(name, "qwen3.5-27b").to_dict()["config"]["cache_config"]["enable_prefix_caching"] is on
+    # C5c: with or without the M-RoPE fields, the text-only Qwen3.5 model resolves to the same context
+    # length and SSM-state dtype in 0.26.0 (the C5d hook) and 0.27.0 (its own hook)
+    folder = _qwen3_5_text(tmp_path)
+    for rope in (True, False):
+        if not rope:
+            config = json.loads((folder / "config.json").read_text())
+            for key in ("mrope_section", "mrope_interleaved"):
+                config["rope_parameters"].pop(key)
+            (folder / "config.json").write_text(json.dumps(config))
+        seen = set()
+        for name in ("0.26.0", "0.27.0"):
+            doc = _mode(name, str(folder)).to_dict()
+            seen.add((doc["config"]["model_config"]["max_model_len"], doc["config"]["cache_config"]["mamba_ssm_cache_dtype"]))
+        assert len(seen) == 1 and "float32" in next(iter(seen))
+    # C1d: the two engine arguments that disable multimodal inputs are refused by every release
+    for name in ("0.26.0", "0.27.0", "0.34.0"):
+        for arg, value in (("limit_mm_per_prompt", {"image": 0, "video": 0}), ("language_model_only", True)):
+            with pytest.raises(InvalidInputError, match=f"unknown engine argument '{arg}'"):
+                _mode(name, "gemma-4-26b-a4b", **{arg: value})
+    # C9.9a, C9.9b: enginecfg reads no VLLM_USE_V2_MODEL_RUNNER, so 'align' resolves alike with it set
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")
+    for name in ("0.20.0", "0.21.0", "0.25.0"):
+        doc = _mode(name, "qwen3.5-27b", enable_prefix_caching=True, mamba_cache_mode="align").to_dict()
+        assert doc["status"] == "resolved" and doc["config"]["cache_config"]["mamba_cache_mode"] == "align"
+    # C7b: C7a and its removal need speculative decoding, refused on both sides of 0.22.0
+    for name in ("0.21.0", "0.22.0"):
+        with pytest.raises(InvalidInputError, match="unknown engine argument 'speculative_config'"):
+            _mode(name, "mamba2-default", enable_prefix_caching=True, speculative_config={"num_speculative_tokens": 2})
+    # S2b: the TurboQuant KV dtypes are refused on both sides of 0.21.0 (and by 0.34.0)
+    for name in ("0.20.0", "0.21.0", "0.34.0"):
+        with pytest.raises(InvalidInputError, match="got 'turboquant_k8v4'"):
+            _mode(name, "qwen3.5-27b", kv_cache_dtype="turboquant_k8v4")
+    # S7: --kv-cache-dtype-skip-layers is refused on both sides of 0.25.0 (and by 0.34.0)
+    for name in ("0.24.0", "0.25.0", "0.34.0"):
+        with pytest.raises(InvalidInputError, match="unknown engine argument 'kv_cache_dtype_skip_layers'"):
+            _mode(name, "qwen3.5-27b", kv_cache_dtype="fp8", kv_cache_dtype_skip_layers=["0"])
+
+
+@pytest.mark.parametrize("release, budget", [("0.21.0", 2048), ("0.22.0", 2496)])
+def test_the_token_budget_holds_one_multimodal_item_of_a_prefix_lm_from_c3_5a(release, budget):
+    # Gemma 4's multimodal prefix-LM on the A100's small tier (2048): from C3.5a (0.22.0) the budget
+    # is raised to the largest item, a video of 32 frames of 78 tokens
+    doc = Pipeline(vllm_version=release, gpu="A100-80GB", gpu_validation="off").resolve(
+        str(CONFIGS / "gemma-4-26b-a4b")).to_dict()
+    assert doc["impact"]["max_num_batched_tokens"] == budget
+
+
+def _qwen3_5_text(tmp_path):
+    """qwen3.5-27b's text config alone, as a text-only checkpoint (``Qwen3_5ForCausalLM``)."""
+    config = json.loads((CONFIGS / "qwen3.5-27b" / "config.json").read_text())["text_config"]
+    config["architectures"] = ["Qwen3_5ForCausalLM"]
+    folder = tmp_path / "qwen3.5-27b-text"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def test_the_text_only_qwen3_5_classes_take_the_qwen3_5_ssm_dtype_from_c5d(tmp_path):
+    # C5d (0.26.0): the hook lookup retries under the normalised name, Qwen3_5ForConditionalGeneration
+    folder = _qwen3_5_text(tmp_path)
+    for name, dtype in (("0.25.0", "auto"), ("0.26.0", "float32"), ("0.34.0", "float32")):
+        assert _mode(name, str(folder)).to_dict()["config"]["cache_config"]["mamba_ssm_cache_dtype"] == dtype
 
 
 def _mode(release: str, model: str, **args):
@@ -251,6 +317,17 @@ def test_bamba_while_registered_fails_to_build_on_its_layer_table():
     # before C1b (0.24.0) Bamba is still vLLM's own class, whose layer table lacks transformers
     # 5.x's 'linear_attention' (the 0.20.0 run); from C1b it never reaches a build
     assert _failure("0.20.0", "bamba-default") == ("build", "KeyError", "'linear_attention'")
+
+
+def test_minimax_is_built_on_the_transformers_backend_from_f1a():
+    # F1a (with C1b, 0.24.0): MiniMax left the registry, so its build runs the Transformers backend
+    # (the words of the failure are F1b's, not yet wired); 0.23.0 still starts vLLM's own class, which
+    # stops where the start-up step sizes its state (C8)
+    assert "F1a" in releases.WIRED and "F1a" not in releases.get("0.23.0").unwired
+    for name, rule in (("0.23.0", "C8"), ("0.24.0", "F1")):
+        doc = _mode(name, "minimax-default").to_dict()
+        assert doc["config"]["model_config"]["architecture"].startswith("Transformers") is (rule == "F1")
+        assert doc["startup"]["failure"]["rule"] == rule
 
 
 def test_grouped_top_k_without_its_groups_is_an_assertion_before_f9():

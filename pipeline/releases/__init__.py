@@ -76,7 +76,11 @@ _MODE_IGNORED_RULE = "C7f"
 WIRED: frozenset[str] = frozenset({"C8", "C3.3", "C6", "C3.2b", "C3.4a", "C3.4b", "C7f", "C7g", "C1b", "C1c", "C1g", "C1e", "C7c",
                                 "K7a", "K7b", "B6b", "S3e", "K4d", "C9.2", "C3.5b", "C3.5c", "B1f", "B1g",
                                 "C4c", "K11", "K10b", "B2f", "C7d", "C7e", "C2", "C4b", "K4b", "F8a", "F8b", "K6a", "B6a", "C4a", "F9", "C5b",
-                                "S3d", "K4e", "C9.6", "S8", "S0b", "S1b", "S3b", "B2e", "B3d", "K6c", "C14"})
+                                "S3d", "K4e", "C9.6", "S8", "S0b", "S1b", "S3b", "B2e", "B3d", "K6c", "C14",
+                                # C5d: the text-only Qwen3.5 classes reach the Qwen3.5 hook through the
+                                # normalised architecture; C3.5a: the multimodal prefix-LM floor of the
+                                # token budget; F1a: the Transformers-backend build of a removed architecture
+                                "C5d", "C3.5a", "F1a"})
 
 #: dated rules that change nothing enginecfg computes, each with the reason: they count as wired
 #: (there is no switch to add), and ``tests/test_release_wiring.py`` holds each reason true
@@ -110,6 +114,39 @@ NOTHING_TO_SWITCH: Mapping[str, str] = MappingProxyType({
     "S2e": "the Mamba state alignment is 16 only with --use-replayssm on FlashInfer's Mamba backend; no release's "
            "engine arguments in enginecfg take use_replayssm (refused as unknown), so the alignment is 1 and the "
            "Mamba page is the plain sum of its states, as before the rule",
+    "C3.2a": "ModelConfig.is_prefix_caching_supported turns True for generative hybrids in 0.26.0, but its one "
+             "reader, the prefix-caching default, adds 'and not is_hybrid' in the same release, so a generative "
+             "hybrid starts with prefix caching off before the rule as after it (until C3.2b); the pooling "
+             "runner's warning never reaches the branch (a pooling hybrid is unsupported in both)",
+    "C5c": "the text-only Qwen3.5 classes' own hook of 0.27.0 sets the SSM-state dtype as the Qwen3.5 hook they "
+           "reach from 0.26.0 (C5d) already does, and besides only drops mrope_section and mrope_interleaved from "
+           "the text config's rope_parameters, which nothing enginecfg derives (the context length, the layers, "
+           "the KV and Mamba pages) reads",
+    "C1d": "from 0.27.0 a Gemma 4 deployment with multimodal inputs disabled is no multimodal "
+           "prefix-LM; vLLM disables them only through limit_mm_per_prompt (every modality 0) or "
+           "language_model_only, which no release's engine arguments in enginecfg take (refused as "
+           "unknown), so a multimodal Gemma 4 keeps its inputs, and is a prefix-LM, before the rule "
+           "as after it",
+    "C9.9a": "the 'align' mode assertion of 0.21.0-0.24.0 that Model Runner V2 is off reads only the "
+             "environment variable VLLM_USE_V2_MODEL_RUNNER, unset by default (0.21.0: '0'; "
+             "0.22.0-0.24.0: None), so it holds in the default environment enginecfg models; "
+             "enginecfg reads no such variable (a run with it set resolves as one without), so an "
+             "'align' run resolves alike before the rule and with it",
+    "C9.9b": "the removal of C9.9a's assertion (Model Runner V2 supports 'align' mode): the assertion "
+             "never fires in the default environment enginecfg models (see C9.9a), so removing it "
+             "changes nothing enginecfg computes",
+    "C7b": "the removal of C7a (prefix caching with speculative decoding picking 'align' rather than "
+           "'all'): both rules act only with speculative decoding, which enginecfg plans in no "
+           "release (speculative_config is refused as unknown), so the Mamba cache mode is decided as "
+           "without speculative decoding, before the rule as after it",
+    "S2b": "the TurboQuant page of the hybrid alignment (0.21.0) is taken only for a turboquant_* KV "
+           "cache dtype, which no release's engine arguments in enginecfg take (refused as not "
+           "allowed), so the attention page of one token is the plain one, before the rule as after "
+           "it",
+    "S7": "the heterogeneous-KV block alignment of 0.25.0 runs only with "
+          "--kv-cache-dtype-skip-layers, which no release's engine arguments in enginecfg take "
+          "(kv_cache_dtype_skip_layers is refused as unknown), so every layer keeps one KV dtype and "
+          "the block size is the hybrid alignment's, before the rule as after it",
 })
 WIRED = WIRED | frozenset(NOTHING_TO_SWITCH)
 _TABLE_RULE = "C12"

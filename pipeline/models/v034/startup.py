@@ -94,7 +94,8 @@ def build_failure(cfg: Any, *, before_layers: bool, release: Any = None) -> Star
     info = mc.arch_info
     module = info.module_class if info is not None else ""
     if before_layers:
-        if (mc.architecture or "").startswith("Transformers"):
+        # F1a (with C1b, 0.24.0): an architecture that left the registry is built on the Transformers backend
+        if (mc.architecture or "").startswith("Transformers") and (release is None or release.has("F1a")):
             layer_types = _text(text, "layer_types") or []
             for i, kind in enumerate(layer_types):
                 if kind not in _ATTENTION_LAYERS:
