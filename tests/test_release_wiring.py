@@ -104,7 +104,7 @@ def test_the_explicit_hybrid_manager_refusal_raised_at_load_is_in_the_release_wo
 
 
 def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given():
-    assert set(releases.NOTHING_TO_SWITCH) == {"C1f", "C4d", "K4a", "K4c", "S2c", "S2d", "S2e", "S3c", "S3f"}
+    assert set(releases.NOTHING_TO_SWITCH) == {"C1f", "C4d", "K4a", "K4c", "K6b", "S2c", "S2d", "S2e", "S3c", "S3f"}
     # S2c: the KV dtype whose backend reshapes the spec is refused by every release
     for name in ("0.28.0", "0.34.0"):
         with pytest.raises(InvalidInputError, match="ultraquant_4bit"):
@@ -127,6 +127,10 @@ def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given(
         with pytest.raises(InvalidInputError, match="unknown engine argument 'use_replayssm'"):
             Pipeline(vllm_version=name, gpu="H200", gpu_validation="off").resolve(
                 str(CONFIGS / "qwen3.5-27b"), use_replayssm=True)
+    # K6b: on every config the groups of a plan share one page (or a G2 group is the only one), so
+    # dividing the summed bytes by the first group's page counts the same blocks as summing per group
+    for name, plan in _plans("0.26.0"):
+        assert len(plan.groups) == 1 or len({g.spec.page_size_bytes for g in plan.groups}) == 1, name
     # C4d: every GPU enginecfg runs on is a CUDA device (a compute capability), never XPU
     assert all(isinstance(g.capability, tuple) and g.capability >= (7, 0) for g in gpus.GPUS.values())
     # C1f: the fact enginecfg reports is the architecture's flag, as 0.32.0 (the last release with
@@ -138,6 +142,18 @@ def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given(
             got = _resolve("0.32.0", case_id, r).to_dict()["config"]["model_config"]["supports_mamba_prefix_caching"]
             differ += [case_id] if got != want else []
     assert differ == []
+
+
+def _plans(release: str):
+    """(config name, KV-cache plan) of every config that starts under *release* on an H200."""
+    gpu = gpus.find_gpu("H200")
+    for folder in sorted(CONFIGS.iterdir()):
+        try:
+            result = Pipeline(vllm_version=release, gpu="H200", gpu_validation="off").resolve(str(folder))
+        except ConfigRejectedError:
+            continue
+        if result.startup is not None and result.to_dict()["startup"]["failure"] is None:
+            yield folder.name, kv_planning.groups(result.config, result.startup, gpu)
 
 
 def _mode(release: str, model: str, **args):

@@ -107,6 +107,11 @@ NOTHING_TO_SWITCH: Mapping[str, str] = MappingProxyType({
            "would need first, in every release alike)",
     "S3f": "the removal of S3c (0.32.0): as S3c, it would act only on Glm5Next, which no hybrid alignment of "
            "enginecfg reaches",
+    "K6b": "the concurrency summed group by group: before it vLLM divided the summed per-request bytes of every "
+           "group by the first group's page, which gives the same number whenever the groups share one page; "
+           "every plan enginecfg makes has one page for all its groups (a G2 group of mixed shapes is the only "
+           "group; otherwise the pages are unified before the layers are grouped), since the groups whose pages "
+           "differ are the packed ones of a block-outermost KV cache layout, which no run of enginecfg selects",
     "S2e": "the Mamba state alignment is 16 only with --use-replayssm on FlashInfer's Mamba backend; no release's "
            "engine arguments in enginecfg take use_replayssm (refused as unknown), so the alignment is 1 and the "
            "Mamba page is the plain sum of its states, as before the rule",
