@@ -104,7 +104,7 @@ def test_the_explicit_hybrid_manager_refusal_raised_at_load_is_in_the_release_wo
 
 
 def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given():
-    assert set(releases.NOTHING_TO_SWITCH) == {"C1f", "C4d", "K4a", "K4c", "K6b", "S2c", "S2d", "S2e", "S3c", "S3f"}
+    assert set(releases.NOTHING_TO_SWITCH) == {"C1f", "C4d", "G5a", "K4a", "K4c", "K6b", "S2c", "S2d", "S2e", "S3c", "S3f"}
     # S2c: the KV dtype whose backend reshapes the spec is refused by every release
     for name in ("0.28.0", "0.34.0"):
         with pytest.raises(InvalidInputError, match="ultraquant_4bit"):
@@ -131,6 +131,15 @@ def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given(
     # dividing the summed bytes by the first group's page counts the same blocks as summing per group
     for name, plan in _plans("0.26.0"):
         assert len(plan.groups) == 1 or len({g.spec.page_size_bytes for g in plan.groups}) == 1, name
+    # G5a: no full-attention spec of a plan carries a window or a chunk size, the hybrid manager on or off
+    from enginecfg.pipeline.models import kv_cache
+    gpu = gpus.find_gpu("H200")
+    off = [(f"{name}/hma-off", kv_planning.groups(r.config, r.startup, gpu)) for name in ("gemma4-text-default",)
+           for r in [_mode("0.26.0", name, disable_hybrid_kv_cache_manager=True)]]
+    full = [(name, layer.spec) for name, plan in [*_plans("0.26.0"), *off] for g in plan.groups for layer in g.layers
+            if type(layer.spec) is kv_cache.FullAttentionSpec]
+    assert full and all(s.sliding_window is None and s.attention_chunk_size is None for _, s in full)
+    assert any(name.endswith("hma-off") for name, _ in full)
     # C4d: every GPU enginecfg runs on is a CUDA device (a compute capability), never XPU
     assert all(isinstance(g.capability, tuple) and g.capability >= (7, 0) for g in gpus.GPUS.values())
     # C1f: the fact enginecfg reports is the architecture's flag, as 0.32.0 (the last release with

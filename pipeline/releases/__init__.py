@@ -107,6 +107,10 @@ NOTHING_TO_SWITCH: Mapping[str, str] = MappingProxyType({
            "would need first, in every release alike)",
     "S3f": "the removal of S3c (0.32.0): as S3c, it would act only on Glm5Next, which no hybrid alignment of "
            "enginecfg reaches",
+    "G5a": "buckets of full-attention specs that differ only in their sliding window or chunk size merged into "
+           "one: a full-attention spec of enginecfg never carries either (its layers declare none, and the "
+           "sliding-window layers that --disable-hybrid-kv-cache-manager turns into full attention keep none), "
+           "so the specs that would merge are already equal and share a bucket before the rule as after it",
     "K6b": "the concurrency summed group by group: before it vLLM divided the summed per-request bytes of every "
            "group by the first group's page, which gives the same number whenever the groups share one page; "
            "every plan enginecfg makes has one page for all its groups (a G2 group of mixed shapes is the only "
