@@ -382,3 +382,16 @@ def test_the_report_quotes_the_capacity_lines_as_the_release_logs_them(release, 
                       impact={"kv_cache_memory": 17 * 2**30}).resolve(str(CONFIGS / "qwen3.5-27b"))
     line = next(line for line in impact_lines(result) if "vLLM would log" in line)
     assert quoted.replace("16", f"{result.impact.kv_tokens:,}") in line
+
+
+def test_the_memory_kept_besides_the_weights_is_the_free_memorys_drop_from_k9b():
+    # K9b (0.27.0): the profiling's non-KV memory is what the free memory dropped by (total_consumed)
+    # plus the transient headroom; 0.26.0 counted the memory outside torch that appeared since the
+    # worker's snapshot, with the torch peak increase (0.19.0's parts)
+    def kept(release):
+        memory = _mode(release, "qwen3.5-27b").impact.memory
+        return next(p for p in memory.parts if p.name == "non_torch"), memory.kv_cache_memory
+    (old, old_kv), (new, new_kv) = kept("0.26.0"), kept("0.27.0")
+    assert old.bytes == 2**28 and "cuBLAS" in old.basis[0] and "the free memory's drop" not in old.basis[0]
+    assert new.bytes == 2**29 and "the free memory's drop" in new.basis[0]
+    assert old_kv - new_kv == 2**28
