@@ -395,3 +395,32 @@ def test_the_memory_kept_besides_the_weights_is_the_free_memorys_drop_from_k9b()
     assert old.bytes == 2**28 and "cuBLAS" in old.basis[0] and "the free memory's drop" not in old.basis[0]
     assert new.bytes == 2**29 and "the free memory's drop" in new.basis[0]
     assert old_kv - new_kv == 2**28
+
+
+@pytest.fixture
+def window_config(tmp_path):
+    """gemma4-text-default with three KV heads on its window layers and one on its full ones
+    (keys equal to values): a window token's page is 1.5 times a full one's, so whether the
+    window page divides the full one depends on the window layer's block."""
+    folder = tmp_path / "gemma4-windows"
+    shutil.copytree(CONFIGS / "gemma4-text-default", folder)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(num_attention_heads=6, num_key_value_heads=3, num_global_key_value_heads=1, attention_k_eq_v=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+@pytest.mark.parametrize("release, block, window_block, page", [
+    ("0.24.0", 128, 128, 393216),   # before K1a: the start-up block, the full page padded to the window's
+    ("0.25.0", 128, 16, 262144),    # K1a: FLASHINFER's smallest kernel block, its page padded to the full one
+    ("0.29.0", 128, 16, 262144),
+    ("0.30.0", 128, 64, 262144),    # K1b: the largest kernel block within the start-up block
+    ("0.33.0", 80, 64, 196608),
+    ("0.34.0", 80, 16, 163840),     # K1c: the largest one that divides the start-up block
+])
+def test_the_window_layers_block_follows_k1a_k1b_k1c(window_config, release, block, window_block, page):
+    result = Pipeline(vllm_version=release, gpu="H200", gpu_validation="off").resolve(
+        str(window_config), block_size=block, attention_backend="FLASHINFER")
+    plan = kv_planning.groups(result.config, result.startup, gpus.find_gpu("H200"))
+    blocks = {type(g.spec).__name__: (g.block_size, g.spec.page_size_bytes) for g in plan.groups}
+    assert blocks == {"SlidingWindowSpec": (window_block, page), "FullAttentionSpec": (block, page)}

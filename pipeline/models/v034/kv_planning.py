@@ -113,15 +113,22 @@ def _blocks(layer: Layer, length: int, in_flight: int, mode: str, rules: Any = N
     return cdiv(length, s.block_size)
 
 
-def _sw_block(blocks: tuple[tuple[int, bool], ...], block: int) -> int:
+def _sw_block(blocks: tuple[tuple[int, bool], ...], block: int, rules: Any = None) -> int:
     """K1: a sliding-window layer's block: the largest kernel block of its backend within the
-    primary block that divides it (``MultipleOf`` backends: the primary block itself)."""
+    primary block that divides it (``MultipleOf`` backends: the primary block itself) since K1c
+    (0.34.0); from K1b (0.30.0) the largest within it; from K1a (0.25.0) the smallest kernel
+    block (*rules*: the release, None for the latest)."""
+    if not blocks:
+        return block
+    if rules is not None and not rules.has("K1b"):
+        fixed = [s for s, multiple in blocks if not multiple]
+        return min(fixed or [s for s, _ in blocks])
     candidates = [s for s, multiple in blocks if not multiple]
     candidates += [max(s, block // s * s) for s, multiple in blocks if multiple]
     fitting = [b for b in candidates if b <= block]
     dividing = [b for b in fitting if block % b == 0]
     dividing += [b for s, multiple in blocks if multiple for b in range(s, block + 1, s) if block % b == 0]
-    if dividing:
+    if dividing and (rules is None or rules.has("K1c")):
         return max(dividing)
     return max(fitting) if fitting else min(candidates)
 
@@ -143,12 +150,13 @@ def layer_specs(cfg: Any, startup: Any, gpu: Any) -> list[Layer]:
                            mamba_cache_mode=cc.mamba_cache_mode)
             out.append(Layer(name, spec, ckpt if cc.mamba_cache_mode == "align" else 0))
             continue
-        if isinstance(spec, kc.SlidingWindowSpec):
+        # K1a (0.25.0): the window layer picks its own kernel block; before it, the start-up block
+        if isinstance(spec, kc.SlidingWindowSpec) and startup.rules.has("K1a"):
             backend = backend_of.get(name, sw_backend)
             if backend in be.BACKENDS:
                 kv = cc.cache_dtype
                 spec = replace(spec, block_size=_sw_block(be.kernel_blocks(backend, ctx, spec.head_size, kv),
-                                                          startup.block_size))
+                                                          startup.block_size, startup.rules))
         out.append(Layer(name, spec))
     return out
 
