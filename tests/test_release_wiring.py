@@ -424,3 +424,17 @@ def test_the_window_layers_block_follows_k1a_k1b_k1c(window_config, release, blo
     plan = kv_planning.groups(result.config, result.startup, gpus.find_gpu("H200"))
     blocks = {type(g.spec).__name__: (g.block_size, g.spec.page_size_bytes) for g in plan.groups}
     assert blocks == {"SlidingWindowSpec": (window_block, page), "FullAttentionSpec": (block, page)}
+
+
+def test_the_block_override_is_what_the_start_up_check_plans_against_from_k5a():
+    # K5a (0.20.1): with --num-gpu-blocks-override the check and the length estimate read the
+    # override's blocks; 0.20.0 checked the profiled memory and replaced only the block count
+    def impact(release):
+        return Pipeline(vllm_version=release, gpu="H200", gpu_validation="off",
+                        impact={"kv_cache_memory": 17 * 2**30, "num_gpu_blocks_override": 64}).resolve(
+            str(CONFIGS / "qwen3.5-27b")).impact
+    old, new = impact("0.20.0"), impact("0.20.1")
+    assert (old.num_blocks, old.blocks_from_memory, new.num_blocks, new.blocks_from_memory) == (64, 355, 64, 355)
+    assert old.starts and old.max_model_len_fits == 262144
+    assert not new.starts and new.max_model_len_fits == 47824
+    assert new.start_error.startswith("To serve at least one request with the models's max seq len (262144)")

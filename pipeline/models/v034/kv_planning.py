@@ -402,12 +402,16 @@ def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capa
                       bytes_per_token=0, min_request_bytes=0, request_bytes=None, padding=None, block_rounding=None,
                       prefix_cache_granularity=None, note="no layer keeps KV cache (attention-free or encoder-only)")
     blocks_from_memory = None
+    # K5a (0.20.1): with the override the check and the length estimate plan against the override's
+    # blocks; before it against the memory, the override replacing only the block count
+    checked = available
     if num_gpu_blocks_override is not None:
         # the planned memory is the override's blocks; the check below holds one of them back
         blocks_from_memory = available // bpb
         available = num_gpu_blocks_override * bpb
+        checked = available if start.rules.has("K5a") else checked
     # K11: the check holds back the null block the block pool keeps (before it: the whole budget)
-    usable = available - bpb if start.rules.has("K11") else available
+    usable = checked - bpb if start.rules.has("K11") else checked
     blocks = max(available // bpb, 0)
 
     def fits(length: int) -> bool:
@@ -450,6 +454,8 @@ def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capa
         def at(memory: int) -> tuple:
             planned = num_gpu_blocks_override * bpb if num_gpu_blocks_override is not None else memory
             n = max(planned // bpb, 0)
+            if not start.rules.has("K5a"):  # before K5a the check reads the memory
+                planned = memory
             est = 0
             if bpb * per_request(1) <= planned - bpb:
                 lo_, hi_, est = 1, mml, 1
