@@ -104,7 +104,7 @@ def test_the_explicit_hybrid_manager_refusal_raised_at_load_is_in_the_release_wo
 
 
 def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given():
-    assert set(releases.NOTHING_TO_SWITCH) == {"C1f", "C4d", "G5a", "K4a", "K4c", "K6b", "S2c", "S2d", "S2e", "S3c", "S3f"}
+    assert set(releases.NOTHING_TO_SWITCH) == {"C1f", "C4d", "G5a", "K4a", "K4c", "K6b", "K10a", "S2c", "S2d", "S2e", "S3c", "S3f"}
     # S2c: the KV dtype whose backend reshapes the spec is refused by every release
     for name in ("0.28.0", "0.34.0"):
         with pytest.raises(InvalidInputError, match="ultraquant_4bit"):
@@ -122,6 +122,11 @@ def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given(
         with pytest.raises(InvalidInputError, match="unknown engine argument 'speculative_config'"):
             Pipeline(vllm_version=name, gpu="H200", gpu_validation="off").resolve(
                 str(CONFIGS / "mamba2-default"), speculative_config={"num_speculative_tokens": 2})
+    # K10a: a KV connector (kv_transfer_config) is refused as unknown by every release
+    for name in ("0.20.0", "0.22.0", "0.34.0"):
+        with pytest.raises(InvalidInputError, match="unknown engine argument 'kv_transfer_config'"):
+            Pipeline(vllm_version=name, gpu="H200", gpu_validation="off").resolve(
+                str(CONFIGS / "qwen3.5-27b"), kv_transfer_config={"kv_connector": "NixlConnector", "kv_role": "kv_both"})
     # S2e: the state alignment needs --use-replayssm, which no release's engine arguments take
     for name in ("0.32.0", "0.34.0"):
         with pytest.raises(InvalidInputError, match="unknown engine argument 'use_replayssm'"):

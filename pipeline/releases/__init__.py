@@ -114,6 +114,9 @@ NOTHING_TO_SWITCH: Mapping[str, str] = MappingProxyType({
            "one: a full-attention spec of enginecfg never carries either (its layers declare none, and the "
            "sliding-window layers that --disable-hybrid-kv-cache-manager turns into full attention keep none), "
            "so the specs that would merge are already equal and share a bucket before the rule as after it",
+    "K10a": "the hybrid KV cache manager kept on with a KV connector that supports it (0.19.0 turned it off for "
+            "any connector): no release's engine arguments in enginecfg take kv_transfer_config (refused as "
+            "unknown), so no run has a connector, before the rule as after it",
     "K6b": "the concurrency summed group by group: before it vLLM divided the summed per-request bytes of every "
            "group by the first group's page, which gives the same number whenever the groups share one page; "
            "every plan enginecfg makes has one page for all its groups (a G2 group of mixed shapes is the only "
