@@ -443,3 +443,21 @@ def test_the_block_override_is_what_the_start_up_check_plans_against_from_k5a():
     assert old.starts and old.max_model_len_fits == 262144
     assert not new.starts and new.max_model_len_fits == 47824
     assert new.start_error.startswith("To serve at least one request with the models's max seq len (262144)")
+
+
+def test_a_page_that_does_not_divide_the_largest_is_padded_from_g4a(window_config):
+    # G4a (0.24.0): the full-attention page (128 tokens of one KV head) does not divide the window
+    # layers' (128 tokens of three), so it is padded to it; 0.23.0 refuses to unify the pages
+    def start(release):
+        result = Pipeline(vllm_version=release, gpu="H200", gpu_validation="off").resolve(
+            str(window_config), block_size=128, attention_backend="FLASHINFER")
+        return result, result.to_dict()["startup"]["failure"]
+    old, failure = start("0.23.0")
+    assert (failure["step"], failure["vllm_type"], failure["message"]) == (
+        "start", "NotImplementedError",
+        "The page size of the layer is not divisible by the maximum page size. Cannot unify by adjusting block_size.")
+    new, failure = start("0.24.0")
+    assert failure is None
+    plan = kv_planning.groups(new.config, new.startup, gpus.find_gpu("H200"))
+    full = next(g.spec for g in plan.groups if type(g.spec).__name__ == "FullAttentionSpec")
+    assert (full.block_size, full.real_page_size_bytes, full.page_size_bytes) == (128, 262144, 393216)

@@ -204,9 +204,10 @@ def _unify_hybrid(layers: list[Layer]) -> tuple[list[Layer], list[tuple[str, str
     return layers, messages
 
 
-def _unify_pages(layers: list[Layer]) -> list[Layer]:
+def _unify_pages(layers: list[Layer], rules: Any = None) -> list[Layer]:
     """G4: every page becomes the largest one: a smaller attention page that divides it grows
-    its block, any other page is padded to it."""
+    its block, any other page is padded to it; before G4a (0.24.0, *rules* the release, None for
+    the latest) an attention page that does not divide the largest is refused, not padded."""
     top = max(layer.page for layer in layers)
     out = []
     for layer in layers:
@@ -216,7 +217,7 @@ def _unify_pages(layers: list[Layer]) -> list[Layer]:
                 s = replace(s, page_size_padded=top)
             elif top % page == 0:
                 s = replace(s, block_size=s.block_size * (top // page))
-            elif isinstance(s, kc.MLAAttentionSpec):
+            elif isinstance(s, kc.MLAAttentionSpec) or (rules is not None and not rules.has("G4a")):
                 raise ConfigRejectedError("The page size of the layer is not divisible by the maximum page size. "
                                           "Cannot unify by adjusting block_size.", field="cache_config.block_size",
                                           vllm_type="NotImplementedError")
@@ -266,7 +267,7 @@ def _groups(cfg: Any, *, startup: tuple, gpu: Any) -> Plan:
         return Plan((Group(tuple(layers)),), tuple(messages))
     if _same_type(layers):
         return Plan((Group(tuple(layers), uniform=True),), tuple(messages))
-    layers = _unify_pages(layers)
+    layers = _unify_pages(layers, start.rules)
     buckets: dict[tuple, list[Layer]] = {}
     for layer in layers:
         buckets.setdefault(_merge_key(layer), []).append(layer)
