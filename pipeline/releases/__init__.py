@@ -115,6 +115,15 @@ NOTHING_TO_SWITCH: Mapping[str, str] = MappingProxyType({
            "one: a full-attention spec of enginecfg never carries either (its layers declare none, and the "
            "sliding-window layers that --disable-hybrid-kv-cache-manager turns into full attention keep none), "
            "so the specs that would merge are already equal and share a bucket before the rule as after it",
+    "G4b": "a Mamba page smaller than the largest one padded to it at grouping: in enginecfg the start-up "
+           "alignment pads every Mamba page to the attention page at the start-up block, and no attention layer of "
+           "a hybrid has a larger page (each takes the start-up block, or a smaller kernel block from K1a), so the "
+           "Mamba page is always the largest and never reaches the padding, before the rule as after it",
+    "G4c": "which attention pages may be padded at grouping: before it vLLM padded only pages read through the block "
+           "stride, which every backend enginecfg selects for a non-MLA layer in 0.24.0-0.28.0 does (FLASH_ATTN, "
+           "FLASHINFER, TRITON_ATTN, FLEX_ATTENTION; the TurboQuant KV dtypes are refused), and an MLA page is "
+           "never smaller than the largest in enginecfg's plans (MLA models are MLA throughout; a hybrid's Mamba "
+           "page is padded to the attention page), so the refusal and the full-allocation fallback are never reached",
     "K10a": "the hybrid KV cache manager kept on with a KV connector that supports it (0.19.0 turned it off for "
             "any connector): no release's engine arguments in enginecfg take kv_transfer_config (refused as "
             "unknown), so no run has a connector, before the rule as after it",
