@@ -104,7 +104,7 @@ def test_the_explicit_hybrid_manager_refusal_raised_at_load_is_in_the_release_wo
 
 
 def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given():
-    assert set(releases.NOTHING_TO_SWITCH) == {"C1f", "C4d", "G4b", "G4c", "G5a", "K4a", "K4c", "K6b", "K10a", "S2c", "S2d", "S2e", "S3c", "S3f"}
+    assert set(releases.NOTHING_TO_SWITCH) == {"C1f", "C4d", "G3a", "G3b", "G4b", "G4c", "G5a", "K4a", "K4c", "K6b", "K10a", "S2c", "S2d", "S2e", "S3c", "S3f"}
     # S2c: the KV dtype whose backend reshapes the spec is refused by every release
     for name in ("0.28.0", "0.34.0"):
         with pytest.raises(InvalidInputError, match="ultraquant_4bit"):
@@ -145,6 +145,13 @@ def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given(
             if type(layer.spec) is kv_cache.FullAttentionSpec]
     assert full and all(s.sliding_window is None and s.attention_chunk_size is None for _, s in full)
     assert any(name.endswith("hma-off") for name, _ in full)
+    # G3a, G3b: a group of mixed shapes is the plan's only group, and no plan is packed: every group's
+    # block is its layers' pages side by side (the layer-outer layout)
+    for release in ("0.24.0", "0.29.0"):
+        for name, plan in _plans(release):
+            assert len(plan.groups) == 1 or not any(g.uniform for g in plan.groups), name
+            assert all(g.bytes_per_block == sum(layer.page for layer in g.layers) for g in plan.groups), name
+            assert plan.groups[0].uniform or len({g.spec.page_size_bytes for g in plan.groups}) == 1, name
     # G4b, G4c: before the pages are unified, the Mamba and MLA pages of every plan are the largest
     # page, and every non-MLA attention layer runs on a backend that reads its pages by the block stride
     strided = {"FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION"}

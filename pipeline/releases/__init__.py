@@ -115,6 +115,13 @@ NOTHING_TO_SWITCH: Mapping[str, str] = MappingProxyType({
            "one: a full-attention spec of enginecfg never carries either (its layers declare none, and the "
            "sliding-window layers that --disable-hybrid-kv-cache-manager turns into full attention keep none), "
            "so the specs that would merge are already equal and share a bucket before the rule as after it",
+    "G3a": "packed KV cache configs where every group is of mixed layer shapes (DeepSeek V4's layout) or a KV "
+           "connector asks for cross-layer blocks: enginecfg takes no kv_transfer_config (refused as unknown), and "
+           "its only group of mixed shapes is a sole group (G2), whose packed block holds each layer's page once, "
+           "the bytes and the block count of the unpacked group",
+    "G3b": "packed groups for a block-outermost KV cache layout: vLLM resolves one only under VLLM_KV_CACHE_LAYOUT, a "
+           "KV connector's preference or the sparse-MLA indexer's layers, none of which enginecfg models in any "
+           "release (0.34.0 included: every plan is layer-outer), so no release's plan reaches the packed groups",
     "G4b": "a Mamba page smaller than the largest one padded to it at grouping: in enginecfg the start-up "
            "alignment pads every Mamba page to the attention page at the start-up block, and no attention layer of "
            "a hybrid has a larger page (each takes the start-up block, or a smaller kernel block from K1a), so the "
