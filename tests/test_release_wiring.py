@@ -492,3 +492,16 @@ def test_a_page_that_does_not_divide_the_largest_is_padded_from_g4a(window_confi
     plan = kv_planning.groups(new.config, new.startup, gpus.find_gpu("H200"))
     full = next(g.spec for g in plan.groups if type(g.spec).__name__ == "FullAttentionSpec")
     assert (full.block_size, full.real_page_size_bytes, full.page_size_bytes) == (128, 262144, 393216)
+
+
+@pytest.mark.parametrize("words, key", [("non-torch forward increase memory", "non_torch_increase"),
+                                        ("total consumed (from mem_get_info)", "total_consumed")])
+def test_the_profiling_line_is_read_in_the_words_before_and_after_k9b(words, key):
+    # K9b (0.27.0): the profiling line names the free memory's drop where it named the non-torch increase
+    from enginecfg.pipeline.logs import read
+
+    line = (f"INFO 12-05 10:00:00 [gpu_worker.py:300] Memory profiling takes 12.34 seconds. Total non KV cache "
+            f"memory: 60.12GiB; torch peak memory increase: 5.36GiB; {words}: 3.40GiB; weights memory: 50.86GiB.\n")
+    (start,) = read(line).starts
+    assert dict(start.first("profiling").parts) == {"non_kv_cache_memory": "60.12", "torch_peak_increase": "5.36",
+                                                    key: "3.40", "weights_memory": "50.86", "seconds": 12.34}
