@@ -104,7 +104,8 @@ def test_the_explicit_hybrid_manager_refusal_raised_at_load_is_in_the_release_wo
 
 
 def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given(tmp_path, monkeypatch):
-    assert set(releases.NOTHING_TO_SWITCH) == {"C1f", "C4d", "K4a", "K4c", "S2c", "S2d", "S2e", "S3c", "S3f"} | {
+    assert set(releases.NOTHING_TO_SWITCH) == {"C1f", "C4d", "G3a", "G3b", "G4b", "G4c", "G5a", "K4a", "K4c", "K6b",
+                                               "K10a", "S2c", "S2d", "S2e", "S3c", "S3f"} | {
         "C3.2a", "C5c", "C1d", "C9.9a", "C9.9b", "C7b", "S2b", "S7"}
     # S2c: the KV dtype whose backend reshapes the spec is refused by every release
     for name in ("0.28.0", "0.34.0"):
@@ -123,11 +124,54 @@ def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given(
         with pytest.raises(InvalidInputError, match="unknown engine argument 'speculative_config'"):
             Pipeline(vllm_version=name, gpu="H200", gpu_validation="off").resolve(
                 str(CONFIGS / "mamba2-default"), speculative_config={"num_speculative_tokens": 2})
+    # K10a: a KV connector (kv_transfer_config) is refused as unknown by every release
+    for name in ("0.20.0", "0.22.0", "0.34.0"):
+        with pytest.raises(InvalidInputError, match="unknown engine argument 'kv_transfer_config'"):
+            Pipeline(vllm_version=name, gpu="H200", gpu_validation="off").resolve(
+                str(CONFIGS / "qwen3.5-27b"), kv_transfer_config={"kv_connector": "NixlConnector", "kv_role": "kv_both"})
     # S2e: the state alignment needs --use-replayssm, which no release's engine arguments take
     for name in ("0.32.0", "0.34.0"):
         with pytest.raises(InvalidInputError, match="unknown engine argument 'use_replayssm'"):
             Pipeline(vllm_version=name, gpu="H200", gpu_validation="off").resolve(
                 str(CONFIGS / "qwen3.5-27b"), use_replayssm=True)
+    # K6b: on every config the groups of a plan share one page (or a G2 group is the only one), so
+    # dividing the summed bytes by the first group's page counts the same blocks as summing per group
+    for name, plan in _plans("0.26.0"):
+        assert len(plan.groups) == 1 or len({g.spec.page_size_bytes for g in plan.groups}) == 1, name
+    # G5a: no full-attention spec of a plan carries a window or a chunk size, the hybrid manager on or off
+    from enginecfg.pipeline.models import kv_cache
+    gpu = gpus.find_gpu("H200")
+    off = [(f"{name}/hma-off", kv_planning.groups(r.config, r.startup, gpu)) for name in ("gemma4-text-default",)
+           for r in [_mode("0.26.0", name, disable_hybrid_kv_cache_manager=True)]]
+    full = [(name, layer.spec) for name, plan in [*_plans("0.26.0"), *off] for g in plan.groups for layer in g.layers
+            if type(layer.spec) is kv_cache.FullAttentionSpec]
+    assert full and all(s.sliding_window is None and s.attention_chunk_size is None for _, s in full)
+    assert any(name.endswith("hma-off") for name, _ in full)
+    # G3a, G3b: a group of mixed shapes is the plan's only group, and no plan is packed: every group's
+    # block is its layers' pages side by side (the layer-outer layout)
+    for release in ("0.24.0", "0.29.0"):
+        for name, plan in _plans(release):
+            assert len(plan.groups) == 1 or not any(g.uniform for g in plan.groups), name
+            assert all(g.bytes_per_block == sum(layer.page for layer in g.layers) for g in plan.groups), name
+            assert plan.groups[0].uniform or len({g.spec.page_size_bytes for g in plan.groups}) == 1, name
+    # G4b, G4c: before the pages are unified, the Mamba and MLA pages of every plan are the largest
+    # page, and every non-MLA attention layer runs on a backend that reads its pages by the block stride
+    strided = {"FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION"}
+    for release in ("0.24.0", "0.28.0"):
+        for name, result in _started(release):
+            start = kv_planning._StartupView(*kv_planning.startup_key(result.startup))
+            layers = kv_planning.layer_specs(result.config, start, gpu)
+            top = max(layer.page for layer in layers)
+            assert all(layer.page == top for layer in layers
+                       if isinstance(layer.spec, (kv_cache.MambaSpec, kv_cache.MLAAttentionSpec))), name
+            assert {b["backend"] for b in result.to_dict()["startup"]["backends"] if b["kind"] == "attention"} \
+                <= strided, name
+        with pytest.raises(InvalidInputError, match="turboquant_k8v4"):
+            _mode(release, "qwen3.5-27b", kv_cache_dtype="turboquant_k8v4")
+        mla = _mode(release, "deepseek-v2-lite-like")  # (its build fails later, on its MoE: F2)
+        layers = kv_planning.layer_specs(mla.config, kv_planning._StartupView(*kv_planning.startup_key(mla.startup)),
+                                         gpu)
+        assert layers and all(isinstance(layer.spec, kv_cache.MLAAttentionSpec) for layer in layers)
     # C4d: every GPU enginecfg runs on is a CUDA device (a compute capability), never XPU
     assert all(isinstance(g.capability, tuple) and g.capability >= (7, 0) for g in gpus.GPUS.values())
     # C1f: the fact enginecfg reports is the architecture's flag, as 0.32.0 (the last release with
@@ -204,6 +248,24 @@ def test_the_text_only_qwen3_5_classes_take_the_qwen3_5_ssm_dtype_from_c5d(tmp_p
     folder = _qwen3_5_text(tmp_path)
     for name, dtype in (("0.25.0", "auto"), ("0.26.0", "float32"), ("0.34.0", "float32")):
         assert _mode(name, str(folder)).to_dict()["config"]["cache_config"]["mamba_ssm_cache_dtype"] == dtype
+
+
+def _started(release: str):
+    """(config name, result) of every config that starts under *release* on an H200."""
+    for folder in sorted(CONFIGS.iterdir()):
+        try:
+            result = Pipeline(vllm_version=release, gpu="H200", gpu_validation="off").resolve(str(folder))
+        except ConfigRejectedError:
+            continue
+        if result.startup is not None and result.to_dict()["startup"]["failure"] is None:
+            yield folder.name, result
+
+
+def _plans(release: str):
+    """(config name, KV-cache plan) of every config that starts under *release* on an H200."""
+    gpu = gpus.find_gpu("H200")
+    for name, result in _started(release):
+        yield name, kv_planning.groups(result.config, result.startup, gpu)
 
 
 def _mode(release: str, model: str, **args):
@@ -445,3 +507,90 @@ def test_kimi_linear_takes_its_class_default_length_from_c14():
     def length(release):
         return Pipeline(vllm_version=release, gpu_validation="off").resolve(model).config.model_config.max_model_len
     assert [length(r) for r in ("0.26.0", "0.27.0", "0.34.0", "0.26.0", "0.19.0")] == [2048, 4096, 4096, 2048, 2048]
+
+
+def test_the_memory_kept_besides_the_weights_is_the_free_memorys_drop_from_k9b():
+    # K9b (0.27.0): the profiling's non-KV memory is what the free memory dropped by (total_consumed)
+    # plus the transient headroom; 0.26.0 counted the memory outside torch that appeared since the
+    # worker's snapshot, with the torch peak increase (0.19.0's parts)
+    def kept(release):
+        memory = _mode(release, "qwen3.5-27b").impact.memory
+        return next(p for p in memory.parts if p.name == "non_torch"), memory.kv_cache_memory
+    (old, old_kv), (new, new_kv) = kept("0.26.0"), kept("0.27.0")
+    assert old.bytes == 2**28 and "cuBLAS" in old.basis[0] and "the free memory's drop" not in old.basis[0]
+    assert new.bytes == 2**29 and "the free memory's drop" in new.basis[0]
+    assert old_kv - new_kv == 2**28
+
+
+@pytest.fixture
+def window_config(tmp_path):
+    """gemma4-text-default with three KV heads on its window layers and one on its full ones
+    (keys equal to values): a window token's page is 1.5 times a full one's, so whether the
+    window page divides the full one depends on the window layer's block."""
+    folder = tmp_path / "gemma4-windows"
+    shutil.copytree(CONFIGS / "gemma4-text-default", folder)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(num_attention_heads=6, num_key_value_heads=3, num_global_key_value_heads=1, attention_k_eq_v=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+@pytest.mark.parametrize("release, block, window_block, page", [
+    ("0.24.0", 128, 128, 393216),   # before K1a: the start-up block, the full page padded to the window's
+    ("0.25.0", 128, 16, 262144),    # K1a: FLASHINFER's smallest kernel block, its page padded to the full one
+    ("0.29.0", 128, 16, 262144),
+    ("0.30.0", 128, 64, 262144),    # K1b: the largest kernel block within the start-up block
+    ("0.33.0", 80, 64, 196608),
+    ("0.34.0", 80, 16, 163840),     # K1c: the largest one that divides the start-up block
+])
+def test_the_window_layers_block_follows_k1a_k1b_k1c(window_config, release, block, window_block, page):
+    result = Pipeline(vllm_version=release, gpu="H200", gpu_validation="off").resolve(
+        str(window_config), block_size=block, attention_backend="FLASHINFER")
+    plan = kv_planning.groups(result.config, result.startup, gpus.find_gpu("H200"))
+    blocks = {type(g.spec).__name__: (g.block_size, g.spec.page_size_bytes) for g in plan.groups}
+    assert blocks == {"SlidingWindowSpec": (window_block, page), "FullAttentionSpec": (block, page)}
+
+
+def test_the_block_override_is_what_the_start_up_check_plans_against_from_k5a():
+    # K5a (0.20.1): with --num-gpu-blocks-override the check and the length estimate read the
+    # override's blocks; 0.20.0 checked the profiled memory and replaced only the block count
+    def impact(release):
+        return Pipeline(vllm_version=release, gpu="H200", gpu_validation="off",
+                        impact={"kv_cache_memory": 17 * 2**30, "num_gpu_blocks_override": 64}).resolve(
+            str(CONFIGS / "qwen3.5-27b")).impact
+    old, new = impact("0.20.0"), impact("0.20.1")
+    assert (old.num_blocks, old.blocks_from_memory, new.num_blocks, new.blocks_from_memory) == (64, 355, 64, 355)
+    assert old.starts and old.max_model_len_fits == 262144
+    assert not new.starts and new.max_model_len_fits == 47824
+    assert new.start_error.startswith("To serve at least one request with the models's max seq len (262144)")
+
+
+def test_a_page_that_does_not_divide_the_largest_is_padded_from_g4a(window_config):
+    # G4a (0.24.0): the full-attention page (128 tokens of one KV head) does not divide the window
+    # layers' (128 tokens of three), so it is padded to it; 0.23.0 refuses to unify the pages
+    def start(release):
+        result = Pipeline(vllm_version=release, gpu="H200", gpu_validation="off").resolve(
+            str(window_config), block_size=128, attention_backend="FLASHINFER")
+        return result, result.to_dict()["startup"]["failure"]
+    old, failure = start("0.23.0")
+    assert (failure["step"], failure["vllm_type"], failure["message"]) == (
+        "start", "NotImplementedError",
+        "The page size of the layer is not divisible by the maximum page size. Cannot unify by adjusting block_size.")
+    new, failure = start("0.24.0")
+    assert failure is None
+    plan = kv_planning.groups(new.config, new.startup, gpus.find_gpu("H200"))
+    full = next(g.spec for g in plan.groups if type(g.spec).__name__ == "FullAttentionSpec")
+    assert (full.block_size, full.real_page_size_bytes, full.page_size_bytes) == (128, 262144, 393216)
+
+
+@pytest.mark.parametrize("words, key", [("non-torch forward increase memory", "non_torch_increase"),
+                                        ("total consumed (from mem_get_info)", "total_consumed")])
+def test_the_profiling_line_is_read_in_the_words_before_and_after_k9b(words, key):
+    # K9b (0.27.0): the profiling line names the free memory's drop where it named the non-torch increase
+    from enginecfg.pipeline.logs import read
+
+    line = (f"INFO 12-05 10:00:00 [gpu_worker.py:300] Memory profiling takes 12.34 seconds. Total non KV cache "
+            f"memory: 60.12GiB; torch peak memory increase: 5.36GiB; {words}: 3.40GiB; weights memory: 50.86GiB.\n")
+    (start,) = read(line).starts
+    assert dict(start.first("profiling").parts) == {"non_kv_cache_memory": "60.12", "torch_peak_increase": "5.36",
+                                                    key: "3.40", "weights_memory": "50.86", "seconds": 12.34}

@@ -71,12 +71,16 @@ _MODE_IGNORED_RULE = "C7f"
 #: K4b the tokens a sliding window holds in flight, F8a/F8b 0.24.0's tied lm_head under ModelOpt,
 #: K6a the logged "GPU KV cache size", B6a the gated delta nets' class names (its per-GPU prefill backend
 #: reaches no decision before B6b), C4a Gemma 4's FA4 (before it 0.19.0's TRITON_ATTN),
-#: F9 the grouped-top-k refusal's type (``config_time.in_release_words``); and the
+#: F9 the grouped-top-k refusal's type (``config_time.in_release_words``), K9b the memory the
+#: profiling keeps besides the weights (``v034.memory.parts``), K1a-K1c the sliding-window layer's block,
+#: K5a what the start-up check plans against under --num-gpu-blocks-override, G4a the padding of an
+#: attention page that does not divide the largest (before it refused); and the
 #: rules of :data:`NOTHING_TO_SWITCH`
 WIRED: frozenset[str] = frozenset({"C8", "C3.3", "C6", "C3.2b", "C3.4a", "C3.4b", "C7f", "C7g", "C1b", "C1c", "C1g", "C1e", "C7c",
                                 "K7a", "K7b", "B6b", "S3e", "K4d", "C9.2", "C3.5b", "C3.5c", "B1f", "B1g",
                                 "C4c", "K11", "K10b", "B2f", "C7d", "C7e", "C2", "C4b", "K4b", "F8a", "F8b", "K6a", "B6a", "C4a", "F9", "C5b",
                                 "S3d", "K4e", "C9.6", "S8", "S0b", "S1b", "S3b", "B2e", "B3d", "K6c", "C14",
+                                "K9b", "K1a", "K1b", "K1c", "K5a", "G4a",
                                 # C5d: the text-only Qwen3.5 classes reach the Qwen3.5 hook through the
                                 # normalised architecture; C3.5a: the multimodal prefix-LM floor of the
                                 # token budget; F1a: the Transformers-backend build of a removed architecture
@@ -111,6 +115,34 @@ NOTHING_TO_SWITCH: Mapping[str, str] = MappingProxyType({
            "would need first, in every release alike)",
     "S3f": "the removal of S3c (0.32.0): as S3c, it would act only on Glm5Next, which no hybrid alignment of "
            "enginecfg reaches",
+    "G5a": "buckets of full-attention specs that differ only in their sliding window or chunk size merged into "
+           "one: a full-attention spec of enginecfg never carries either (its layers declare none, and the "
+           "sliding-window layers that --disable-hybrid-kv-cache-manager turns into full attention keep none), "
+           "so the specs that would merge are already equal and share a bucket before the rule as after it",
+    "G3a": "packed KV cache configs where every group is of mixed layer shapes (DeepSeek V4's layout) or a KV "
+           "connector asks for cross-layer blocks: enginecfg takes no kv_transfer_config (refused as unknown), and "
+           "its only group of mixed shapes is a sole group (G2), whose packed block holds each layer's page once, "
+           "the bytes and the block count of the unpacked group",
+    "G3b": "packed groups for a block-outermost KV cache layout: vLLM resolves one only under VLLM_KV_CACHE_LAYOUT, a "
+           "KV connector's preference or the sparse-MLA indexer's layers, none of which enginecfg models in any "
+           "release (0.34.0 included: every plan is layer-outer), so no release's plan reaches the packed groups",
+    "G4b": "a Mamba page smaller than the largest one padded to it at grouping: in enginecfg the start-up "
+           "alignment pads every Mamba page to the attention page at the start-up block, and no attention layer of "
+           "a hybrid has a larger page (each takes the start-up block, or a smaller kernel block from K1a), so the "
+           "Mamba page is always the largest and never reaches the padding, before the rule as after it",
+    "G4c": "which attention pages may be padded at grouping: before it vLLM padded only pages read through the block "
+           "stride, which every backend enginecfg selects for a non-MLA layer in 0.24.0-0.28.0 does (FLASH_ATTN, "
+           "FLASHINFER, TRITON_ATTN, FLEX_ATTENTION; the TurboQuant KV dtypes are refused), and an MLA page is "
+           "never smaller than the largest in enginecfg's plans (MLA models are MLA throughout; a hybrid's Mamba "
+           "page is padded to the attention page), so the refusal and the full-allocation fallback are never reached",
+    "K10a": "the hybrid KV cache manager kept on with a KV connector that supports it (0.19.0 turned it off for "
+            "any connector): no release's engine arguments in enginecfg take kv_transfer_config (refused as "
+            "unknown), so no run has a connector, before the rule as after it",
+    "K6b": "the concurrency summed group by group: before it vLLM divided the summed per-request bytes of every "
+           "group by the first group's page, which gives the same number whenever the groups share one page; "
+           "every plan enginecfg makes has one page for all its groups (a G2 group of mixed shapes is the only "
+           "group; otherwise the pages are unified before the layers are grouped), since the groups whose pages "
+           "differ are the packed ones of a block-outermost KV cache layout, which no run of enginecfg selects",
     "S2e": "the Mamba state alignment is 16 only with --use-replayssm on FlashInfer's Mamba backend; no release's "
            "engine arguments in enginecfg take use_replayssm (refused as unknown), so the alignment is 1 and the "
            "Mamba page is the plain sum of its states, as before the rule",
