@@ -357,3 +357,24 @@ def test_the_report_quotes_the_capacity_lines_as_the_release_logs_them(release, 
                       impact={"kv_cache_memory": 17 * 2**30}).resolve(str(CONFIGS / "qwen3.5-27b"))
     line = next(line for line in impact_lines(result) if "vLLM would log" in line)
     assert quoted.replace("16", f"{result.impact.kv_tokens:,}") in line
+
+
+@pytest.mark.parametrize("release, gpu, priority", [
+    # B1b (0.21.0): TokenSpeed MLA right after FlashInfer MLA on Blackwell
+    ("0.20.0", "B200", ["FLASHINFER_MLA", "CUTLASS_MLA", "FLASH_ATTN_MLA", "FLASHMLA", "TRITON_MLA",
+                        "FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE"]),
+    ("0.21.0", "B200", ["FLASHINFER_MLA", "TOKENSPEED_MLA", "CUTLASS_MLA", "FLASH_ATTN_MLA", "FLASHMLA",
+                        "TRITON_MLA", "FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE"]),
+    # B1c (0.24.0): 12.x gets a list of its own; before it, Hopper's
+    ("0.23.0", "RTX-5090", ["FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA", "TRITON_MLA", "FLASHMLA_SPARSE"]),
+    ("0.24.0", "RTX-5090", ["TRITON_MLA", "FLASHINFER_MLA_SPARSE_SM120"]),
+    # B1d (0.25.0): FlashAttention's sparse MLA before FlashMLA's on Hopper; B1f (0.30.0): FlashInfer's last
+    ("0.24.0", "H200", ["FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA", "TRITON_MLA", "FLASHMLA_SPARSE"]),
+    ("0.25.0", "H200", ["FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA", "TRITON_MLA", "FLASH_ATTN_MLA_SPARSE",
+                        "FLASHMLA_SPARSE"]),
+    ("0.30.0", "H200", ["FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA", "TRITON_MLA", "FLASH_ATTN_MLA_SPARSE",
+                        "FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE_SM90"])])
+def test_the_mla_priority_lists_follow_b1b_b1c_b1d(release, gpu, priority):
+    startup = Pipeline(vllm_version=release, gpu=gpu, gpu_validation="off").resolve(
+        str(CONFIGS / "deepseek-v2-lite-like")).to_dict()["startup"]
+    assert [b["priority"] for b in startup["backends"]] == [priority]

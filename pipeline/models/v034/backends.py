@@ -268,12 +268,18 @@ def priorities(use_mla: bool, capability: tuple[int, int], kv_cache_dtype: str |
                 sparse = ("FLASH_ATTN_MLA_SPARSE_FA4", "FLASHINFER_MLA_SPARSE", "FLASHMLA_SPARSE")
             else:
                 sparse = ("FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE")
-            return ("FLASHINFER_MLA", "TOKENSPEED_MLA", "CUTLASS_MLA", "FLASH_ATTN_MLA", "FLASHMLA",
+            # B1b (0.21.0): TokenSpeed MLA tried right after FlashInfer MLA
+            tokenspeed = ("TOKENSPEED_MLA",) if release is None or release.has("B1b") else ()
+            return ("FLASHINFER_MLA", *tokenspeed, "CUTLASS_MLA", "FLASH_ATTN_MLA", "FLASHMLA",
                     "TRITON_MLA", *sparse)
-        if major == 12:
+        if major == 12 and (release is None or release.has("B1c")):  # B1c (0.24.0); before, Hopper's list
             return ("TRITON_MLA", "FLASHINFER_MLA_SPARSE_SM120")
-        tail = ["FLASH_ATTN_MLA_SPARSE", "FLASHMLA_SPARSE"]
-        tail.insert(0 if head_size == 512 else 2, "FLASHINFER_MLA_SPARSE_SM90")
+        # B1d (0.25.0): the FlashAttention sparse MLA first in the tail; B1f (0.30.0): FlashInfer's
+        # Hopper sparse MLA, first at head 512, else last
+        tail = ["FLASH_ATTN_MLA_SPARSE", "FLASHMLA_SPARSE"] if release is None or release.has("B1d") \
+            else ["FLASHMLA_SPARSE"]
+        if release is None or release.has("B1f"):
+            tail.insert(0 if head_size == 512 else len(tail), "FLASHINFER_MLA_SPARSE_SM90")
         return ("FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA", "TRITON_MLA", *tail)
     if major == 10:
         return (*(("TRITON_FLASHINFER",) if use_mm_prefix else ()), "FLASHINFER", "FLASH_ATTN", "TRITON_ATTN",
