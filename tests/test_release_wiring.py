@@ -388,3 +388,33 @@ def test_the_mla_priority_lists_follow_b1b_b1c_b1d(release, gpu, priority):
     startup = Pipeline(vllm_version=release, gpu=gpu, gpu_validation="off").resolve(
         str(CONFIGS / "deepseek-v2-lite-like")).to_dict()["startup"]
     assert [b["priority"] for b in startup["backends"]] == [priority]
+
+
+def _attention(release: str, gpu: str, model: str, **args) -> list[dict]:
+    startup = Pipeline(vllm_version=release, gpu=gpu, gpu_validation="off").resolve(
+        str(CONFIGS / model), **args).to_dict()["startup"]
+    return [b for b in startup["backends"] if b["kind"] != "mamba"]
+
+
+@pytest.mark.parametrize("release, backend", [("0.21.0", "FLASH_ATTN"), ("0.22.0", "FLASHINFER")])
+def test_flash_attention_takes_only_fp8_and_fp8_e4m3_from_b2b(release, backend):
+    # B2b (0.22.0): before it FA3 on Hopper took every quantized KV dtype, fp8_e5m2 too
+    (attention,) = _attention(release, "H200", "qwen3-next-default", kv_cache_dtype="fp8_e5m2")
+    assert attention["backend"] == backend
+    assert ("FLASH_ATTN" in attention["refused"]) == (backend != "FLASH_ATTN")
+
+
+@pytest.mark.parametrize("release, blocks", [("0.24.0", ([16, 32, 64], [False, False, False])),
+                                             ("0.25.0", ([16], [True]))])
+def test_flash_attention_kernel_blocks_of_a_float32_state_hybrid_until_b2c(release, blocks):
+    # B2c (0.25.0): FLASH_ATTN's [16, 32, 64] for hybrids with a float32 Mamba state is gone
+    (attention,) = _attention(release, "H200", "qwen3.5-27b")
+    assert (attention["kernel_block_sizes"], attention["kernel_block_multiple_of"]) == blocks
+
+
+@pytest.mark.parametrize("release, backend", [("0.26.0", None), ("0.27.0", "FLASH_ATTN")])
+def test_flash_attention_takes_fp8_with_fa4_on_blackwell_from_b2d(release, backend):
+    # B2d (0.27.0): FLASH_ATTN asks flash_attn_supports_kv_cache_dtype, which FA4 on SM100 passes
+    (attention,) = _attention(release, "B200", "qwen3-next-default", kv_cache_dtype="fp8",
+                              attention_backend="FLASH_ATTN")
+    assert attention["backend"] == backend

@@ -57,6 +57,8 @@ class Context:
     softcap: bool = False
     mm_prefix_lm: bool = False
     qk_nope_head_dim: int | None = None
+    #: a hybrid whose Mamba state is kept in float32 (FLASH_ATTN's kernel blocks before B2c)
+    hybrid_fp32_state: bool = False
     #: the release whose priority lists apply (None: the latest; see :func:`priorities`)
     release: Any = attrs.field(default=None, eq=False)
 
@@ -127,6 +129,8 @@ def _fa_blocks(ctx: Context, head: int | None = None, kv: str | None = None) -> 
     model-level head size and KV dtype (how the start-up step and the selector ask)."""
     head = ctx.model_head if head is None else head
     fp8 = (ctx.cache_dtype if kv is None else kv) in ("fp8", "fp8_e4m3")
+    if ctx.hybrid_fp32_state and not _has(ctx, "B2c"):  # before B2c (0.25.0): the sizes free of NaN spread
+        return ((16, False), (32, False), (64, False))
     if ctx.capability[0] == 9 and fp8 and head == 512 and flash_attn_version(ctx, head) == 4 and _has(ctx, "B2f"):
         return ((64, False),)
     if (_hd256(head, ctx.capability) and _has(ctx, "B2e")
@@ -140,6 +144,13 @@ def _fa_head(h: int, ctx: Context) -> bool:
 
 
 def _fa_kv(kv: str, ctx: Context) -> bool:
+    if not _has(ctx, "B2d"):
+        # before B2d (0.27.0) the version is asked with no layer: FA3 on Hopper takes the quantized
+        # dtypes, any of them before B2b (0.22.0), fp8 and fp8_e4m3 only from it
+        fa3 = flash_attn_version(ctx) == 3 and ctx.capability[0] == 9
+        if kv in ("fp8", "fp8_e4m3") or (is_quantized(kv) and not _has(ctx, "B2b")):
+            return fa3
+        return kv in ("auto", "float16", "bfloat16")
     if kv not in ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3"):
         return False
     return not is_quantized(kv) or _fa_supports_kv(kv, ctx)
@@ -152,8 +163,9 @@ def _fa_combination(q: Query, ctx: Context) -> str | None:
         return "SM90 d512 FP8 KV requires a block size divisible by 64"
     if q.use_mm_prefix and quant and ctx.capability == (9, 0):
         return "SM90 FP8 KV with mm_prefix requires Triton"
-    if quant and not _fa_supports_kv(q.kv_cache_dtype, ctx, q.head_size, q.block_size, True):
-        return "FP8 KV requires FA3 (SM90), equal-d512 FA4 (SM90), or FA4 (SM100)."
+    if quant and _has(ctx, "B2d") and not _fa_supports_kv(q.kv_cache_dtype, ctx, q.head_size, q.block_size, True):
+        return ("FP8 KV requires FA3 (SM90), equal-d512 FA4 (SM90), or FA4 (SM100)." if _has(ctx, "B2f")
+                else "FP8 KV cache requires FA3 on SM90 or FA4 on SM100")
     if q.use_mm_prefix and flash_attn_version(ctx, q.head_size, q.block_size, True) != 4:
         return ("mm_prefix (PrefixLM bidirectional attention) requires FlashAttention v4, which "
                 "does not resolve for this head_size")

@@ -50,7 +50,9 @@ def context(cfg: Any, gpu: Any, release: Any = None) -> be.Context:
     mc, cc = cfg.model_config, cfg.cache_config
     text = mc.hf_text_config
     nope = typed.attr(text, "qk_nope_head_dim", typed.INT) if mc.use_mla else None
+    fp32 = bool(mc.is_hybrid) and "float32" in (cc.mamba_ssm_cache_dtype, cc.mamba_cache_dtype)
     return be.Context(tuple(gpu.capability), model_head=mc.head_size, cache_dtype=cc.cache_dtype,
+                      hybrid_fp32_state=fp32,
                       flash_attn_version=cfg.attention_config.flash_attn_version,
                       softcap=bool(typed.attr(text, "attn_logit_softcapping", typed.ANY)),
                       mm_prefix_lm=config_time.is_mm_prefix_lm(cfg), qk_nope_head_dim=nope, release=release)
