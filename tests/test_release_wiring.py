@@ -418,3 +418,20 @@ def test_flash_attention_takes_fp8_with_fa4_on_blackwell_from_b2d(release, backe
     (attention,) = _attention(release, "B200", "qwen3-next-default", kv_cache_dtype="fp8",
                               attention_backend="FLASH_ATTN")
     assert attention["backend"] == backend
+
+
+@pytest.mark.parametrize("release, versions", [("0.20.0", {256: 3, 512: 3}), ("0.21.0", {256: 3, 512: 4})])
+def test_flash_attention_3_hands_heads_over_256_to_fa4_on_hopper_from_b3b(release, versions):
+    # B3b (0.21.0): FA3 takes no head over 256 on SM90; Gemma 4's global head of 512 goes to FA4
+    attention = _attention(release, "H200", "gemma4-text-default", attention_backend="FLASH_ATTN")
+    assert {b["head_size"]: b["fa_version"] for b in attention} == versions
+
+
+@pytest.mark.parametrize("release, model, versions", [
+    ("0.26.0", "qwen3.5-27b", {256: 2}), ("0.27.0", "qwen3.5-27b", {256: 4}),
+    ("0.27.0", "gemma4-text-default", {256: 2, 512: 2}), ("0.28.0", "qwen3.5-27b", {256: 2})])
+def test_fa4_keeps_head_256_on_blackwell_only_in_0_27_and_never_for_a_sliding_window(release, model, versions):
+    # before B3e (0.27.0) Blackwell's FA4 takes no head over 128 but 192; B3e keeps head 256 on FA4
+    # except for sliding-window layers (Gemma 4's local layers); B3c (0.28.0) withdraws it
+    attention = _attention(release, "B200", model, attention_backend="FLASH_ATTN")
+    assert {b["head_size"]: b["fa_version"] for b in attention} == versions

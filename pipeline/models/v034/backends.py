@@ -92,8 +92,9 @@ def _hd256_fallback(ctx: Context, block: int | None) -> bool:
 
 
 def flash_attn_version(ctx: Context, head: int | None = None, block: int | None = None,
-                       fa4_hd256: bool = False) -> int | None:
-    """B3: the FlashAttention version a layer of *head* runs (None: none is available)."""
+                       fa4_hd256: bool = False, local: bool = False) -> int | None:
+    """B3: the FlashAttention version a layer of *head* runs (None: none is available); *local*:
+    the layer has a sliding window (how the layer's own build asks)."""
     cap = ctx.capability
     major = cap[0]
     version = 3 if major == 9 else 4 if major == 10 else 2
@@ -101,14 +102,20 @@ def flash_attn_version(ctx: Context, head: int | None = None, block: int | None 
         version = ctx.flash_attn_version
     if major >= 10 and version == 3:
         version = 4 if fa_supported(4, cap) else 2
-    if version == 3 and major == 9 and fa_supported(4, cap) and head is not None and head > 256:
+    if version == 3 and major == 9 and fa_supported(4, cap) and head is not None and head > 256 \
+            and _has(ctx, "B3b"):  # B3b (0.21.0): FA3 takes no head over 256 on Hopper
         version = 4
     # head 256 on Blackwell: FA2 from B3c (0.28.0); from B3d (0.29.0) the head-256 FA4 kernel where
     # the layer asks for it and nothing it does not support is in play
     if version == 4 and _hd256(head, cap) and _has(ctx, "B3c"):
         if not _has(ctx, "B3d") or not fa4_hd256 or _hd256_fallback(ctx, block):
             version = 2
-    if version == 4 and major >= 10 and head is not None and head > 128 and head != 256:
+    # B3e (0.27.0, until B3c): FA4 takes head 256 on Blackwell, but not for a sliding-window layer
+    if version == 4 and _hd256(head, cap) and local and _has(ctx, "B3e") and not _has(ctx, "B3c"):
+        version = 2
+    # Blackwell's FA4 takes no head over 128 but 256 from B3e; before it, 192 instead
+    if version == 4 and major >= 10 and head is not None and head > 128 \
+            and head != (256 if _has(ctx, "B3e") else 192):
         version = 2
     return version if fa_supported(version, cap) else None
 

@@ -227,7 +227,8 @@ def select_backends(cfg: Any, gpu: Any, release: Any = None
 
     def fa(sel: Any, kind: LayerKind, q: be.Query) -> int | None:
         if sel.backend in ("FLASH_ATTN", "TRITON_FLASH_ATTN"):
-            return be.flash_attn_version(ctx, kind.head_size, q.block_size, fa4_hd256=True)
+            return be.flash_attn_version(ctx, kind.head_size, q.block_size, fa4_hd256=True,
+                                         local=kind.sliding_window is not None)
         return None
 
     before = build_failure(cfg, before_layers=True)
