@@ -435,3 +435,17 @@ def test_fa4_keeps_head_256_on_blackwell_only_in_0_27_and_never_for_a_sliding_wi
     # except for sliding-window layers (Gemma 4's local layers); B3c (0.28.0) withdraws it
     attention = _attention(release, "B200", model, attention_backend="FLASH_ATTN")
     assert {b["head_size"]: b["fa_version"] for b in attention} == versions
+
+
+@pytest.mark.parametrize("release, model, refused", [
+    ("0.23.0", "gemma4-text-default", None),
+    ("0.24.0", "gemma4-text-default", "FP8 KV cache is not supported by the Triton attention backend on"),
+    ("0.25.0", "deepseek-v2-lite-like", "num_expert_group and topk_group must be provided"),
+    ("0.26.0", "deepseek-v2-lite-like", "FP8 KV cache is not supported by the Triton MLA backend on")])
+def test_an_fp8_cache_on_triton_below_sm89_fails_to_build_from_f7a_and_f7b(release, model, refused):
+    # F7a (0.24.0): the Triton attention backend refuses an FP8 cache below 8.9 when it builds;
+    # F7b (0.26.0): the Triton MLA backend too (before it DeepSeek-V2 fails later, on its MoE)
+    startup = Pipeline(vllm_version=release, gpu="A100", gpu_validation="off").resolve(
+        str(CONFIGS / model), kv_cache_dtype="fp8").to_dict()["startup"]
+    message = (startup.get("failure") or {}).get("message")
+    assert message == refused if refused is None else message.startswith(refused)

@@ -74,13 +74,14 @@ _MODE_IGNORED_RULE = "C7f"
 #: F9 the grouped-top-k refusal's type (``config_time.in_release_words``), B1b/B1c/B1d the MLA priority
 #: lists (TokenSpeed MLA, 12.x's own list, FlashAttention's sparse MLA on Hopper), B2b/B2d the KV dtypes
 #: FLASH_ATTN takes, B2c its kernel blocks for a float32-state hybrid, B3b/B3e/B3c FlashAttention's version
-#: (FA4 for heads over 256 on Hopper; head 256 on Blackwell's FA4 in 0.27.0 but for sliding windows); and the
+#: (FA4 for heads over 256 on Hopper; head 256 on Blackwell's FA4 in 0.27.0 but for sliding windows),
+#: F7a/F7b the Triton attention and Triton MLA backends' FP8 refusal below capability 8.9; and the
 #: rules of :data:`NOTHING_TO_SWITCH`
 WIRED: frozenset[str] = frozenset({"C8", "C3.3", "C6", "C3.2b", "C3.4a", "C3.4b", "C7f", "C7g", "C1b", "C1c", "C1g", "C1e", "C7c",
                                 "K7a", "K7b", "B6b", "S3e", "K4d", "C9.2", "C3.5b", "C3.5c", "B1f", "B1g",
                                 "C4c", "K11", "K10b", "B2f", "C7d", "C7e", "C2", "C4b", "K4b", "F8a", "F8b", "K6a", "B6a", "C4a", "F9", "C5b",
                                 "S3d", "K4e", "C9.6", "S8", "S0b", "S1b", "S3b", "B2e", "B3d", "K6c",
-                                "B1b", "B1c", "B1d", "B2b", "B2c", "B2d", "B3b", "B3c", "B3e"})
+                                "B1b", "B1c", "B1d", "B2b", "B2c", "B2d", "B3b", "B3c", "B3e", "F7a", "F7b"})
 
 #: dated rules that change nothing enginecfg computes, each with the reason: they count as wired
 #: (there is no switch to add), and ``tests/test_release_wiring.py`` holds each reason true

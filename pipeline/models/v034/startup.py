@@ -193,11 +193,13 @@ def state_crash(cfg: Any, exc: Exception) -> StartFailure | None:
                         f"computes with the value enginecfg refuses: {exc}", "C8")
 
 
-def _triton_fp8(cfg: Any, backend: str, gpu: Any) -> StartFailure | None:
-    """F7: an FP8 KV cache on a Triton backend needs native FP8 (compute capability 8.9)."""
+def _triton_fp8(cfg: Any, backend: str, gpu: Any, release: Any = None) -> StartFailure | None:
+    """F7: an FP8 KV cache on a Triton backend needs native FP8 (compute capability 8.9): the
+    Triton attention backend's refusal from F7a (0.24.0), the Triton MLA backend's from F7b (0.26.0)."""
     cc = cfg.cache_config
-    if backend not in ("TRITON_ATTN", "TRITON_MLA") or not cc.cache_dtype.startswith("fp8") \
-            or tuple(gpu.capability) >= (8, 9):
+    step = {"TRITON_ATTN": "F7a", "TRITON_MLA": "F7b"}.get(backend)
+    if step is None or not cc.cache_dtype.startswith("fp8") or tuple(gpu.capability) >= (8, 9) \
+            or (release is not None and not release.has(step)):
         return None
     cap = f"{gpu.capability[0]}.{gpu.capability[1]}"
     suggested = "bfloat16" if tuple(gpu.capability) >= (8, 0) else "float16"
@@ -237,7 +239,7 @@ def select_backends(cfg: Any, gpu: Any, release: Any = None
         cfg, layer_kinds(cfg), ctx.capability, layer_class=classes.of, query=query,
         select=lambda q, kind, forced, heads: be.select(q, ctx, forced, num_heads=heads,
                                                        sliding_window=kind.sliding_window is not None),
-        fa_version=fa, after=lambda backend: _triton_fp8(cfg, backend, gpu), rule="B5")
+        fa_version=fa, after=lambda backend: _triton_fp8(cfg, backend, gpu, release), rule="B5")
     return layers, messages, before or failure or build_failure(cfg, before_layers=False, release=release) \
         or _tied_head(cfg, release)
 
