@@ -449,3 +449,26 @@ def test_an_fp8_cache_on_triton_below_sm89_fails_to_build_from_f7a_and_f7b(relea
         str(CONFIGS / model), kv_cache_dtype="fp8").to_dict()["startup"]
     message = (startup.get("failure") or {}).get("message")
     assert message == refused if refused is None else message.startswith(refused)
+
+
+@pytest.mark.parametrize("release, refused", [
+    ("0.33.0", ["block_size not supported"]),
+    ("0.34.0", ["block_size not supported", "SM90 d512 FP8 KV requires a block size divisible by 64"])])
+def test_flash_attention_refuses_an_fp8_head_512_block_off_64_on_hopper_from_b2g(release, refused):
+    # B2g (0.34.0): supports_combination's own SM90 head-512 FP8 check; before it the kernel block
+    # alone refuses, and so the --block-size warning names FLASH_ATTN for the head-512 layers too
+    startup = Pipeline(vllm_version=release, gpu="H200", gpu_validation="off").resolve(
+        str(CONFIGS / "gemma4-text-default"), kv_cache_dtype="fp8", block_size=16).to_dict()["startup"]
+    assert {b["head_size"]: b["refused"]["FLASH_ATTN"] for b in startup["backends"]}[512] == refused
+    precluded = [m for m in startup["messages"] if "precluded higher-priority backend(s) FLASH_ATTN" in m["message"]]
+    assert len(precluded) == (2 if release == "0.33.0" else 1)
+
+
+@pytest.mark.parametrize("release, refusal", [("0.30.0", "FP8 KV cache requires FA3 on SM90 or FA4 on SM100"),
+                                              ("0.31.0", "FP8 KV cache requires FA3 on SM90, FA4 with "
+                                                         "head_size=512 on SM90, or FA4 on SM100")])
+def test_flash_attention_words_its_fp8_refusal_as_the_release_does(release, refusal):
+    # B2d (0.27.0) brought the refusal, B2f (0.31.0) new words; Blackwell's FA2 at head 512 refuses FP8
+    (attention,) = _attention(release, "B200", "qwen3-next-default", kv_cache_dtype="fp8",
+                              attention_backend="FLASH_ATTN", hf_overrides={"head_dim": 512})
+    assert refusal in (attention["error"] or "")

@@ -166,13 +166,15 @@ def _fa_kv(kv: str, ctx: Context) -> bool:
 def _fa_combination(q: Query, ctx: Context) -> str | None:
     quant = is_quantized(q.kv_cache_dtype)
     if ctx.capability == (9, 0) and quant and q.head_size == 512 and q.block_size is not None \
-            and q.block_size % 64 != 0:
+            and q.block_size % 64 != 0 and _has(ctx, "B2g"):
         return "SM90 d512 FP8 KV requires a block size divisible by 64"
-    if q.use_mm_prefix and quant and ctx.capability == (9, 0):
+    if q.use_mm_prefix and quant and ctx.capability == (9, 0) and _has(ctx, "B2f"):
         return "SM90 FP8 KV with mm_prefix requires Triton"
     if quant and _has(ctx, "B2d") and not _fa_supports_kv(q.kv_cache_dtype, ctx, q.head_size, q.block_size, True):
-        return ("FP8 KV requires FA3 (SM90), equal-d512 FA4 (SM90), or FA4 (SM100)." if _has(ctx, "B2f")
-                else "FP8 KV cache requires FA3 on SM90 or FA4 on SM100")
+        # the refusal's words: B2d's (0.27.0), B2f's (0.31.0), B2g's (0.34.0)
+        return ("FP8 KV requires FA3 (SM90), equal-d512 FA4 (SM90), or FA4 (SM100)." if _has(ctx, "B2g")
+                else "FP8 KV cache requires FA3 on SM90, FA4 with head_size=512 on SM90, or FA4 on SM100"
+                if _has(ctx, "B2f") else "FP8 KV cache requires FA3 on SM90 or FA4 on SM100")
     if q.use_mm_prefix and flash_attn_version(ctx, q.head_size, q.block_size, True) != 4:
         return ("mm_prefix (PrefixLM bidirectional attention) requires FlashAttention v4, which "
                 "does not resolve for this head_size")
