@@ -472,3 +472,13 @@ def test_flash_attention_words_its_fp8_refusal_as_the_release_does(release, refu
     (attention,) = _attention(release, "B200", "qwen3-next-default", kv_cache_dtype="fp8",
                               attention_backend="FLASH_ATTN", hf_overrides={"head_dim": 512})
     assert refusal in (attention["error"] or "")
+
+
+@pytest.mark.parametrize("release, backend", [("0.23.0", None), ("0.24.0", "FLASH_ATTN")])
+def test_flash_attention_serves_multimodal_prefix_lm_layers_from_b2h(release, backend):
+    # B2h (0.24.0): FLASH_ATTN supports_mm_prefix where FA4 is built; before it, a named FLASH_ATTN
+    # refuses Gemma 4's prefix-LM layers
+    attention = _attention(release, "H200", "gemma-4-26b-a4b", attention_backend="FLASH_ATTN")
+    assert {b["backend"] for b in attention} == {backend}
+    assert all(("partial multimodal token full attention not supported" in (b["error"] or "")) == (backend is None)
+               for b in attention)

@@ -74,7 +74,7 @@ _MODE_IGNORED_RULE = "C7f"
 #: F9 the grouped-top-k refusal's type (``config_time.in_release_words``), B1b/B1c/B1d the MLA priority
 #: lists (TokenSpeed MLA, 12.x's own list, FlashAttention's sparse MLA on Hopper), B2b/B2d the KV dtypes
 #: FLASH_ATTN takes, B2c its kernel blocks for a float32-state hybrid, B2g its SM90 head-512 block check and
-#: the words of its FP8 refusal, B3b/B3e/B3c FlashAttention's version
+#: the words of its FP8 refusal, B2h its multimodal prefix-LM layers, B3b/B3e/B3c FlashAttention's version
 #: (FA4 for heads over 256 on Hopper; head 256 on Blackwell's FA4 in 0.27.0 but for sliding windows),
 #: F7a/F7b the Triton attention and Triton MLA backends' FP8 refusal below capability 8.9; and the
 #: rules of :data:`NOTHING_TO_SWITCH`
@@ -82,7 +82,7 @@ WIRED: frozenset[str] = frozenset({"C8", "C3.3", "C6", "C3.2b", "C3.4a", "C3.4b"
                                 "K7a", "K7b", "B6b", "S3e", "K4d", "C9.2", "C3.5b", "C3.5c", "B1f", "B1g",
                                 "C4c", "K11", "K10b", "B2f", "C7d", "C7e", "C2", "C4b", "K4b", "F8a", "F8b", "K6a", "B6a", "C4a", "F9", "C5b",
                                 "S3d", "K4e", "C9.6", "S8", "S0b", "S1b", "S3b", "B2e", "B3d", "K6c",
-                                "B1b", "B1c", "B1d", "B2b", "B2c", "B2d", "B3b", "B3c", "B3e", "F7a", "F7b", "B2g"})
+                                "B1b", "B1c", "B1d", "B2b", "B2c", "B2d", "B3b", "B3c", "B3e", "F7a", "F7b", "B2g", "B2h"})
 
 #: dated rules that change nothing enginecfg computes, each with the reason: they count as wired
 #: (there is no switch to add), and ``tests/test_release_wiring.py`` holds each reason true

@@ -175,7 +175,7 @@ def _fa_combination(q: Query, ctx: Context) -> str | None:
         return ("FP8 KV requires FA3 (SM90), equal-d512 FA4 (SM90), or FA4 (SM100)." if _has(ctx, "B2g")
                 else "FP8 KV cache requires FA3 on SM90, FA4 with head_size=512 on SM90, or FA4 on SM100"
                 if _has(ctx, "B2f") else "FP8 KV cache requires FA3 on SM90 or FA4 on SM100")
-    if q.use_mm_prefix and flash_attn_version(ctx, q.head_size, q.block_size, True) != 4:
+    if q.use_mm_prefix and _has(ctx, "B2h") and flash_attn_version(ctx, q.head_size, q.block_size, True) != 4:
         return ("mm_prefix (PrefixLM bidirectional attention) requires FlashAttention v4, which "
                 "does not resolve for this head_size")
     return None
@@ -229,7 +229,8 @@ def _sparse(name: str, cap) -> Backend:
 
 BACKENDS: Mapping[str, Backend] = MappingProxyType({b.name: b for b in (
     Backend("FLASH_ATTN", _HALF, _fa_kv, _fa_head, _fa_blocks, lambda cap: cap >= (8, 0), attn_types=_ALL_TYPES,
-            mm_prefix=lambda ctx: fa_supported(4, ctx.capability), combination=_fa_combination),
+            mm_prefix=lambda ctx: fa_supported(4, ctx.capability) and _has(ctx, "B2h"),  # B2h: 0.24.0
+            combination=_fa_combination),
     Backend("TRITON_FLASH_ATTN", _HALF, _fa_kv, lambda h, ctx: h in (256, 512) and _fa_head(h, ctx),
             _fa_blocks, lambda cap: cap[0] == 9, mm_prefix=lambda ctx: True,
             combination=_composite_fa_combination),
