@@ -106,7 +106,7 @@ def test_the_explicit_hybrid_manager_refusal_raised_at_load_is_in_the_release_wo
 def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given(tmp_path, monkeypatch):
     assert set(releases.NOTHING_TO_SWITCH) == {"C1f", "C4d", "G3a", "G3b", "G4b", "G4c", "G5a", "K4a", "K4c", "K6b",
                                                "K10a", "S2c", "S2d", "S2e", "S3c", "S3f"} | {
-        "C3.2a", "C5c", "C1d", "C9.9a", "C9.9b", "C7b", "S2b", "S7"}
+        "C3.2a", "C5c", "C1d", "C9.9a", "C9.9b", "C7b", "S2b", "S7"} | {"B1e", "B5a"}
     # S2c: the KV dtype whose backend reshapes the spec is refused by every release
     for name in ("0.28.0", "0.34.0"):
         with pytest.raises(InvalidInputError, match="ultraquant_4bit"):
@@ -172,6 +172,15 @@ def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given(
         layers = kv_planning.layer_specs(mla.config, kv_planning._StartupView(*kv_planning.startup_key(mla.startup)),
                                          gpu)
         assert layers and all(isinstance(layer.spec, kv_cache.MLAAttentionSpec) for layer in layers)
+    # B1e: DiffusionGemma, whose hook makes attention non-causal, is a plain Transformers-backend model;
+    # B1e, B5a: attention_config (use_non_causal, backend_per_kind) is refused as unknown by every release
+    info = architectures.lookup(["DiffusionGemmaForBlockDiffusion"])[1]
+    assert info.name == "TransformersForCausalLM" and info.config_hook is None
+    for name in ("0.25.0", "0.26.0", "0.34.0"):
+        with pytest.raises(InvalidInputError, match="unknown engine argument 'attention_config'"):
+            Pipeline(vllm_version=name, gpu="B200", gpu_validation="off").resolve(
+                str(CONFIGS / "qwen3.5-27b"), attention_config={"use_non_causal": True,
+                                                                "backend_per_kind": {"full_attention": "FLASH_ATTN"}})
     # C4d: every GPU enginecfg runs on is a CUDA device (a compute capability), never XPU
     assert all(isinstance(g.capability, tuple) and g.capability >= (7, 0) for g in gpus.GPUS.values())
     # C1f: the fact enginecfg reports is the architecture's flag, as 0.32.0 (the last release with
@@ -594,3 +603,118 @@ def test_the_profiling_line_is_read_in_the_words_before_and_after_k9b(words, key
     (start,) = read(line).starts
     assert dict(start.first("profiling").parts) == {"non_kv_cache_memory": "60.12", "torch_peak_increase": "5.36",
                                                     key: "3.40", "weights_memory": "50.86", "seconds": 12.34}
+
+
+@pytest.mark.parametrize("release, gpu, priority", [
+    # B1b (0.21.0): TokenSpeed MLA right after FlashInfer MLA on Blackwell
+    ("0.20.0", "B200", ["FLASHINFER_MLA", "CUTLASS_MLA", "FLASH_ATTN_MLA", "FLASHMLA", "TRITON_MLA",
+                        "FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE"]),
+    ("0.21.0", "B200", ["FLASHINFER_MLA", "TOKENSPEED_MLA", "CUTLASS_MLA", "FLASH_ATTN_MLA", "FLASHMLA",
+                        "TRITON_MLA", "FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE"]),
+    # B1c (0.24.0): 12.x gets a list of its own; before it, Hopper's
+    ("0.23.0", "RTX-5090", ["FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA", "TRITON_MLA", "FLASHMLA_SPARSE"]),
+    ("0.24.0", "RTX-5090", ["TRITON_MLA", "FLASHINFER_MLA_SPARSE_SM120"]),
+    # B1d (0.25.0): FlashAttention's sparse MLA before FlashMLA's on Hopper; B1f (0.30.0): FlashInfer's last
+    ("0.24.0", "H200", ["FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA", "TRITON_MLA", "FLASHMLA_SPARSE"]),
+    ("0.25.0", "H200", ["FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA", "TRITON_MLA", "FLASH_ATTN_MLA_SPARSE",
+                        "FLASHMLA_SPARSE"]),
+    ("0.30.0", "H200", ["FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA", "TRITON_MLA", "FLASH_ATTN_MLA_SPARSE",
+                        "FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE_SM90"])])
+def test_the_mla_priority_lists_follow_b1b_b1c_b1d(release, gpu, priority):
+    startup = Pipeline(vllm_version=release, gpu=gpu, gpu_validation="off").resolve(
+        str(CONFIGS / "deepseek-v2-lite-like")).to_dict()["startup"]
+    assert [b["priority"] for b in startup["backends"]] == [priority]
+
+
+def _attention(release: str, gpu: str, model: str, **args) -> list[dict]:
+    startup = Pipeline(vllm_version=release, gpu=gpu, gpu_validation="off").resolve(
+        str(CONFIGS / model), **args).to_dict()["startup"]
+    return [b for b in startup["backends"] if b["kind"] != "mamba"]
+
+
+@pytest.mark.parametrize("release, backend", [("0.21.0", "FLASH_ATTN"), ("0.22.0", "FLASHINFER")])
+def test_flash_attention_takes_only_fp8_and_fp8_e4m3_from_b2b(release, backend):
+    # B2b (0.22.0): before it FA3 on Hopper took every quantized KV dtype, fp8_e5m2 too
+    (attention,) = _attention(release, "H200", "qwen3-next-default", kv_cache_dtype="fp8_e5m2")
+    assert attention["backend"] == backend
+    assert ("FLASH_ATTN" in attention["refused"]) == (backend != "FLASH_ATTN")
+
+
+@pytest.mark.parametrize("release, blocks", [("0.24.0", ([16, 32, 64], [False, False, False])),
+                                             ("0.25.0", ([16], [True]))])
+def test_flash_attention_kernel_blocks_of_a_float32_state_hybrid_until_b2c(release, blocks):
+    # B2c (0.25.0): FLASH_ATTN's [16, 32, 64] for hybrids with a float32 Mamba state is gone
+    (attention,) = _attention(release, "H200", "qwen3.5-27b")
+    assert (attention["kernel_block_sizes"], attention["kernel_block_multiple_of"]) == blocks
+
+
+@pytest.mark.parametrize("release, backend", [("0.26.0", None), ("0.27.0", "FLASH_ATTN")])
+def test_flash_attention_takes_fp8_with_fa4_on_blackwell_from_b2d(release, backend):
+    # B2d (0.27.0): FLASH_ATTN asks flash_attn_supports_kv_cache_dtype, which FA4 on SM100 passes
+    (attention,) = _attention(release, "B200", "qwen3-next-default", kv_cache_dtype="fp8",
+                              attention_backend="FLASH_ATTN")
+    assert attention["backend"] == backend
+
+
+@pytest.mark.parametrize("release, versions", [("0.20.0", {256: 3, 512: 3}), ("0.21.0", {256: 3, 512: 4})])
+def test_flash_attention_3_hands_heads_over_256_to_fa4_on_hopper_from_b3b(release, versions):
+    # B3b (0.21.0): FA3 takes no head over 256 on SM90; Gemma 4's global head of 512 goes to FA4
+    attention = _attention(release, "H200", "gemma4-text-default", attention_backend="FLASH_ATTN")
+    assert {b["head_size"]: b["fa_version"] for b in attention} == versions
+
+
+@pytest.mark.parametrize("release, model, versions", [
+    ("0.26.0", "qwen3.5-27b", {256: 2}), ("0.27.0", "qwen3.5-27b", {256: 4}),
+    ("0.27.0", "gemma4-text-default", {256: 2, 512: 2}), ("0.28.0", "qwen3.5-27b", {256: 2})])
+def test_fa4_keeps_head_256_on_blackwell_only_in_0_27_and_never_for_a_sliding_window(release, model, versions):
+    # before B3e (0.27.0) Blackwell's FA4 takes no head over 128 but 192; B3e keeps head 256 on FA4
+    # except for sliding-window layers (Gemma 4's local layers); B3c (0.28.0) withdraws it
+    attention = _attention(release, "B200", model, attention_backend="FLASH_ATTN")
+    assert {b["head_size"]: b["fa_version"] for b in attention} == versions
+
+
+@pytest.mark.parametrize("release, model, refused", [
+    ("0.23.0", "gemma4-text-default", None),
+    ("0.24.0", "gemma4-text-default", "FP8 KV cache is not supported by the Triton attention backend on"),
+    ("0.25.0", "deepseek-v2-lite-like", "num_expert_group and topk_group must be provided"),
+    ("0.26.0", "deepseek-v2-lite-like", "FP8 KV cache is not supported by the Triton MLA backend on")])
+def test_an_fp8_cache_on_triton_below_sm89_fails_to_build_from_f7a_and_f7b(release, model, refused):
+    # F7a (0.24.0): the Triton attention backend refuses an FP8 cache below 8.9 when it builds;
+    # F7b (0.26.0): the Triton MLA backend too (before it DeepSeek-V2 fails later, on its MoE)
+    startup = Pipeline(vllm_version=release, gpu="A100", gpu_validation="off").resolve(
+        str(CONFIGS / model), kv_cache_dtype="fp8").to_dict()["startup"]
+    message = (startup.get("failure") or {}).get("message")
+    assert message == refused if refused is None else message.startswith(refused)
+
+
+@pytest.mark.parametrize("release, refused", [
+    ("0.33.0", ["block_size not supported"]),
+    ("0.34.0", ["block_size not supported", "SM90 d512 FP8 KV requires a block size divisible by 64"])])
+def test_flash_attention_refuses_an_fp8_head_512_block_off_64_on_hopper_from_b2g(release, refused):
+    # B2g (0.34.0): supports_combination's own SM90 head-512 FP8 check; before it the kernel block
+    # alone refuses, and so the --block-size warning names FLASH_ATTN for the head-512 layers too
+    startup = Pipeline(vllm_version=release, gpu="H200", gpu_validation="off").resolve(
+        str(CONFIGS / "gemma4-text-default"), kv_cache_dtype="fp8", block_size=16).to_dict()["startup"]
+    assert {b["head_size"]: b["refused"]["FLASH_ATTN"] for b in startup["backends"]}[512] == refused
+    precluded = [m for m in startup["messages"] if "precluded higher-priority backend(s) FLASH_ATTN" in m["message"]]
+    assert len(precluded) == (2 if release == "0.33.0" else 1)
+
+
+@pytest.mark.parametrize("release, refusal", [("0.30.0", "FP8 KV cache requires FA3 on SM90 or FA4 on SM100"),
+                                              ("0.31.0", "FP8 KV cache requires FA3 on SM90, FA4 with "
+                                                         "head_size=512 on SM90, or FA4 on SM100")])
+def test_flash_attention_words_its_fp8_refusal_as_the_release_does(release, refusal):
+    # B2d (0.27.0) brought the refusal, B2f (0.31.0) new words; Blackwell's FA2 at head 512 refuses FP8
+    (attention,) = _attention(release, "B200", "qwen3-next-default", kv_cache_dtype="fp8",
+                              attention_backend="FLASH_ATTN", hf_overrides={"head_dim": 512})
+    assert refusal in (attention["error"] or "")
+
+
+@pytest.mark.parametrize("release, backend", [("0.23.0", None), ("0.24.0", "FLASH_ATTN")])
+def test_flash_attention_serves_multimodal_prefix_lm_layers_from_b2h(release, backend):
+    # B2h (0.24.0): FLASH_ATTN supports_mm_prefix where FA4 is built; before it, a named FLASH_ATTN
+    # refuses Gemma 4's prefix-LM layers
+    attention = _attention(release, "H200", "gemma-4-26b-a4b", attention_backend="FLASH_ATTN")
+    assert {b["backend"] for b in attention} == {backend}
+    assert all(("partial multimodal token full attention not supported" in (b["error"] or "")) == (backend is None)
+               for b in attention)

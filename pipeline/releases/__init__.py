@@ -74,13 +74,19 @@ _MODE_IGNORED_RULE = "C7f"
 #: F9 the grouped-top-k refusal's type (``config_time.in_release_words``), K9b the memory the
 #: profiling keeps besides the weights (``v034.memory.parts``), K1a-K1c the sliding-window layer's block,
 #: K5a what the start-up check plans against under --num-gpu-blocks-override, G4a the padding of an
-#: attention page that does not divide the largest (before it refused); and the
+#: attention page that does not divide the largest (before it refused), B1b/B1c/B1d the MLA priority
+#: lists (TokenSpeed MLA, 12.x's own list, FlashAttention's sparse MLA on Hopper), B2b/B2d the KV dtypes
+#: FLASH_ATTN takes, B2c its kernel blocks for a float32-state hybrid, B2g its SM90 head-512 block check and
+#: the words of its FP8 refusal, B2h its multimodal prefix-LM layers, B3b/B3e/B3c FlashAttention's version
+#: (FA4 for heads over 256 on Hopper; head 256 on Blackwell's FA4 in 0.27.0 but for sliding windows),
+#: F7a/F7b the Triton attention and Triton MLA backends' FP8 refusal below capability 8.9; and the
 #: rules of :data:`NOTHING_TO_SWITCH`
 WIRED: frozenset[str] = frozenset({"C8", "C3.3", "C6", "C3.2b", "C3.4a", "C3.4b", "C7f", "C7g", "C1b", "C1c", "C1g", "C1e", "C7c",
                                 "K7a", "K7b", "B6b", "S3e", "K4d", "C9.2", "C3.5b", "C3.5c", "B1f", "B1g",
                                 "C4c", "K11", "K10b", "B2f", "C7d", "C7e", "C2", "C4b", "K4b", "F8a", "F8b", "K6a", "B6a", "C4a", "F9", "C5b",
                                 "S3d", "K4e", "C9.6", "S8", "S0b", "S1b", "S3b", "B2e", "B3d", "K6c", "C14",
                                 "K9b", "K1a", "K1b", "K1c", "K5a", "G4a",
+                                "B1b", "B1c", "B1d", "B2b", "B2c", "B2d", "B3b", "B3c", "B3e", "F7a", "F7b", "B2g", "B2h",
                                 # C5d: the text-only Qwen3.5 classes reach the Qwen3.5 hook through the
                                 # normalised architecture; C3.5a: the multimodal prefix-LM floor of the
                                 # token budget; F1a: the Transformers-backend build of a removed architecture
@@ -179,6 +185,14 @@ NOTHING_TO_SWITCH: Mapping[str, str] = MappingProxyType({
           "--kv-cache-dtype-skip-layers, which no release's engine arguments in enginecfg take "
           "(kv_cache_dtype_skip_layers is refused as unknown), so every layer keeps one KV dtype and "
           "the block size is the hybrid alignment's, before the rule as after it",
+    "B1e": "Blackwell's list for non-causal attention (FLASH_ATTN first): a layer is non-causal only with "
+           "attention_config.use_non_causal, which DiffusionGemma's config hook or a DFlash/DSpark draft sets; "
+           "enginecfg resolves DiffusionGemmaForBlockDiffusion on the Transformers backend with no config hook "
+           "in every release and refuses speculative_config and attention_config as unknown engine arguments, "
+           "so every layer it plans is causal, before the rule as after it",
+    "B5a": "attention_config.backend_per_kind is given only through --attention-config, which no release's "
+           "engine arguments in enginecfg take (attention_config refused as unknown), so every layer is "
+           "selected with the one --attention-backend, before the rule as after it",
 })
 WIRED = WIRED | frozenset(NOTHING_TO_SWITCH)
 _TABLE_RULE = "C12"
