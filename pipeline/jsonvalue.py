@@ -8,7 +8,8 @@ document are JSON-shaped data: dicts, lists and plain scalars.  This module says
 - how such a value is copied: :func:`to_json`, a fresh copy in JSON's own shape (dicts with
   text keys spelt as JSON spells them, lists for lists and tuples, anything else as its
   text), sharing only immutable scalars;
-- how it is encoded for hashes and fingerprints: :func:`canonical_json`, :func:`fingerprint`.
+- how it is encoded for hashes and fingerprints: :func:`canonical_json`, :func:`fingerprint`;
+- how it is written as a CSV cell: :func:`csv_cell`.
 
 It imports nothing of enginecfg: every room may use it.
 """
@@ -17,11 +18,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["INT", "NUMBER", "STR", "BOOL", "OBJECT", "LIST", "ANY", "PLAIN", "to_json",
-           "canonical_json", "fingerprint"]
+           "canonical_json", "fingerprint", "csv_cell"]
 
 #: the JSON kinds, as typed reads and the engine-argument table name them
 INT, NUMBER, STR, BOOL, OBJECT, LIST = "int", "number", "str", "bool", "object", "list"
@@ -106,3 +108,50 @@ def canonical_json(value: Any, *, ascii_only: bool = True) -> str:
 def fingerprint(value: Any) -> str:
     """sha256 of the canonical JSON of *value*: equal documents have equal fingerprints."""
     return hashlib.sha256(canonical_json(value).encode()).hexdigest()
+
+
+#: what a CSV cell never holds as it is: C0 controls (tab, line feed and carriage return
+#: included), DEL, C1 controls, the bidirectional formatting characters, lone surrogates, and
+#: the backslash that starts an escape
+_CSV_ESCAPED = re.compile("[\\\\\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+#: a cell starting with one of these is read as a formula by spreadsheets (``'`` is the mark
+#: this module puts in front of such a cell, so it is marked too)
+_CSV_FORMULA_START = frozenset("=+-@'")
+#: a plain decimal number (``-3``, ``-0.25``, ``-1e-05``): a spreadsheet reads it as a number
+_CSV_NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?")
+
+
+def _csv_escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code == 0x5C:
+        return "\\\\"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def csv_cell(value: Any) -> str:
+    """*value* as the text of one CSV cell: safe to open in a spreadsheet, one line, and
+    read back unambiguously.
+
+    The rule, the same for every CSV enginecfg writes (``--csv``, ``export --format csv``):
+
+    - None is the empty cell (as is the empty text); anything else is its text (``str``);
+    - a backslash is written ``\\\\``, and each control character (tab, line feed, carriage
+      return and the other C0 controls, DEL, the C1 controls), bidirectional formatting
+      character and lone surrogate as its escape, ``\\xNN`` below U+0100, else ``\\uNNNN``:
+      so a cell holds no line end and every record is one line;
+    - then a cell that starts with ``=``, ``+``, ``-``, ``@`` (what spreadsheets take for a
+      formula) or ``'`` gets one ``'`` in front, unless the whole cell is a plain decimal
+      number (``-3``, ``-0.25``, ``-1e-05``), which stays a number.
+
+    Reading a cell back: drop one leading ``'``, then turn ``\\\\``, ``\\xNN`` and
+    ``\\uNNNN`` back into their characters.  Commas and double quotes are left to the CSV
+    quoting itself.
+    """
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else str(value)
+    if not (text.isprintable() and "\\" not in text) or not text.isascii():
+        text = _CSV_ESCAPED.sub(_csv_escape, text)
+    if text and text[0] in _CSV_FORMULA_START and not _CSV_NUMBER.fullmatch(text):
+        text = "'" + text
+    return text

@@ -6,7 +6,8 @@ Every revision says what its downgrade drops or rewrites (``downgrade_loses`` in
 operator names a complete export of the store as it is now (``enginecfg export --all``,
 checked by :func:`check_export`: the same store, the same chain head, every row).  Then the
 loss itself is recorded, in the same transaction as the downgrade, in ``audit_losses``, a
-table no downgrade drops; ``audit verify`` reports every loss recorded there.
+table no downgrade drops, each loss hashed and chained to the one before (``audit verify``
+reports every loss recorded there, and any that was altered).
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, inspect, select, text, update
 
 from enginecfg.pipeline.errors import InvalidInputError
 from enginecfg.store import engine as _eng
 from enginecfg.store.files import EXPORT_LINE_LIMIT, TooLarge, bounded_lines
-from enginecfg.store.models import AuditLoss
+from enginecfg.store.hashing import loss_hash
+from enginecfg.store.models import GENESIS_HASH, AuditLoss, ChainHead
 from enginecfg.store.queries import EXPORT_FORMAT, store_state
 from enginecfg.store.rows import Identity
 
@@ -157,6 +159,29 @@ def check_export(path: str, state: dict[str, Any]) -> str:
     return digest.hexdigest()
 
 
+def _record_loss(conn: Connection, loss: dict[str, Any]) -> None:
+    """Append *loss* to ``audit_losses``: chained and hashed where the schema holds the chain
+    (revision 0012_hashed_losses; a table made here, below 0008_store_record, holds it too),
+    its hash then named by ``chain_head.losses_head`` where that column is there."""
+    table = AuditLoss.__table__
+    table.create(conn, checkfirst=True)  # below 0008_store_record
+    inspector = inspect(conn)
+    hashed = "row_hash" in {c["name"] for c in inspector.get_columns("audit_losses")}
+    columns = [table.c.id, table.c.row_hash] if hashed else [table.c.id]
+    last = conn.execute(select(*columns).order_by(table.c.id.desc()).limit(1)).one_or_none()
+    loss["id"] = last.id + 1 if last else 1  # hashed: known before the row is written
+    if hashed:
+        loss["prev_hash"] = (last.row_hash if last else None) or GENESIS_HASH
+        loss["row_hash"] = loss_hash(loss)
+    conn.execute(table.insert().values(**loss))
+    if conn.dialect.name == "postgresql":  # the id was given: its sequence follows
+        conn.execute(text("SELECT setval(pg_get_serial_sequence('audit_losses', 'id'), :n)"),
+                     {"n": loss["id"]})
+    if "row_hash" in loss and "losses_head" in {c["name"] for c in inspector.get_columns("chain_head")}:
+        conn.execute(update(ChainHead.__table__).where(ChainHead.id == 1)
+                     .values(losses_head=loss["row_hash"]))
+
+
 def downgrade(engine: Engine, target: str, *, exported: str | None = None,
               who: Identity | None = None) -> DowngradePlan:
     """Downgrade the schema to *target*, refusing a loss of history (see the module doc).
@@ -181,8 +206,7 @@ def downgrade(engine: Engine, target: str, *, exported: str | None = None,
                 "--all -o FILE`) and pass --i-have-exported FILE; the loss is then recorded in "
                 "the store and `audit verify` reports it", field="i_have_exported")
         sha = check_export(exported, state)
-        AuditLoss.__table__.create(conn, checkfirst=True)  # below 0008_store_record
-        conn.execute(AuditLoss.__table__.insert().values(
+        _record_loss(conn, dict(
             recorded_at=time.time(), store_id=state["store_id"],
             head_position=state["head_position"], head_hash=state["head_hash"], runs=runs,
             from_revision=the_plan.current, to_revision=the_plan.target, dropped=what,

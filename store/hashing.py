@@ -43,6 +43,8 @@ __all__ = [
     "run_hash",
     "PreparedRunHash",
     "CHAIN_FIELDS",
+    "LOSS_FIELDS",
+    "loss_hash",
 ]
 
 RUN_FIELDS = (
@@ -86,6 +88,15 @@ LAYOUT_STEPS: list[Mapping[str, tuple[str, ...]]] = [
     #    of each change (``why``, ``show``, the page), and the layout number itself
     {"runs": ("hash_layout",), "changes": ("explanation",)},
 ]
+
+#: The hashed fields of an ``audit_losses`` row (revision 0012_hashed_losses): every column
+#: but ``row_hash`` itself (``id``, the order the chain follows, included).  The losses form a chain
+#: of their own: ``prev_hash`` is the hash of the loss recorded before (GENESIS for the
+#: first), and ``chain_head.losses_head`` names the last.  Never edit: recorded losses would
+#: no longer verify.
+LOSS_FIELDS = ("id", "recorded_at", "store_id", "head_position", "head_hash", "runs", "from_revision",
+               "to_revision", "dropped", "export_path", "export_sha256", "os_user", "actor",
+               "host", "prev_hash")
 
 #: The column each child table is ordered by within a run.
 CHILD_ORDER = {"stage_executions": "stage_order", "changes": "seq", "messages": "seq",
@@ -286,3 +297,9 @@ def run_hash(run: Mapping[str, Any], children: Mapping[str, Sequence[str]]) -> s
     run, in the table's :data:`CHILD_ORDER`.
     """
     return _sha(_run_body(run, children))
+
+
+def loss_hash(row: Mapping[str, Any]) -> str:
+    """The hash of one ``audit_losses`` row: its :data:`LOSS_FIELDS` (``prev_hash`` among
+    them, so that a loss deleted, inserted or moved breaks the chain)."""
+    return _sha({"table": "audit_losses", **{f: row.get(f) for f in LOSS_FIELDS}})

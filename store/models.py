@@ -298,6 +298,10 @@ class ChainHead(Base):
     #: when the store was created (revision 0008_store_record; for a store created before
     #: it, the time its first run was recorded, or of the upgrade when it held none)
     created_at: Mapped[float | None] = mapped_column(Double)
+    #: the ``row_hash`` of the last recorded loss (``audit_losses``; GENESIS while there is
+    #: none): a loss removed from the end of their chain is noticed (revision 0012_hashed_losses)
+    losses_head: Mapped[str] = mapped_column(String(64), nullable=False,
+                                             server_default=text(f"'{GENESIS_HASH}'"))
 
 
 class AuditLoss(Base):
@@ -305,7 +309,8 @@ class AuditLoss(Base):
     rewrote audit tables of a store holding runs, after exporting them.
 
     Its table survives every downgrade (the record of a loss is not lost by the loss
-    itself) and is append-only; ``audit verify`` reports every row.
+    itself) and is append-only; ``audit verify`` reports every row, and checks each against
+    its hash and the chain of losses.
     """
 
     __tablename__ = "audit_losses"
@@ -327,6 +332,12 @@ class AuditLoss(Base):
     os_user: Mapped[str | None] = mapped_column(String(255))
     actor: Mapped[str | None] = mapped_column(String(255))
     host: Mapped[str | None] = mapped_column(String(255))
+    #: the chain of the losses (revision 0012_hashed_losses; see
+    #: :func:`enginecfg.store.hashing.loss_hash`): the hash of the loss before (GENESIS for the
+    #: first), and this row's own hash; NULL only in a row recorded below that revision and
+    #: not yet hashed by its upgrade
+    prev_hash: Mapped[str | None] = mapped_column(String(64))
+    row_hash: Mapped[str | None] = mapped_column(String(64))
 
 
 #: Tables whose rows may never be updated or deleted (the triggers' list).

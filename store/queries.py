@@ -18,6 +18,7 @@ from sqlalchemy import Connection, Select, exists, inspect, or_, select
 from sqlalchemy import text as sql_text
 
 from enginecfg.pipeline.errors import InvalidInputError
+from enginecfg.pipeline.jsonvalue import csv_cell
 from enginecfg.store.engine import one_snapshot
 from enginecfg.store.hashing import CHILD_ORDER
 from enginecfg.store.models import AUDIT_TABLES, Base, Change, JSONValue, Run, storable_text
@@ -551,7 +552,9 @@ _TIME_COLUMNS = ("started_at", "finished_at", "recorded_at")
 def export(store, out: TextIO, *, fmt: str = "jsonl", table: str = "runs", raw: bool = False) -> int:
     """Write every row of ``table`` to ``out`` as JSON lines or CSV; returns the row count.
 
-    JSON columns are JSON (in CSV, JSON text).  By default times are ISO 8601 strings in UTC
+    JSON columns are JSON (in CSV, JSON text).  A CSV cell is written as
+    :func:`~enginecfg.pipeline.jsonvalue.csv_cell` says: control characters escaped, a
+    formula's first character marked, so that every row is one line and safe to open.  By default times are ISO 8601 strings in UTC
     and a run's id is ``run_id``, as in every other command; ``raw`` writes the stored values
     exactly (epoch-second floats, ``id``), which are what the row hashes cover.
     """
@@ -575,7 +578,7 @@ def export(store, out: TextIO, *, fmt: str = "jsonl", table: str = "runs", raw: 
         if writer is None:
             out.write(json.dumps(row, sort_keys=False, default=str) + "\n")
         else:
-            writer.writerow({k: (json.dumps(v) if k in json_cols else "" if v is None else v)
+            writer.writerow({k: csv_cell(json.dumps(v) if k in json_cols else v)
                              for k, v in row.items()})
         n += 1
     return n

@@ -8,7 +8,10 @@ rows), that every child row still hashes to its ``row_hash`` (an edited child ro
 that the run itself hashes to its ``row_hash`` (an edited run row, or a child row edited
 together with its hash).  Each run is checked by the hash layout it names
 (``runs.hash_layout``), its child rows by the same one.  Finally the last run must be the one ``chain_head`` names (a run
-removed from, or appended to, the tail), and no child row may belong to no run.
+removed from, or appended to, the tail), and no child row may belong to no run.  The
+recorded losses of history (``audit_losses``) form a chain of their own, checked first the
+same way: each row against its hash, its link to the loss before, the last against
+``chain_head.losses_head``.
 
 The whole walk reads one snapshot of the database, so that a store written while it is
 verified (a fleet's engines recording runs) is judged as it stood when the walk began: a run
@@ -45,6 +48,7 @@ from enginecfg.store.hashing import (
     child_hash,
     current_layout,
     layout,
+    loss_hash,
     run_hash,
 )
 from enginecfg.store.models import GENESIS_HASH, AuditLoss, Base, ChainHead, Run
@@ -185,9 +189,9 @@ def verify(store) -> VerifyResult:
     runs = Run.__table__
     with one_snapshot(store.engine.connect()) as conn:  # see the module docstring
         head = conn.execute(select(ChainHead.position, ChainHead.head_hash, ChainHead.store_id,
-                                   ChainHead.created_at)
+                                   ChainHead.created_at, ChainHead.losses_head)
                             .where(ChainHead.id == 1)).one_or_none()
-        problems.extend(recorded_losses(conn))
+        problems.extend(recorded_losses(conn, None if head is None else head.losses_head))
         expected_pos, prev_hash, checked = 1, GENESIS_HASH, 0
         last_pos = 0
         first_pos: int | None = None
@@ -251,10 +255,26 @@ def _iso(ts: float | None) -> str | None:
     return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).isoformat().replace("+00:00", "Z")
 
 
-def recorded_losses(conn) -> list[Problem]:
-    """One ``recorded_loss`` problem per loss of history recorded in ``audit_losses``."""
-    out = []
+def recorded_losses(conn, losses_head: str | None = GENESIS_HASH) -> list[Problem]:
+    """One ``recorded_loss`` problem per loss of history recorded in ``audit_losses``, and
+    the losses' own chain checked as the runs' is: each row against its hash
+    (``edited_row``), its ``prev_hash`` against the loss before (``broken_link``: a loss
+    deleted, inserted or moved), the last one against ``chain_head.losses_head``
+    (``head_mismatch``: a loss removed from, or added to, the end; *losses_head* None: no
+    chain head row, reported by the run walk)."""
+    out: list[Problem] = []
+    prev = GENESIS_HASH
     for loss in conn.execute(select(AuditLoss.__table__).order_by(AuditLoss.id)):
+        at = f"loss id={loss.id} (recorded {_iso(loss.recorded_at)})"
+        if loss.prev_hash != prev:
+            out.append(Problem("broken_link", f"{at} is not chained to the loss before it: a "
+                               "recorded loss was deleted, inserted or moved", "audit_losses",
+                               None, loss.head_position, loss.id))
+        if loss.row_hash is None or loss_hash(loss._mapping) != loss.row_hash:
+            out.append(Problem("edited_row", f"{at} does not match its hash: the record of "
+                               "the loss was altered", "audit_losses", None, loss.head_position,
+                               loss.id))
+        prev = loss.row_hash
         who = loss.os_user or "an unknown user"
         if loss.actor:
             who += f" (actor {loss.actor})"
@@ -266,6 +286,10 @@ def recorded_losses(conn) -> list[Problem]:
             f"at position {loss.head_position} ({loss.head_hash[:16]}); lost: {loss.dropped}; "
             f"the history before it is in the export {loss.export_path} (sha256 "
             f"{loss.export_sha256})", "audit_losses", None, loss.head_position, loss.id))
+    if losses_head is not None and losses_head != prev:
+        out.append(Problem("head_mismatch", "the chain head names another last loss than the "
+                           "chain of recorded losses ends with: a recorded loss was removed "
+                           "from or added to its end", "chain_head"))
     return out
 
 

@@ -87,6 +87,20 @@ def warm_snapshots():
     return True
 
 
+@pytest.fixture
+def qwen_folder(tmp_path):
+    """A model folder holding a copy of Qwen3.5-27B's config.json, the caches of loaded
+    configs (snapshots, load memo, files read) empty before and after."""
+    from enginecfg.pipeline.hf import cache as hfcache
+
+    d = tmp_path / "model"
+    d.mkdir()
+    shutil.copyfile(CONFIGS / "qwen3.5-27b" / "config.json", d / "config.json")
+    hfcache.clear()
+    yield d
+    hfcache.clear()
+
+
 def pytest_sessionfinish(session):
     # The end of a session walks the whole heap again and again (pytest's last check for
     # finalizers that fail collects five times), and with torch and transformers imported

@@ -197,3 +197,20 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 120):
         f.close()
     return subprocess.CompletedProcess(["enginecfg", *args], code, out.getvalue() + texts[0],
                                        err.getvalue() + texts[1])
+
+
+def make_stage(name: str, run=None, *, after: tuple[str, ...] = (), before: tuple[str, ...] = ()):
+    """A stage (an instance of a class of its own) named *name*, with these ordering hints,
+    whose ``run(cfg, ctx)`` is *run* (where None, the base class's: for stages only ordered)."""
+    from enginecfg import Stage
+
+    body = {"name": name, "after": tuple(after), "before": tuple(before)}
+    if run is not None:
+        body["run"] = lambda self, cfg, ctx: run(cfg, ctx)
+    return type(f"Stage_{name.replace('-', '_')}", (Stage,), body)()
+
+
+def append_extra_architecture(cfg, ctx) -> None:
+    """A stage's run that edits a list in place, behind the context's back (no ``ctx.set``,
+    no assignment): only the state taken after the stage can find it."""
+    cfg.model_config.architectures.append("Extra")

@@ -20,6 +20,7 @@ import pytest
 
 from support import CONFIGS, REPO
 from enginecfg.pipeline.engine_args import ENGINE_ARGS, human_readable_int, human_readable_int_or_auto
+from enginecfg.pipeline.jsonvalue import csv_cell
 
 NEMOTRON_H = str(CONFIGS / "nemotron-h-56b-base-8k")
 QWEN = str(CONFIGS / "qwen3.5-27b")
@@ -268,7 +269,7 @@ def test_runs_and_history_show_engine_flags_iso_times_and_csv(db, runs):
     changes = list(csv.DictReader(io.StringIO(cli("show", a, "--csv", db=db).stdout)))
     stored = json.loads(cli("show", a, "--json", db=db).stdout)["changes"]
     assert [(int(r["seq"]), r["field"], r["explanation"]) for r in changes] == \
-        [(c["seq"], c["field"], c["explanation"] or "") for c in stored]
+        [(c["seq"], c["field"], csv_cell(c["explanation"])) for c in stored]  # as the CSV rule writes it
     hist = list(csv.DictReader(io.StringIO(cli("history", "cache_config.block_size", "--csv", db=db).stdout)))
     values = {r["run_id"]: r["value"] for r in hist}
     # 'all' mode (prefix caching): a multiple of lcm(128, 16); 'none': of the alignment 16

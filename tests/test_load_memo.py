@@ -72,17 +72,6 @@ def test_a_load_from_the_memo_equals_a_fresh_load(case, warm_snapshots):
     assert _document(third) == first_doc
 
 
-@pytest.fixture
-def folder(tmp_path):
-    """A copy of the Qwen3.5-27B folder; the memo empty before and after."""
-    d = tmp_path / "model"
-    d.mkdir()
-    shutil.copyfile(QWEN / "config.json", d / "config.json")
-    hfcache.clear()
-    yield d
-    hfcache.clear()
-
-
 def _load_twice_with(folder, change) -> tuple[EngineConfig, EngineConfig, int]:
     before = EngineConfig.from_pretrained(folder)
     hits = LOADS.hits
@@ -91,18 +80,18 @@ def _load_twice_with(folder, change) -> tuple[EngineConfig, EngineConfig, int]:
     return before, after, LOADS.hits - hits
 
 
-def test_an_edited_config_json_is_read_afresh(folder, warm_snapshots):
+def test_an_edited_config_json_is_read_afresh(qwen_folder, warm_snapshots):
     def edit(d):
         raw = json.loads((d / "config.json").read_text())
         raw["text_config"]["max_position_embeddings"] = 4096
         (d / "config.json").write_text(json.dumps(raw))
 
-    before, after, hits = _load_twice_with(folder, edit)
+    before, after, hits = _load_twice_with(qwen_folder, edit)
     assert hits == 0
     assert before.model_config.max_model_len != 4096 and after.model_config.max_model_len == 4096
 
 
-def test_a_file_added_beside_the_config_is_read_afresh(folder, warm_snapshots):
+def test_a_file_added_beside_the_config_is_read_afresh(qwen_folder, warm_snapshots):
     def add_sentence_transformers(d):
         (d / "modules.json").write_text(json.dumps([
             {"type": "sentence_transformers.models.Transformer", "path": ""},
@@ -110,34 +99,34 @@ def test_a_file_added_beside_the_config_is_read_afresh(folder, warm_snapshots):
         (d / "1_Pooling").mkdir()
         (d / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_mean_tokens": True}))
 
-    before, after, hits = _load_twice_with(folder, add_sentence_transformers)
+    before, after, hits = _load_twice_with(qwen_folder, add_sentence_transformers)
     assert hits == 0
     assert before.pooler_config is None
     assert after.pooler_config is not None and after.pooler_config.seq_pooling_type == "MEAN"
     assert "modules.json" in {f["name"] for f in after.source["files"]}
 
 
-def test_a_file_removed_or_changed_is_read_afresh(folder, warm_snapshots):
+def test_a_file_removed_or_changed_is_read_afresh(qwen_folder, warm_snapshots):
     def add(d):
         (d / "modules.json").write_text(json.dumps([
             {"type": "sentence_transformers.models.Pooling", "path": "1_Pooling"}]))
         (d / "1_Pooling").mkdir()
         (d / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_cls_token": True}))
 
-    add(folder)
-    cls = EngineConfig.from_pretrained(folder)
+    add(qwen_folder)
+    cls = EngineConfig.from_pretrained(qwen_folder)
     assert cls.pooler_config.seq_pooling_type == "CLS"
 
     def change(d):
         (d / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_lasttoken": True}))
 
-    _, last, hits = _load_twice_with(folder, change)
+    _, last, hits = _load_twice_with(qwen_folder, change)
     assert hits == 0 and last.pooler_config.seq_pooling_type == "LAST"
 
     def remove(d):
         (d / "modules.json").unlink()
 
-    _, plain, hits = _load_twice_with(folder, remove)
+    _, plain, hits = _load_twice_with(qwen_folder, remove)
     assert hits == 0 and plain.pooler_config is None
 
 
@@ -162,12 +151,12 @@ def test_weights_added_or_changed_are_read_afresh(tmp_path, warm_snapshots):
     assert {f["name"] for f in mixed.source["files"]} >= {"model.safetensors", "model-2.safetensors"}
 
 
-def test_the_provenance_is_of_this_load(folder, warm_snapshots):
-    first = EngineConfig.from_pretrained(folder)
-    again = EngineConfig.from_pretrained(folder)
+def test_the_provenance_is_of_this_load(qwen_folder, warm_snapshots):
+    first = EngineConfig.from_pretrained(qwen_folder)
+    again = EngineConfig.from_pretrained(qwen_folder)
     assert LOADS.hits == 1
     assert again.source == first.source and again.source is not first.source
-    assert again.source["path"] == os.path.realpath(folder)
+    assert again.source["path"] == os.path.realpath(qwen_folder)
 
 
 def test_the_working_folder_is_part_of_a_relative_path(tmp_path, monkeypatch, warm_snapshots):

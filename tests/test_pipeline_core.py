@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from support import CONFIGS
+from support import CONFIGS, append_extra_architecture, make_stage
 from enginecfg import (ConfigRejectedError, EngineConfig, FrozenConfigError, InvalidInputError, Pipeline,
                        Stage, StageError, StageOrderError)
 from enginecfg.pipeline import events
@@ -16,13 +16,6 @@ LLAMA_VL = str(CONFIGS / "nemotron-vl-embed-avg")
 
 def _cfg(path=QWEN, **args):
     return EngineConfig.from_pretrained(path, **args)
-
-
-class NestedEdit(Stage):
-    name = "nested-edit"
-
-    def run(self, cfg, ctx):
-        cfg.model_config.architectures.append("Extra")  # in place, behind the context's back
 
 
 class HfWrite(Stage):
@@ -49,7 +42,7 @@ class ContextSet(Stage):
 
 def test_in_place_edit_of_nested_list_is_attributed():
     with capture_events(events.config_changed) as captured:
-        result = Pipeline(stages=[NestedEdit()]).run(_cfg())
+        result = Pipeline(stages=[make_stage("nested-edit", append_extra_architecture)]).run(_cfg())
     got = captured["config_changed"]
     [change] = result.changes
     assert change.stage == "nested-edit" and change.field == "model_config.architectures"
@@ -119,48 +112,29 @@ def test_event_sequence_of_a_run():
 
 
 def test_ordering_hints_cycles_unknown_and_duplicates():
-    class A(Stage):
-        name = "a"
-        after = ("b",)
-
-    class B(Stage):
-        name = "b"
-        after = ("a",)
-
-    class C(Stage):
-        name = "c"
-        before = ("a",)
+    def c():
+        return make_stage("c", before=("a",))
 
     with pytest.raises(StageOrderError, match=r"cycle: (a -> b -> a|b -> a -> b)"):
-        Pipeline(stages=[A(), B()])
-
-    class Unknown(Stage):
-        name = "u"
-        after = ("nope",)
+        Pipeline(stages=[make_stage("a", after=("b",)), make_stage("b", after=("a",))])
     with pytest.raises(StageOrderError, match="unknown stage.*'nope'"):
-        Pipeline(stages=[Unknown()])
+        Pipeline(stages=[make_stage("u", after=("nope",))])
     with pytest.raises(StageOrderError, match="two stages are named 'c'"):
-        Pipeline(stages=[C(), C()])
-
-    class A2(Stage):
-        name = "a"
-    assert Pipeline(stages=[A2(), C()]).stage_names == ["c", "a"]
+        Pipeline(stages=[c(), c()])
+    assert Pipeline(stages=[make_stage("a"), c()]).stage_names == ["c", "a"]
 
 
 def test_the_same_names_with_other_hints_are_ordered_again():
     """The order is cached by the stages' names and hints: only hints seen before reuse it."""
-    def stage(name, after=(), before=()):
-        return type(f"S_{name}", (Stage,), {"name": name, "after": after, "before": before})()
-
     for _ in range(2):  # the second pass is answered from the cache
-        assert Pipeline(stages=[stage("x"), stage("y")]).stage_names == ["x", "y"]
-        assert Pipeline(stages=[stage("x", after=("y",)), stage("y")]).stage_names == ["y", "x"]
-        assert Pipeline(stages=[stage("x"), stage("y", before=("x",))]).stage_names == ["y", "x"]
-        assert Pipeline(stages=[stage("y"), stage("x")]).stage_names == ["y", "x"]
+        assert Pipeline(stages=[make_stage("x"), make_stage("y")]).stage_names == ["x", "y"]
+        assert Pipeline(stages=[make_stage("x", after=("y",)), make_stage("y")]).stage_names == ["y", "x"]
+        assert Pipeline(stages=[make_stage("x"), make_stage("y", before=("x",))]).stage_names == ["y", "x"]
+        assert Pipeline(stages=[make_stage("y"), make_stage("x")]).stage_names == ["y", "x"]
     with pytest.raises(StageOrderError, match="cycle"):
-        Pipeline(stages=[stage("x", after=("y",)), stage("y", after=("x",))])
+        Pipeline(stages=[make_stage("x", after=("y",)), make_stage("y", after=("x",))])
     with pytest.raises(StageOrderError, match="cycle"):  # a refused set is never cached
-        Pipeline(stages=[stage("x", after=("y",)), stage("y", after=("x",))])
+        Pipeline(stages=[make_stage("x", after=("y",)), make_stage("y", after=("x",))])
 
 
 def test_builtin_order_is_vllms():

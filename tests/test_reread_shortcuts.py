@@ -14,28 +14,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
 import pytest
 
-from support import CONFIGS
+from support import append_extra_architecture, make_stage
 from enginecfg import EngineConfig, Pipeline
-from enginecfg import Stage
-from enginecfg.pipeline.hf import cache as hfcache
 from enginecfg.pipeline.hf import sources
-
-QWEN = CONFIGS / "qwen3.5-27b"
-
-
-@pytest.fixture
-def folder(tmp_path):
-    """A copy of the Qwen3.5-27B folder; nothing kept before or after."""
-    d = tmp_path / "model"
-    d.mkdir()
-    shutil.copyfile(QWEN / "config.json", d / "config.json")
-    hfcache.clear()
-    yield d
-    hfcache.clear()
 
 
 @pytest.fixture
@@ -66,104 +50,81 @@ def _same_size_edit(d) -> None:
         fh.write(edited)
 
 
-def test_a_settled_file_is_not_read_again(folder, monkeypatch, counted_reads):
+def test_a_settled_file_is_not_read_again(qwen_folder, monkeypatch, counted_reads):
     monkeypatch.setattr(sources, "SETTLED_NS", 0)  # the copy counts as left alone long enough
-    first = EngineConfig.from_pretrained(folder)
+    first = EngineConfig.from_pretrained(qwen_folder)
     assert counted_reads == ["config.json"]
-    again = EngineConfig.from_pretrained(folder)
+    again = EngineConfig.from_pretrained(qwen_folder)
     assert counted_reads == ["config.json"]  # answered from what was kept
     assert again.source == first.source  # the same files, the same sha256 in the record
     # every name looked for and absent is answered from the folder's kept listing
     assert again.source["absent"] == first.source["absent"] and again.source["absent"]
 
 
-def test_a_file_written_in_place_the_same_size_is_always_seen(folder, counted_reads):
-    assert _max_len(folder) == 262144
-    _same_size_edit(folder)
-    assert _max_len(folder) == 131072
+def test_a_file_written_in_place_the_same_size_is_always_seen(qwen_folder, counted_reads):
+    assert _max_len(qwen_folder) == 262144
+    _same_size_edit(qwen_folder)
+    assert _max_len(qwen_folder) == 131072
     assert counted_reads == ["config.json", "config.json"]
 
 
-def test_a_same_size_write_with_the_old_modification_time_is_seen(folder, monkeypatch, counted_reads):
+def test_a_same_size_write_with_the_old_modification_time_is_seen(qwen_folder, monkeypatch, counted_reads):
     """Even where every file is trusted at once and the writer puts the modification time
     back, the change time (which no caller can set back) tells the write."""
     monkeypatch.setattr(sources, "SETTLED_NS", 0)
-    path = folder / "config.json"
-    assert _max_len(folder) == 262144
+    path = qwen_folder / "config.json"
+    assert _max_len(qwen_folder) == 262144
     st = os.stat(path)
-    _same_size_edit(folder)
+    _same_size_edit(qwen_folder)
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     now = os.stat(path)
     assert (now.st_ino, now.st_size, now.st_mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns)
     if now.st_ctime_ns == st.st_ctime_ns:
         pytest.skip("this filesystem's clock did not move between the two writes")
-    assert _max_len(folder) == 131072
+    assert _max_len(qwen_folder) == 131072
     assert counted_reads == ["config.json", "config.json"]
 
 
-def test_a_file_added_to_a_settled_folder_is_seen(folder, monkeypatch):
+def test_a_file_added_to_a_settled_folder_is_seen(qwen_folder, monkeypatch):
     monkeypatch.setattr(sources, "SETTLED_NS", 0)
-    first = EngineConfig.from_pretrained(folder)
+    first = EngineConfig.from_pretrained(qwen_folder)
     assert "modules.json" in first.source["absent"]
-    os.utime(folder, ns=(0, 0))  # the folder's modification time put back: its change time moved
-    (folder / "modules.json").write_text(json.dumps([
+    os.utime(qwen_folder, ns=(0, 0))  # the folder's modification time put back: its change time moved
+    (qwen_folder / "modules.json").write_text(json.dumps([
         {"type": "sentence_transformers.models.Transformer", "path": ""}]))
-    again = EngineConfig.from_pretrained(folder)
+    again = EngineConfig.from_pretrained(qwen_folder)
     assert "modules.json" not in again.source["absent"]
     assert "modules.json" in [f["name"] for f in again.source["files"]]
 
 
-def test_a_file_changed_recently_is_read_every_time(folder, counted_reads):
+def test_a_file_changed_recently_is_read_every_time(qwen_folder, counted_reads):
     """Under the default SETTLED_NS a file just written is not trusted by its stat facts."""
-    EngineConfig.from_pretrained(folder)
-    EngineConfig.from_pretrained(folder)
+    EngineConfig.from_pretrained(qwen_folder)
+    EngineConfig.from_pretrained(qwen_folder)
     assert counted_reads == ["config.json", "config.json"]
 
 
 # -- the state after a stage that changed nothing -----------------------------------------------
 
-class _Seen(Stage):
-    """Keeps the state each stage found (its opening state)."""
-
-    name = "seen-a"
+def test_a_stage_that_changed_nothing_leaves_the_state_as_it_was(qwen_folder):
     states: list = []
 
-    def run(self, cfg, ctx):
-        type(self).states.append(ctx.opening_state())
+    def seen(cfg, ctx):  # keeps the state each stage found (its opening state)
+        states.append(ctx.opening_state())
 
-
-class _SeenB(_Seen):
-    name = "seen-b"
-    after = ("seen-a",)
-
-
-class _Edits(Stage):
-    """Edits a list in place, past any assignment hook (found by the state taken after it)."""
-
-    name = "edits"
-    after = ("seen-b",)
-
-    def run(self, cfg, ctx):
-        cfg.model_config.architectures.append("Extra")
-
-
-class _SeenC(_Seen):
-    name = "seen-c"
-    after = ("edits",)
-
-
-def test_a_stage_that_changed_nothing_leaves_the_state_as_it_was(folder):
-    _Seen.states = []
-    result = Pipeline(stages=[_Seen(), _SeenB(), _Edits(), _SeenC()]).resolve(folder)
-    a, b, c = _Seen.states
+    stages = [make_stage("seen-a", seen), make_stage("seen-b", seen, after=("seen-a",)),
+              make_stage("edits", append_extra_architecture, after=("seen-b",)),
+              make_stage("seen-c", seen, after=("edits",))]
+    result = Pipeline(stages=stages).resolve(qwen_folder)
+    a, b, c = states
     assert b is a  # seen-a changed nothing: the state after it is the one before
     assert c is not b  # the in-place edit is read
     assert c["model_config.architectures"][-1] == "Extra"
     assert [ch.field for ch in result.changes] == ["model_config.architectures"]
 
 
-def test_a_state_taken_again_without_a_change_is_the_same_state(folder):
-    cfg = EngineConfig.from_pretrained(folder)
+def test_a_state_taken_again_without_a_change_is_the_same_state(qwen_folder):
+    cfg = EngineConfig.from_pretrained(qwen_folder)
     first = cfg.state()
     assert cfg.state() is first
     cfg.model_config.hf_config.foo = 1  # a write into the transformers config
@@ -176,17 +137,17 @@ def test_a_state_taken_again_without_a_change_is_the_same_state(folder):
 
 # -- the load memo's bound -----------------------------------------------------------------------
 
-def test_the_load_memo_holds_a_set_of_settings_resolved_in_turn(folder):
+def test_the_load_memo_holds_a_set_of_settings_resolved_in_turn(qwen_folder):
     """100 settings of one folder loaded in turn, twice: the second round is answered from
     the memo (a bound below the set's size evicts each entry just before it is asked for)."""
     from enginecfg.pipeline.loadmemo import LOADS
 
     settings = [{"max_model_len": 1024 + i} for i in range(100)]
     for args in settings:
-        EngineConfig.from_pretrained(folder, **args)
+        EngineConfig.from_pretrained(qwen_folder, **args)
     hits = LOADS.hits
     for args in settings:
-        assert EngineConfig.from_pretrained(folder, **args).model_config.max_model_len == args["max_model_len"]
+        assert EngineConfig.from_pretrained(qwen_folder, **args).model_config.max_model_len == args["max_model_len"]
     assert LOADS.hits - hits == len(settings)
 
 
@@ -218,10 +179,10 @@ def test_a_pipeline_without_impact_options_reuses_the_parsed_default(monkeypatch
     assert len(calls) == 1
 
 
-def test_an_in_place_edit_of_a_transformers_value_is_seen_after_quiet_checks(folder):
+def test_an_in_place_edit_of_a_transformers_value_is_seen_after_quiet_checks(qwen_folder):
     """The check of the transformers writes remembers what it compared; a value copied on
     read later, a write, and an edit in place of a list read before are each still seen."""
-    cfg = EngineConfig.from_pretrained(folder)
+    cfg = EngineConfig.from_pretrained(qwen_folder)
     text = cfg.model_config.hf_text_config
     layers = text.layer_types  # copied on read: equal to the snapshot's, in no state
     first = cfg.state()

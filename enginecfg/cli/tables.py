@@ -124,10 +124,14 @@ def paragraph(text: str, *, indent: str = "", hanging: str | None = None, total:
 
 
 def write_csv(out: TextIO, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """The same table as CSV (a header row, then the rows; None is empty)."""
+    """The same table as CSV (a header row, then the rows), each cell as
+    :func:`~enginecfg.pipeline.jsonvalue.csv_cell` writes it (None empty, control characters
+    escaped, a formula's first character marked)."""
     import csv
 
+    from enginecfg.pipeline.jsonvalue import csv_cell
+
     w = csv.writer(out, lineterminator="\n")
-    w.writerow(columns)
+    w.writerow([csv_cell(c) for c in columns])
     for r in rows:
-        w.writerow(["" if c is None else c for c in r])
+        w.writerow([csv_cell(c) for c in r])

@@ -10,8 +10,9 @@ an escape a person reads (``\\x1b``, ``\\u202e``, ``\\udce9``); tabs and line en
 :func:`neutral_streams` puts it between the command and its standard streams for the whole
 command: what people read (tables, reports, error lines) is neutral, whatever printed it.
 The stored values stay exact, and so do the machine formats: JSON escapes every such
-character itself, and CSV (``--csv``) keeps them as they are but for lone surrogates, which
-it writes escaped as no UTF-8 file can hold them.
+character itself, and CSV (``--csv``) escapes each cell by a rule of its own, which can be
+read back (:func:`enginecfg.pipeline.jsonvalue.csv_cell`); the stream under CSV spells only
+what the rule leaves (nothing, as it stands) and keeps tabs and line ends.
 """
 
 from __future__ import annotations
@@ -71,8 +72,9 @@ class NeutralStream:
 def neutral_streams(*, stdout: bool = True, stderr: bool = True,
                     machine_stdout: bool = False) -> Iterator[None]:
     """For the duration: ``sys.stdout`` and ``sys.stderr`` (those asked for) write
-    :func:`neutral` text.  ``machine_stdout``: stdout carries CSV, whose control characters
-    stay (only lone surrogates, which UTF-8 cannot hold, are escaped)."""
+    :func:`neutral` text.  ``machine_stdout``: stdout carries CSV, whose cells are escaped
+    already (:func:`~enginecfg.pipeline.jsonvalue.csv_cell`): only lone surrogates are
+    spelt there, should any reach it, and line ends stay."""
     saved = sys.stdout, sys.stderr
     if stdout:
         sys.stdout = NeutralStream(saved[0], controls=not machine_stdout)  # type: ignore[assignment]

@@ -191,6 +191,19 @@ class HFConfigView:
         """
         return self._snap, self._root, self._path
 
+    def _overlay_values(self) -> Iterator[tuple[str, Any, Any]]:
+        """``(name, value, kept)`` for each value in this view's own overlay (sub-views left
+        out): *kept* is the snapshot's value where the overlay's still equals it (same class,
+        equal: a copy made on read and not changed since), else ``_MISSING`` (a real write)."""
+        attrs = self._snap["attrs"]
+        for name, value in self._overlay.items():
+            if isinstance(value, HFConfigView):
+                continue
+            base = attrs.get(name, _MISSING)
+            if base is not _MISSING and not (value.__class__ is base.__class__ and value == base):
+                base = _MISSING
+            yield name, value, base
+
     def overlay_state(self) -> dict[str, Any]:
         """``{dotted path: value}`` of everything this run changed in the view.
 
@@ -199,14 +212,9 @@ class HFConfigView:
         """
         out: dict[str, Any] = {}
         prefix = f"{self._path}." if self._path else ""
-        attrs = self._snap["attrs"]
-        for name, value in self._overlay.items():
-            if isinstance(value, HFConfigView):
-                continue
-            base = attrs.get(name, _MISSING)
-            if base is not _MISSING and value.__class__ is base.__class__ and value == base:
-                continue
-            out[prefix + name] = to_json(value)
+        for name, value, kept in self._overlay_values():
+            if kept is _MISSING:
+                out[prefix + name] = to_json(value)
         for child in self._children.values():
             out.update(child.overlay_state())
         return out
@@ -230,14 +238,10 @@ class HFConfigView:
     def _probe_into(self, state: dict[str, Any], entries: list) -> int | None:
         n = 0
         prefix = f"hf_config.{self._path}." if self._path else "hf_config."
-        attrs = self._snap["attrs"]
-        for name, value in self._overlay.items():
-            if isinstance(value, HFConfigView):
-                continue
-            base = attrs.get(name, _MISSING)
-            if base is not _MISSING and value.__class__ is base.__class__ and value == base:
+        for name, value, kept in self._overlay_values():
+            if kept is not _MISSING:
                 if value.__class__ not in PLAIN:
-                    entries.append((value, base, None))
+                    entries.append((value, kept, None))
                 continue
             old = state.get(prefix + name, _MISSING)
             if old is _MISSING or not same_content(value, old):

@@ -331,6 +331,16 @@ def _profiling(m, line):
     return [("profiling", float(m.group("total")), {**parts, "seconds": float(m.group("s"))})]
 
 
+@_rule(r"Memory profiling takes (?P<s>[\d.]+) seconds\. Total non KV cache memory: (?P<total>-?[\d.]+) ?GiB; "
+       r"torch peak memory increase: (?P<peak>-?[\d.]+) ?GiB; total consumed \(from mem_get_info\): "
+       r"(?P<consumed>-?[\d.]+) ?GiB; weights memory: (?P<weights>-?[\d.]+) ?GiB")
+def _profiling_consumed(m, line):
+    # vLLM 0.27.0 on (K9b): the free memory's drop over the profiling replaces the non-torch increase
+    parts = {"non_kv_cache_memory": m.group("total"), "torch_peak_increase": m.group("peak"),
+             "total_consumed": m.group("consumed"), "weights_memory": m.group("weights")}
+    return [("profiling", float(m.group("total")), {**parts, "seconds": float(m.group("s"))})]
+
+
 @_rule(r"model weights take (?P<weights>[\d.]+)GiB; non_torch_memory takes (?P<nontorch>-?[\d.]+)GiB; "
        r"PyTorch activation peak memory takes (?P<peak>[\d.]+)GiB; the rest of the memory reserved for KV Cache "
        r"is (?P<kv>-?[\d.]+)GiB", anywhere=True)

@@ -71,12 +71,26 @@ _MODE_IGNORED_RULE = "C7f"
 #: K4b the tokens a sliding window holds in flight, F8a/F8b 0.24.0's tied lm_head under ModelOpt,
 #: K6a the logged "GPU KV cache size", B6a the gated delta nets' class names (its per-GPU prefill backend
 #: reaches no decision before B6b), C4a Gemma 4's FA4 (before it 0.19.0's TRITON_ATTN),
-#: F9 the grouped-top-k refusal's type (``config_time.in_release_words``); and the
+#: F9 the grouped-top-k refusal's type (``config_time.in_release_words``), K9b the memory the
+#: profiling keeps besides the weights (``v034.memory.parts``), K1a-K1c the sliding-window layer's block,
+#: K5a what the start-up check plans against under --num-gpu-blocks-override, G4a the padding of an
+#: attention page that does not divide the largest (before it refused), B1b/B1c/B1d the MLA priority
+#: lists (TokenSpeed MLA, 12.x's own list, FlashAttention's sparse MLA on Hopper), B2b/B2d the KV dtypes
+#: FLASH_ATTN takes, B2c its kernel blocks for a float32-state hybrid, B2g its SM90 head-512 block check and
+#: the words of its FP8 refusal, B2h its multimodal prefix-LM layers, B3b/B3e/B3c FlashAttention's version
+#: (FA4 for heads over 256 on Hopper; head 256 on Blackwell's FA4 in 0.27.0 but for sliding windows),
+#: F7a/F7b the Triton attention and Triton MLA backends' FP8 refusal below capability 8.9; and the
 #: rules of :data:`NOTHING_TO_SWITCH`
 WIRED: frozenset[str] = frozenset({"C8", "C3.3", "C6", "C3.2b", "C3.4a", "C3.4b", "C7f", "C7g", "C1b", "C1c", "C1g", "C1e", "C7c",
                                 "K7a", "K7b", "B6b", "S3e", "K4d", "C9.2", "C3.5b", "C3.5c", "B1f", "B1g",
                                 "C4c", "K11", "K10b", "B2f", "C7d", "C7e", "C2", "C4b", "K4b", "F8a", "F8b", "K6a", "B6a", "C4a", "F9", "C5b",
-                                "S3d", "K4e", "C9.6", "S8", "S0b", "S1b", "S3b", "B2e", "B3d", "K6c", "C14"})
+                                "S3d", "K4e", "C9.6", "S8", "S0b", "S1b", "S3b", "B2e", "B3d", "K6c", "C14",
+                                "K9b", "K1a", "K1b", "K1c", "K5a", "G4a",
+                                "B1b", "B1c", "B1d", "B2b", "B2c", "B2d", "B3b", "B3c", "B3e", "F7a", "F7b", "B2g", "B2h",
+                                # C5d: the text-only Qwen3.5 classes reach the Qwen3.5 hook through the
+                                # normalised architecture; C3.5a: the multimodal prefix-LM floor of the
+                                # token budget; F1a: the Transformers-backend build of a removed architecture
+                                "C5d", "C3.5a", "F1a"})
 
 #: dated rules that change nothing enginecfg computes, each with the reason: they count as wired
 #: (there is no switch to add), and ``tests/test_release_wiring.py`` holds each reason true
@@ -107,9 +121,78 @@ NOTHING_TO_SWITCH: Mapping[str, str] = MappingProxyType({
            "would need first, in every release alike)",
     "S3f": "the removal of S3c (0.32.0): as S3c, it would act only on Glm5Next, which no hybrid alignment of "
            "enginecfg reaches",
+    "G5a": "buckets of full-attention specs that differ only in their sliding window or chunk size merged into "
+           "one: a full-attention spec of enginecfg never carries either (its layers declare none, and the "
+           "sliding-window layers that --disable-hybrid-kv-cache-manager turns into full attention keep none), "
+           "so the specs that would merge are already equal and share a bucket before the rule as after it",
+    "G3a": "packed KV cache configs where every group is of mixed layer shapes (DeepSeek V4's layout) or a KV "
+           "connector asks for cross-layer blocks: enginecfg takes no kv_transfer_config (refused as unknown), and "
+           "its only group of mixed shapes is a sole group (G2), whose packed block holds each layer's page once, "
+           "the bytes and the block count of the unpacked group",
+    "G3b": "packed groups for a block-outermost KV cache layout: vLLM resolves one only under VLLM_KV_CACHE_LAYOUT, a "
+           "KV connector's preference or the sparse-MLA indexer's layers, none of which enginecfg models in any "
+           "release (0.34.0 included: every plan is layer-outer), so no release's plan reaches the packed groups",
+    "G4b": "a Mamba page smaller than the largest one padded to it at grouping: in enginecfg the start-up "
+           "alignment pads every Mamba page to the attention page at the start-up block, and no attention layer of "
+           "a hybrid has a larger page (each takes the start-up block, or a smaller kernel block from K1a), so the "
+           "Mamba page is always the largest and never reaches the padding, before the rule as after it",
+    "G4c": "which attention pages may be padded at grouping: before it vLLM padded only pages read through the block "
+           "stride, which every backend enginecfg selects for a non-MLA layer in 0.24.0-0.28.0 does (FLASH_ATTN, "
+           "FLASHINFER, TRITON_ATTN, FLEX_ATTENTION; the TurboQuant KV dtypes are refused), and an MLA page is "
+           "never smaller than the largest in enginecfg's plans (MLA models are MLA throughout; a hybrid's Mamba "
+           "page is padded to the attention page), so the refusal and the full-allocation fallback are never reached",
+    "K10a": "the hybrid KV cache manager kept on with a KV connector that supports it (0.19.0 turned it off for "
+            "any connector): no release's engine arguments in enginecfg take kv_transfer_config (refused as "
+            "unknown), so no run has a connector, before the rule as after it",
+    "K6b": "the concurrency summed group by group: before it vLLM divided the summed per-request bytes of every "
+           "group by the first group's page, which gives the same number whenever the groups share one page; "
+           "every plan enginecfg makes has one page for all its groups (a G2 group of mixed shapes is the only "
+           "group; otherwise the pages are unified before the layers are grouped), since the groups whose pages "
+           "differ are the packed ones of a block-outermost KV cache layout, which no run of enginecfg selects",
     "S2e": "the Mamba state alignment is 16 only with --use-replayssm on FlashInfer's Mamba backend; no release's "
            "engine arguments in enginecfg take use_replayssm (refused as unknown), so the alignment is 1 and the "
            "Mamba page is the plain sum of its states, as before the rule",
+    "C3.2a": "ModelConfig.is_prefix_caching_supported turns True for generative hybrids in 0.26.0, but its one "
+             "reader, the prefix-caching default, adds 'and not is_hybrid' in the same release, so a generative "
+             "hybrid starts with prefix caching off before the rule as after it (until C3.2b); the pooling "
+             "runner's warning never reaches the branch (a pooling hybrid is unsupported in both)",
+    "C5c": "the text-only Qwen3.5 classes' own hook of 0.27.0 sets the SSM-state dtype as the Qwen3.5 hook they "
+           "reach from 0.26.0 (C5d) already does, and besides only drops mrope_section and mrope_interleaved from "
+           "the text config's rope_parameters, which nothing enginecfg derives (the context length, the layers, "
+           "the KV and Mamba pages) reads",
+    "C1d": "from 0.27.0 a Gemma 4 deployment with multimodal inputs disabled is no multimodal "
+           "prefix-LM; vLLM disables them only through limit_mm_per_prompt (every modality 0) or "
+           "language_model_only, which no release's engine arguments in enginecfg take (refused as "
+           "unknown), so a multimodal Gemma 4 keeps its inputs, and is a prefix-LM, before the rule "
+           "as after it",
+    "C9.9a": "the 'align' mode assertion of 0.21.0-0.24.0 that Model Runner V2 is off reads only the "
+             "environment variable VLLM_USE_V2_MODEL_RUNNER, unset by default (0.21.0: '0'; "
+             "0.22.0-0.24.0: None), so it holds in the default environment enginecfg models; "
+             "enginecfg reads no such variable (a run with it set resolves as one without), so an "
+             "'align' run resolves alike before the rule and with it",
+    "C9.9b": "the removal of C9.9a's assertion (Model Runner V2 supports 'align' mode): the assertion "
+             "never fires in the default environment enginecfg models (see C9.9a), so removing it "
+             "changes nothing enginecfg computes",
+    "C7b": "the removal of C7a (prefix caching with speculative decoding picking 'align' rather than "
+           "'all'): both rules act only with speculative decoding, which enginecfg plans in no "
+           "release (speculative_config is refused as unknown), so the Mamba cache mode is decided as "
+           "without speculative decoding, before the rule as after it",
+    "S2b": "the TurboQuant page of the hybrid alignment (0.21.0) is taken only for a turboquant_* KV "
+           "cache dtype, which no release's engine arguments in enginecfg take (refused as not "
+           "allowed), so the attention page of one token is the plain one, before the rule as after "
+           "it",
+    "S7": "the heterogeneous-KV block alignment of 0.25.0 runs only with "
+          "--kv-cache-dtype-skip-layers, which no release's engine arguments in enginecfg take "
+          "(kv_cache_dtype_skip_layers is refused as unknown), so every layer keeps one KV dtype and "
+          "the block size is the hybrid alignment's, before the rule as after it",
+    "B1e": "Blackwell's list for non-causal attention (FLASH_ATTN first): a layer is non-causal only with "
+           "attention_config.use_non_causal, which DiffusionGemma's config hook or a DFlash/DSpark draft sets; "
+           "enginecfg resolves DiffusionGemmaForBlockDiffusion on the Transformers backend with no config hook "
+           "in every release and refuses speculative_config and attention_config as unknown engine arguments, "
+           "so every layer it plans is causal, before the rule as after it",
+    "B5a": "attention_config.backend_per_kind is given only through --attention-config, which no release's "
+           "engine arguments in enginecfg take (attention_config refused as unknown), so every layer is "
+           "selected with the one --attention-backend, before the rule as after it",
 })
 WIRED = WIRED | frozenset(NOTHING_TO_SWITCH)
 _TABLE_RULE = "C12"

@@ -104,7 +104,7 @@ SITUATIONS: Mapping[str, Situation] = MappingProxyType({
                                  "refused"),
     "error.chunked_prefill": _S(("C3.2b", "C7e"), "C3.2, C9.1",
                                 "prefix caching (on by default for hybrids) needs chunked prefill"),
-    "start.not_built": _S(("F1a", "F1b", "F7"), "F1-F7",
+    "start.not_built": _S(("F1a", "F1b", "F7a", "F7b"), "F1-F7",
                           "the model class fails to build under this release (see the start failure)"),
 })
 

@@ -115,10 +115,24 @@ class Gemma4Backend034Stage(Stage):
             ctx.info(message)
 
 
+#: the text-only Qwen3.5 classes: no hook under their own name until C5c, but from C5d (0.26.0) the
+#: hook lookup retries under the normalised name, Qwen3.5's multimodal class, whose hook they share
+_QWEN3_5_TEXT = ("Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM")
+
+
 class SsmDtype034Stage(SsmDtypeStage):
-    """C5: as 0.19.0, with NemotronH's fallback float32."""
+    """C5: as 0.19.0, with NemotronH's fallback float32; the text-only Qwen3.5 classes take the
+    Qwen3.5 SSM dtype from C5d."""
 
     nemotron_h_default = ct.NEMOTRON_H_SSM_DTYPE
+
+    def configure(self, pipeline) -> None:
+        self.release = getattr(pipeline, "release", None)
+
+    def applies(self, cfg) -> bool:
+        release = getattr(self, "release", None)
+        return super().applies(cfg) or (cfg.model_config.architecture in _QWEN3_5_TEXT
+                                        and (release is None or release.has("C5d")))
 
 
 def _chunked_prefill_required(c7f: bool) -> ConfigRejectedError:

@@ -134,6 +134,17 @@ def test_export_jsonl_and_csv(runs, table):
         assert json.loads(rows[0]["new"]) in (True, 16, "align", 1056, 2048)
 
 
+def test_an_export_as_csv_escapes_stored_text(store):
+    """A stored text with line ends, controls and a formula comes out one line, escaped and
+    marked (the rule of ``jsonvalue.csv_cell``)."""
+    emit_run(model='=HYPERLINK("x")\n/models/\x1bevil\ttab\\')
+    buf = io.StringIO()
+    assert store.export(buf, fmt="csv", table="runs") == 1
+    assert len(buf.getvalue().splitlines()) == 2
+    [row] = list(csv.DictReader(io.StringIO(buf.getvalue())))
+    assert row["model"] == "'=HYPERLINK(\"x\")\\x0a/models/\\x1bevil\\x09tab\\\\"
+
+
 def test_export_rejects_unknown_format_and_table(store):
     with pytest.raises(InvalidInputError, match="format"):
         store.export(io.StringIO(), fmt="xml")

@@ -57,6 +57,8 @@ class Context:
     softcap: bool = False
     mm_prefix_lm: bool = False
     qk_nope_head_dim: int | None = None
+    #: a hybrid whose Mamba state is kept in float32 (FLASH_ATTN's kernel blocks before B2c)
+    hybrid_fp32_state: bool = False
     #: the release whose priority lists apply (None: the latest; see :func:`priorities`)
     release: Any = attrs.field(default=None, eq=False)
 
@@ -90,8 +92,9 @@ def _hd256_fallback(ctx: Context, block: int | None) -> bool:
 
 
 def flash_attn_version(ctx: Context, head: int | None = None, block: int | None = None,
-                       fa4_hd256: bool = False) -> int | None:
-    """B3: the FlashAttention version a layer of *head* runs (None: none is available)."""
+                       fa4_hd256: bool = False, local: bool = False) -> int | None:
+    """B3: the FlashAttention version a layer of *head* runs (None: none is available); *local*:
+    the layer has a sliding window (how the layer's own build asks)."""
     cap = ctx.capability
     major = cap[0]
     version = 3 if major == 9 else 4 if major == 10 else 2
@@ -99,14 +102,20 @@ def flash_attn_version(ctx: Context, head: int | None = None, block: int | None 
         version = ctx.flash_attn_version
     if major >= 10 and version == 3:
         version = 4 if fa_supported(4, cap) else 2
-    if version == 3 and major == 9 and fa_supported(4, cap) and head is not None and head > 256:
+    if version == 3 and major == 9 and fa_supported(4, cap) and head is not None and head > 256 \
+            and _has(ctx, "B3b"):  # B3b (0.21.0): FA3 takes no head over 256 on Hopper
         version = 4
     # head 256 on Blackwell: FA2 from B3c (0.28.0); from B3d (0.29.0) the head-256 FA4 kernel where
     # the layer asks for it and nothing it does not support is in play
     if version == 4 and _hd256(head, cap) and _has(ctx, "B3c"):
         if not _has(ctx, "B3d") or not fa4_hd256 or _hd256_fallback(ctx, block):
             version = 2
-    if version == 4 and major >= 10 and head is not None and head > 128 and head != 256:
+    # B3e (0.27.0, until B3c): FA4 takes head 256 on Blackwell, but not for a sliding-window layer
+    if version == 4 and _hd256(head, cap) and local and _has(ctx, "B3e") and not _has(ctx, "B3c"):
+        version = 2
+    # Blackwell's FA4 takes no head over 128 but 256 from B3e; before it, 192 instead
+    if version == 4 and major >= 10 and head is not None and head > 128 \
+            and head != (256 if _has(ctx, "B3e") else 192):
         version = 2
     return version if fa_supported(version, cap) else None
 
@@ -127,6 +136,8 @@ def _fa_blocks(ctx: Context, head: int | None = None, kv: str | None = None) -> 
     model-level head size and KV dtype (how the start-up step and the selector ask)."""
     head = ctx.model_head if head is None else head
     fp8 = (ctx.cache_dtype if kv is None else kv) in ("fp8", "fp8_e4m3")
+    if ctx.hybrid_fp32_state and not _has(ctx, "B2c"):  # before B2c (0.25.0): the sizes free of NaN spread
+        return ((16, False), (32, False), (64, False))
     if ctx.capability[0] == 9 and fp8 and head == 512 and flash_attn_version(ctx, head) == 4 and _has(ctx, "B2f"):
         return ((64, False),)
     if (_hd256(head, ctx.capability) and _has(ctx, "B2e")
@@ -140,6 +151,13 @@ def _fa_head(h: int, ctx: Context) -> bool:
 
 
 def _fa_kv(kv: str, ctx: Context) -> bool:
+    if not _has(ctx, "B2d"):
+        # before B2d (0.27.0) the version is asked with no layer: FA3 on Hopper takes the quantized
+        # dtypes, any of them before B2b (0.22.0), fp8 and fp8_e4m3 only from it
+        fa3 = flash_attn_version(ctx) == 3 and ctx.capability[0] == 9
+        if kv in ("fp8", "fp8_e4m3") or (is_quantized(kv) and not _has(ctx, "B2b")):
+            return fa3
+        return kv in ("auto", "float16", "bfloat16")
     if kv not in ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3"):
         return False
     return not is_quantized(kv) or _fa_supports_kv(kv, ctx)
@@ -148,13 +166,16 @@ def _fa_kv(kv: str, ctx: Context) -> bool:
 def _fa_combination(q: Query, ctx: Context) -> str | None:
     quant = is_quantized(q.kv_cache_dtype)
     if ctx.capability == (9, 0) and quant and q.head_size == 512 and q.block_size is not None \
-            and q.block_size % 64 != 0:
+            and q.block_size % 64 != 0 and _has(ctx, "B2g"):
         return "SM90 d512 FP8 KV requires a block size divisible by 64"
-    if q.use_mm_prefix and quant and ctx.capability == (9, 0):
+    if q.use_mm_prefix and quant and ctx.capability == (9, 0) and _has(ctx, "B2f"):
         return "SM90 FP8 KV with mm_prefix requires Triton"
-    if quant and not _fa_supports_kv(q.kv_cache_dtype, ctx, q.head_size, q.block_size, True):
-        return "FP8 KV requires FA3 (SM90), equal-d512 FA4 (SM90), or FA4 (SM100)."
-    if q.use_mm_prefix and flash_attn_version(ctx, q.head_size, q.block_size, True) != 4:
+    if quant and _has(ctx, "B2d") and not _fa_supports_kv(q.kv_cache_dtype, ctx, q.head_size, q.block_size, True):
+        # the refusal's words: B2d's (0.27.0), B2f's (0.31.0), B2g's (0.34.0)
+        return ("FP8 KV requires FA3 (SM90), equal-d512 FA4 (SM90), or FA4 (SM100)." if _has(ctx, "B2g")
+                else "FP8 KV cache requires FA3 on SM90, FA4 with head_size=512 on SM90, or FA4 on SM100"
+                if _has(ctx, "B2f") else "FP8 KV cache requires FA3 on SM90 or FA4 on SM100")
+    if q.use_mm_prefix and _has(ctx, "B2h") and flash_attn_version(ctx, q.head_size, q.block_size, True) != 4:
         return ("mm_prefix (PrefixLM bidirectional attention) requires FlashAttention v4, which "
                 "does not resolve for this head_size")
     return None
@@ -208,7 +229,8 @@ def _sparse(name: str, cap) -> Backend:
 
 BACKENDS: Mapping[str, Backend] = MappingProxyType({b.name: b for b in (
     Backend("FLASH_ATTN", _HALF, _fa_kv, _fa_head, _fa_blocks, lambda cap: cap >= (8, 0), attn_types=_ALL_TYPES,
-            mm_prefix=lambda ctx: fa_supported(4, ctx.capability), combination=_fa_combination),
+            mm_prefix=lambda ctx: fa_supported(4, ctx.capability) and _has(ctx, "B2h"),  # B2h: 0.24.0
+            combination=_fa_combination),
     Backend("TRITON_FLASH_ATTN", _HALF, _fa_kv, lambda h, ctx: h in (256, 512) and _fa_head(h, ctx),
             _fa_blocks, lambda cap: cap[0] == 9, mm_prefix=lambda ctx: True,
             combination=_composite_fa_combination),
@@ -268,12 +290,18 @@ def priorities(use_mla: bool, capability: tuple[int, int], kv_cache_dtype: str |
                 sparse = ("FLASH_ATTN_MLA_SPARSE_FA4", "FLASHINFER_MLA_SPARSE", "FLASHMLA_SPARSE")
             else:
                 sparse = ("FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE")
-            return ("FLASHINFER_MLA", "TOKENSPEED_MLA", "CUTLASS_MLA", "FLASH_ATTN_MLA", "FLASHMLA",
+            # B1b (0.21.0): TokenSpeed MLA tried right after FlashInfer MLA
+            tokenspeed = ("TOKENSPEED_MLA",) if release is None or release.has("B1b") else ()
+            return ("FLASHINFER_MLA", *tokenspeed, "CUTLASS_MLA", "FLASH_ATTN_MLA", "FLASHMLA",
                     "TRITON_MLA", *sparse)
-        if major == 12:
+        if major == 12 and (release is None or release.has("B1c")):  # B1c (0.24.0); before, Hopper's list
             return ("TRITON_MLA", "FLASHINFER_MLA_SPARSE_SM120")
-        tail = ["FLASH_ATTN_MLA_SPARSE", "FLASHMLA_SPARSE"]
-        tail.insert(0 if head_size == 512 else 2, "FLASHINFER_MLA_SPARSE_SM90")
+        # B1d (0.25.0): the FlashAttention sparse MLA first in the tail; B1f (0.30.0): FlashInfer's
+        # Hopper sparse MLA, first at head 512, else last
+        tail = ["FLASH_ATTN_MLA_SPARSE", "FLASHMLA_SPARSE"] if release is None or release.has("B1d") \
+            else ["FLASHMLA_SPARSE"]
+        if release is None or release.has("B1f"):
+            tail.insert(0 if head_size == 512 else len(tail), "FLASHINFER_MLA_SPARSE_SM90")
         return ("FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA", "TRITON_MLA", *tail)
     if major == 10:
         return (*(("TRITON_FLASHINFER",) if use_mm_prefix else ()), "FLASHINFER", "FLASH_ATTN", "TRITON_ATTN",

@@ -190,7 +190,7 @@ def _mm_floor(cfg: Any) -> tuple[int, str] | None:
 def max_num_batched_tokens(cfg: Any, gpu: Any, release: Any = None) -> int:
     """C3.5: the scheduler's token budget per step (the caller's, else the GPU's default,
     at least max_model_len without chunked prefill, at least one multimodal item for a
-    prefix-LM model, at most max_num_seqs x max_model_len)."""
+    prefix-LM model from C3.5a, at most max_num_seqs x max_model_len)."""
     given = cfg.scheduler_config.max_num_batched_tokens
     if given is not None:
         return given
@@ -198,7 +198,7 @@ def max_num_batched_tokens(cfg: Any, gpu: Any, release: Any = None) -> int:
     mml = cfg.model_config.max_model_len
     if not chunked_prefill(cfg):
         value = max(mml, value)
-    floor = _mm_floor(cfg)
+    floor = _mm_floor(cfg) if release is None or release.has("C3.5a") else None  # the floor came with C3.5a
     if floor is not None and floor[0] > value:
         value = floor[0]
     return min(seqs * mml, value)

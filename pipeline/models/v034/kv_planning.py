@@ -113,15 +113,22 @@ def _blocks(layer: Layer, length: int, in_flight: int, mode: str, rules: Any = N
     return cdiv(length, s.block_size)
 
 
-def _sw_block(blocks: tuple[tuple[int, bool], ...], block: int) -> int:
+def _sw_block(blocks: tuple[tuple[int, bool], ...], block: int, rules: Any = None) -> int:
     """K1: a sliding-window layer's block: the largest kernel block of its backend within the
-    primary block that divides it (``MultipleOf`` backends: the primary block itself)."""
+    primary block that divides it (``MultipleOf`` backends: the primary block itself) since K1c
+    (0.34.0); from K1b (0.30.0) the largest within it; from K1a (0.25.0) the smallest kernel
+    block (*rules*: the release, None for the latest)."""
+    if not blocks:
+        return block
+    if rules is not None and not rules.has("K1b"):
+        fixed = [s for s, multiple in blocks if not multiple]
+        return min(fixed or [s for s, _ in blocks])
     candidates = [s for s, multiple in blocks if not multiple]
     candidates += [max(s, block // s * s) for s, multiple in blocks if multiple]
     fitting = [b for b in candidates if b <= block]
     dividing = [b for b in fitting if block % b == 0]
     dividing += [b for s, multiple in blocks if multiple for b in range(s, block + 1, s) if block % b == 0]
-    if dividing:
+    if dividing and (rules is None or rules.has("K1c")):
         return max(dividing)
     return max(fitting) if fitting else min(candidates)
 
@@ -143,12 +150,13 @@ def layer_specs(cfg: Any, startup: Any, gpu: Any) -> list[Layer]:
                            mamba_cache_mode=cc.mamba_cache_mode)
             out.append(Layer(name, spec, ckpt if cc.mamba_cache_mode == "align" else 0))
             continue
-        if isinstance(spec, kc.SlidingWindowSpec):
+        # K1a (0.25.0): the window layer picks its own kernel block; before it, the start-up block
+        if isinstance(spec, kc.SlidingWindowSpec) and startup.rules.has("K1a"):
             backend = backend_of.get(name, sw_backend)
             if backend in be.BACKENDS:
                 kv = cc.cache_dtype
                 spec = replace(spec, block_size=_sw_block(be.kernel_blocks(backend, ctx, spec.head_size, kv),
-                                                          startup.block_size))
+                                                          startup.block_size, startup.rules))
         out.append(Layer(name, spec))
     return out
 
@@ -196,9 +204,10 @@ def _unify_hybrid(layers: list[Layer]) -> tuple[list[Layer], list[tuple[str, str
     return layers, messages
 
 
-def _unify_pages(layers: list[Layer]) -> list[Layer]:
+def _unify_pages(layers: list[Layer], rules: Any = None) -> list[Layer]:
     """G4: every page becomes the largest one: a smaller attention page that divides it grows
-    its block, any other page is padded to it."""
+    its block, any other page is padded to it; before G4a (0.24.0, *rules* the release, None for
+    the latest) an attention page that does not divide the largest is refused, not padded."""
     top = max(layer.page for layer in layers)
     out = []
     for layer in layers:
@@ -208,7 +217,7 @@ def _unify_pages(layers: list[Layer]) -> list[Layer]:
                 s = replace(s, page_size_padded=top)
             elif top % page == 0:
                 s = replace(s, block_size=s.block_size * (top // page))
-            elif isinstance(s, kc.MLAAttentionSpec):
+            elif isinstance(s, kc.MLAAttentionSpec) or (rules is not None and not rules.has("G4a")):
                 raise ConfigRejectedError("The page size of the layer is not divisible by the maximum page size. "
                                           "Cannot unify by adjusting block_size.", field="cache_config.block_size",
                                           vllm_type="NotImplementedError")
@@ -258,7 +267,7 @@ def _groups(cfg: Any, *, startup: tuple, gpu: Any) -> Plan:
         return Plan((Group(tuple(layers)),), tuple(messages))
     if _same_type(layers):
         return Plan((Group(tuple(layers), uniform=True),), tuple(messages))
-    layers = _unify_pages(layers)
+    layers = _unify_pages(layers, start.rules)
     buckets: dict[tuple, list[Layer]] = {}
     for layer in layers:
         buckets.setdefault(_merge_key(layer), []).append(layer)
@@ -394,12 +403,16 @@ def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capa
                       bytes_per_token=0, min_request_bytes=0, request_bytes=None, padding=None, block_rounding=None,
                       prefix_cache_granularity=None, note="no layer keeps KV cache (attention-free or encoder-only)")
     blocks_from_memory = None
+    # K5a (0.20.1): with the override the check and the length estimate plan against the override's
+    # blocks; before it against the memory, the override replacing only the block count
+    checked = available
     if num_gpu_blocks_override is not None:
         # the planned memory is the override's blocks; the check below holds one of them back
         blocks_from_memory = available // bpb
         available = num_gpu_blocks_override * bpb
+        checked = available if start.rules.has("K5a") else checked
     # K11: the check holds back the null block the block pool keeps (before it: the whole budget)
-    usable = available - bpb if start.rules.has("K11") else available
+    usable = checked - bpb if start.rules.has("K11") else checked
     blocks = max(available // bpb, 0)
 
     def fits(length: int) -> bool:
@@ -442,6 +455,8 @@ def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capa
         def at(memory: int) -> tuple:
             planned = num_gpu_blocks_override * bpb if num_gpu_blocks_override is not None else memory
             n = max(planned // bpb, 0)
+            if not start.rules.has("K5a"):  # before K5a the check reads the memory
+                planned = memory
             est = 0
             if bpb * per_request(1) <= planned - bpb:
                 lo_, hi_, est = 1, mml, 1

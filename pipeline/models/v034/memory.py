@@ -92,7 +92,10 @@ def parts(cfg: Any, card: Any, weights: WeightsEstimate, specs: dict, *, request
         why=(f"subtracted: vLLM{'' if release is None else f' {release}'} estimates the graphs before sizing the KV cache "
              f"({m019.ESTIMATE_CUDAGRAPHS_ENV} defaults to 1)" if on else
              f"not subtracted: {m019.ESTIMATE_CUDAGRAPHS_ENV}=0"))
-    out = [m019.weights_part(weights), activation, _kept_part(cfg), graphs]
+    # K9b (0.27.0): what stays besides the weights is the free memory's drop over the profiling
+    # (total_consumed); before it, the memory outside torch that appeared since the worker's snapshot
+    kept = _kept_part(cfg) if release is None or release.has("K9b") else m019.non_torch_part(cfg, card)
+    out = [m019.weights_part(weights), activation, kept, graphs]
     if extensible:
         out.append(_warmup_part(card, cfg, requested, activation))
     return tuple(out)

@@ -50,7 +50,9 @@ def context(cfg: Any, gpu: Any, release: Any = None) -> be.Context:
     mc, cc = cfg.model_config, cfg.cache_config
     text = mc.hf_text_config
     nope = typed.attr(text, "qk_nope_head_dim", typed.INT) if mc.use_mla else None
+    fp32 = bool(mc.is_hybrid) and "float32" in (cc.mamba_ssm_cache_dtype, cc.mamba_cache_dtype)
     return be.Context(tuple(gpu.capability), model_head=mc.head_size, cache_dtype=cc.cache_dtype,
+                      hybrid_fp32_state=fp32,
                       flash_attn_version=cfg.attention_config.flash_attn_version,
                       softcap=bool(typed.attr(text, "attn_logit_softcapping", typed.ANY)),
                       mm_prefix_lm=config_time.is_mm_prefix_lm(cfg), qk_nope_head_dim=nope, release=release)
@@ -94,7 +96,8 @@ def build_failure(cfg: Any, *, before_layers: bool, release: Any = None) -> Star
     info = mc.arch_info
     module = info.module_class if info is not None else ""
     if before_layers:
-        if (mc.architecture or "").startswith("Transformers"):
+        # F1a (with C1b, 0.24.0): an architecture that left the registry is built on the Transformers backend
+        if (mc.architecture or "").startswith("Transformers") and (release is None or release.has("F1a")):
             layer_types = _text(text, "layer_types") or []
             for i, kind in enumerate(layer_types):
                 if kind not in _ATTENTION_LAYERS:
@@ -191,11 +194,13 @@ def state_crash(cfg: Any, exc: Exception) -> StartFailure | None:
                         f"computes with the value enginecfg refuses: {exc}", "C8")
 
 
-def _triton_fp8(cfg: Any, backend: str, gpu: Any) -> StartFailure | None:
-    """F7: an FP8 KV cache on a Triton backend needs native FP8 (compute capability 8.9)."""
+def _triton_fp8(cfg: Any, backend: str, gpu: Any, release: Any = None) -> StartFailure | None:
+    """F7: an FP8 KV cache on a Triton backend needs native FP8 (compute capability 8.9): the
+    Triton attention backend's refusal from F7a (0.24.0), the Triton MLA backend's from F7b (0.26.0)."""
     cc = cfg.cache_config
-    if backend not in ("TRITON_ATTN", "TRITON_MLA") or not cc.cache_dtype.startswith("fp8") \
-            or tuple(gpu.capability) >= (8, 9):
+    step = {"TRITON_ATTN": "F7a", "TRITON_MLA": "F7b"}.get(backend)
+    if step is None or not cc.cache_dtype.startswith("fp8") or tuple(gpu.capability) >= (8, 9) \
+            or (release is not None and not release.has(step)):
         return None
     cap = f"{gpu.capability[0]}.{gpu.capability[1]}"
     suggested = "bfloat16" if tuple(gpu.capability) >= (8, 0) else "float16"
@@ -225,7 +230,8 @@ def select_backends(cfg: Any, gpu: Any, release: Any = None
 
     def fa(sel: Any, kind: LayerKind, q: be.Query) -> int | None:
         if sel.backend in ("FLASH_ATTN", "TRITON_FLASH_ATTN"):
-            return be.flash_attn_version(ctx, kind.head_size, q.block_size, fa4_hd256=True)
+            return be.flash_attn_version(ctx, kind.head_size, q.block_size, fa4_hd256=True,
+                                         local=kind.sliding_window is not None)
         return None
 
     before = build_failure(cfg, before_layers=True)
@@ -234,7 +240,7 @@ def select_backends(cfg: Any, gpu: Any, release: Any = None
         cfg, layer_kinds(cfg), ctx.capability, layer_class=classes.of, query=query,
         select=lambda q, kind, forced, heads: be.select(q, ctx, forced, num_heads=heads,
                                                        sliding_window=kind.sliding_window is not None),
-        fa_version=fa, after=lambda backend: _triton_fp8(cfg, backend, gpu), rule="B5")
+        fa_version=fa, after=lambda backend: _triton_fp8(cfg, backend, gpu, release), rule="B5")
     return layers, messages, before or failure or build_failure(cfg, before_layers=False, release=release) \
         or _tied_head(cfg, release)
 
