@@ -718,3 +718,20 @@ def test_flash_attention_serves_multimodal_prefix_lm_layers_from_b2h(release, ba
     assert {b["backend"] for b in attention} == {backend}
     assert all(("partial multimodal token full attention not supported" in (b["error"] or "")) == (backend is None)
                for b in attention)
+
+
+@pytest.mark.parametrize("args, before, after", [
+    ({"block_size": 0}, "allowed: a positive integer (vLLM 0.22.1 accepts it while it builds its config, which ends "
+                        "with cache_config.block_size = 0; enginecfg refuses it after every check of vLLM's)",
+     "allowed: an integer greater than 0 (vLLM: Input should be greater than 0)"),
+    ({"tensor_parallel_size": 0}, "allowed: a positive integer",
+     "allowed: an integer greater than or equal to 1 (vLLM: Input should be greater than or equal to 1)")])
+def test_the_block_and_parallel_sizes_are_bounded_fields_from_c13(args, before, after):
+    # C13 (0.23.0): CacheConfig.block_size (gt=0) and the parallel sizes (ge=1) refuse out-of-bound
+    # values while the config classes are built, in pydantic's words; 0.22.1 accepted them there
+    def refusal(release):
+        with pytest.raises(InvalidInputError) as err:
+            _mode(release, "qwen3.5-27b", **args)
+        return str(err.value)
+    assert refusal("0.22.1").endswith(before)
+    assert refusal("0.23.0").endswith(after)
