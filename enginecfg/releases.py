@@ -48,6 +48,9 @@ def arguments_for(release: releases.Release) -> tuple[dict[str, Any], dict[str, 
         # C7e: 'all' is no Mamba cache mode any more (CacheConfig's Literal); from C7f on the
         # argument is taken and ignored whatever it holds
         choices["mamba_cache_mode"] = ("align", "none")
+    if not release.has("C13"):  # before C13 the block and parallel sizes are unbounded fields
+        return (release_table(choices, {k: v for k, v in v034.ARGUMENT_BOUNDS.items() if k not in v034.BOUNDED_BY_C13}),
+                {})
     return (release_table(choices, dict(v034.ARGUMENT_BOUNDS)),
             {name: CONFIGS for name in v034.CONFIG_CLASS_CHECKED})
 

@@ -297,19 +297,22 @@ class Pipeline:
         if exc.stage is None:
             exc.stage = "engine-args"
         if phase == FINAL:
-            self._say_what_vllm_made(run.cfg, exc)
+            self._say_what_vllm_made(run.cfg, exc, run.release)
         self._publish_failure(run.run_id, exc, run.cfg, run.changes, run.messages, run.facts)
         raise exc
 
     @staticmethod
-    def _say_what_vllm_made(cfg: BaseEngineConfig, exc: EngineCfgError) -> None:
-        """Add to the refusal of a value vLLM accepts what its config holds after vLLM's steps."""
+    def _say_what_vllm_made(cfg: BaseEngineConfig, exc: EngineCfgError,
+                            release: "releases.Release | None" = None) -> None:
+        """Add to the refusal of a value vLLM (*release*; None: the first spoken for) accepts what
+        its config holds after vLLM's steps."""
         arg = ENGINE_ARGS.get(exc.field or "")
         given = cfg.engine_args.get(exc.field or "")
         if arg is None or not isinstance(given, int) or isinstance(given, bool) or not arg.config_field:
             return  # a value of the wrong type was never taken into the config
         now = cfg.state().get(arg.config_field)
-        exc.message = (f"{exc.message} (vLLM 0.19.0 accepts it while it builds its config, which ends with "
+        exc.message = (f"{exc.message} (vLLM {release or releases.first()} accepts it while it builds its config, "
+                       f"which ends with "
                        f"{arg.config_field} = {now}; enginecfg refuses it after every check of vLLM's)")
 
     def _run_stage(self, run: _Run, order: int, stage: Stage) -> None:

@@ -88,7 +88,7 @@ def test_qwen3_next_every_exact_figure_agrees_under_the_nearest_release_given_th
 def test_a_log_of_a_start_enginecfg_does_not_model_says_why_each_figure_differs():
     # nvidia/Qwen3.6-27B-NVFP4 with an MTP drafter, logged by a 0.23 build: the drafter's layers and blocks
     c = _checked(MTP)
-    assert c.vllm_version == "0.19.0" and c.logged_release.startswith("0.23.1")
+    assert c.vllm_version == "0.23.0" and c.logged_release.startswith("0.23.1")
     differs = [ch for ch in c.checks if ch.agrees is False and ch.exact]
     assert {ch.name for ch in differs} >= {"GPU KV cache size", "Maximum concurrency", "Add padding layers"}
     for ch in differs:  # never a bare "differs"
@@ -217,9 +217,9 @@ def test_a_v0_block_count_is_checked_against_the_figures_beside_it(monkeypatch):
 
 # --------------------------------------------------------------------------- release, model, input
 def test_a_release_enginecfg_does_not_speak_is_compared_under_the_nearest_and_said_so():
-    c = _checked(QWEN35, vllm_version="0.27.0")
-    # the nearest exact release: 0.30.0 (exact since its every dated rule is wired), not 0.34.0
-    assert c.vllm_version == "0.30.0" and "0.27.0 is not a release enginecfg speaks" in c.release_note
+    c = _checked(QWEN35, vllm_version="0.27.2")
+    # no vLLM 0.27.2 was published: the nearest release spoken for, 0.27.1, not 0.34.0
+    assert c.vllm_version == "0.27.1" and "0.27.2 is not a release enginecfg speaks" in c.release_note
     assert c.checks  # what is still comparable is compared
     with pytest.raises(InvalidInputError, match="vllm_version"):
         check_log(_text(QWEN35), vllm_version="banana", model=str(CONFIGS / "qwen3.5-27b"))

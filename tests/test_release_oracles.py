@@ -40,7 +40,9 @@ KNOWN = (
           "oracle artefact: from 0.24.0 MiniMax resolves to the Transformers backend (C1b), whose "
           "model build touches CUDA before it reaches the layers; the GPU-less oracle recorded its "
           "stand-in's missing driver (`RuntimeError: Found no NVIDIA driver ...`), not a decision "
-          "of vLLM.  0.30.0 and later fail on the layers first (F1b), as enginecfg says"),
+          "of vLLM.  Before 0.30.0 the backend gives every layer an attention instance, linear-attention "
+          "ones included, and the model builds (enginecfg says so, from the code: F1b is 0.30.0's "
+          "refusal of those layers)"),
     Known("0.2[0-8].0", "*", "kv@*: max_model_len that fits",
           "oracle artefact: the oracle script computed this field as 0.34.0's check does, on the "
           "budget less the null block (K11, from 0.29.0); these releases check the whole budget, "

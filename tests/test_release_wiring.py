@@ -391,14 +391,16 @@ def test_bamba_while_registered_fails_to_build_on_its_layer_table():
 
 
 def test_minimax_is_built_on_the_transformers_backend_from_f1a():
-    # F1a (with C1b, 0.24.0): MiniMax left the registry, so its build runs the Transformers backend
-    # (the words of the failure are F1b's, not yet wired); 0.23.0 still starts vLLM's own class, which
-    # stops where the start-up step sizes its state (C8)
+    # F1a (with C1b, 0.24.0): MiniMax left the registry, so its build runs the Transformers backend,
+    # which builds it (every layer as attention) until F1b (0.30.0) refuses its linear-attention
+    # layers; 0.23.0 still starts vLLM's own class, which stops where the start-up step sizes its
+    # state (C8)
     assert "F1a" in releases.WIRED and "F1a" not in releases.get("0.23.0").unwired
-    for name, rule in (("0.23.0", "C8"), ("0.24.0", "F1")):
+    for name, rule in (("0.23.0", "C8"), ("0.24.0", None), ("0.30.0", "F1")):
         doc = _mode(name, "minimax-default").to_dict()
-        assert doc["config"]["model_config"]["architecture"].startswith("Transformers") is (rule == "F1")
-        assert doc["startup"]["failure"]["rule"] == rule
+        assert doc["config"]["model_config"]["architecture"].startswith("Transformers") is (name != "0.23.0")
+        failure = doc["startup"]["failure"]
+        assert (failure and failure["rule"]) == rule
 
 
 def test_grouped_top_k_without_its_groups_is_an_assertion_before_f9():
@@ -465,11 +467,11 @@ def test_the_align_mode_block_must_fit_one_scheduling_step_until_c9_6():
 def test_minimax_without_head_dim_stops_where_the_engine_start_sizes_its_state():
     # 0.19.0 sizes the state at config time (enginecfg refuses the field); from C8 the config
     # resolves and the start-up step multiplies by the None; from C1b MiniMax runs on the
-    # Transformers backend, which sizes no Mamba state (how its build then ends is F1b's)
+    # Transformers backend, which sizes no Mamba state
     crash = ("start", "TypeError", "unsupported operand type(s) for *: 'int' and 'NoneType'")
     assert _failure("0.20.0", "minimax-default") == crash
     assert _failure("0.23.0", "minimax-default") == crash
-    assert _failure("0.24.0", "minimax-default")[:2] == ("build", "ValueError")
+    assert _failure("0.24.0", "minimax-default") is None  # every layer is attention there, before F1b
     with pytest.raises(InvalidInputError, match="head_dim"):
         Pipeline(vllm_version="0.19.0", gpu_validation="off").resolve(str(CONFIGS / "minimax-default"))
 
@@ -718,3 +720,32 @@ def test_flash_attention_serves_multimodal_prefix_lm_layers_from_b2h(release, ba
     assert {b["backend"] for b in attention} == {backend}
     assert all(("partial multimodal token full attention not supported" in (b["error"] or "")) == (backend is None)
                for b in attention)
+
+
+@pytest.mark.parametrize("args, before, after", [
+    ({"block_size": 0}, "allowed: a positive integer (vLLM 0.22.1 accepts it while it builds its config, which ends "
+                        "with cache_config.block_size = 0; enginecfg refuses it after every check of vLLM's)",
+     "allowed: an integer greater than 0 (vLLM: Input should be greater than 0)"),
+    ({"tensor_parallel_size": 0}, "allowed: a positive integer",
+     "allowed: an integer greater than or equal to 1 (vLLM: Input should be greater than or equal to 1)")])
+def test_the_block_and_parallel_sizes_are_bounded_fields_from_c13(args, before, after):
+    # C13 (0.23.0): CacheConfig.block_size (gt=0) and the parallel sizes (ge=1) refuse out-of-bound
+    # values while the config classes are built, in pydantic's words; 0.22.1 accepted them there
+    def refusal(release):
+        with pytest.raises(InvalidInputError) as err:
+            _mode(release, "qwen3.5-27b", **args)
+        return str(err.value)
+    assert refusal("0.22.1").endswith(before)
+    assert refusal("0.23.0").endswith(after)
+
+
+def test_a_removed_hybrid_on_the_transformers_backend_builds_every_layer_as_attention_until_f1b():
+    # before F1b (0.30.0) the Transformers backend gives every layer an attention instance, the
+    # linear-attention ones included: MiniMax builds, its 32 layers one full-attention group
+    old = Pipeline(vllm_version="0.29.0", gpu="H200", gpu_validation="off").resolve(str(CONFIGS / "minimax-default"))
+    assert old.to_dict()["startup"]["failure"] is None
+    plan = kv_planning.groups(old.config, old.startup, gpus.find_gpu("H200"))
+    assert [(type(g.spec).__name__, len(g.layers)) for g in plan.groups] == [("FullAttentionSpec", 32)]
+    assert _failure("0.30.0", "minimax-default") == (
+        "build", "ValueError", "Layer 1 (linear_attention) does not dispatch through the Transformers attention "
+                               "interface and vLLM has no other way to handle it.")

@@ -293,6 +293,10 @@ ARGUMENT_BOUNDS: Mapping[str, tuple[str, int]] = MappingProxyType({
     "pipeline_parallel_size": ("greater than or equal to", 1),
 })
 
+#: the bounds C13 (0.23.0) brought: before it ``block_size`` is a ``SkipValidation`` field and the
+#: parallel sizes plain ones, as in 0.19.0
+BOUNDED_BY_C13: tuple[str, ...] = ("block_size", "tensor_parallel_size", "pipeline_parallel_size")
+
 #: the arguments 0.34.0 refuses while it builds its cache and parallel configs where 0.19.0
 #: refused them later: the block size (enginecfg's own refusal after vLLM's steps), the
 #: parallel sizes (after the vllm-level hooks)

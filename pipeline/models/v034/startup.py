@@ -98,7 +98,9 @@ def build_failure(cfg: Any, *, before_layers: bool, release: Any = None) -> Star
     if before_layers:
         # F1a (with C1b, 0.24.0): an architecture that left the registry is built on the Transformers backend
         if (mc.architecture or "").startswith("Transformers") and (release is None or release.has("F1a")):
-            layer_types = _text(text, "layer_types") or []
+            # F1b (0.30.0): the build refuses a layer that does not call the attention interface;
+            # before it every layer gets an attention instance
+            layer_types = (_text(text, "layer_types") or []) if release is None or release.has("F1b") else []
             for i, kind in enumerate(layer_types):
                 if kind not in _ATTENTION_LAYERS:
                     return StartFailure(
@@ -234,7 +236,7 @@ def select_backends(cfg: Any, gpu: Any, release: Any = None
                                          local=kind.sliding_window is not None)
         return None
 
-    before = build_failure(cfg, before_layers=True)
+    before = build_failure(cfg, before_layers=True, release=release)
     classes = _CLASSES if release is None or release.has("B6a") else _CLASSES_BEFORE_B6A
     layers, messages, failure = select_layer_backends(
         cfg, layer_kinds(cfg), ctx.capability, layer_class=classes.of, query=query,
