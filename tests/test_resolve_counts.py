@@ -168,3 +168,51 @@ def test_one_034_startup_working_out_per_config_content(monkeypatch, model):
     assert len(stages.PLANS) == 1
     Pipeline(gpu_validation="off", vllm_version="0.34.0", gpu="A100").resolve(CONFIGS / model)
     assert len(stages.PLANS) == 2  # another card: a plan of its own
+
+
+@pytest.mark.parametrize("model", ["qwen3.5-27b", "mamba-130m-hf"])
+def test_034_startup_plan_looked_up_once_per_run(model):
+    """The first of 0.34.0's start-up stages finds the plan by the config's content; the
+    stages after it find the config in the same state and take the same plan without keying
+    the memo again (one lookup a run, where each of the four stages made its own)."""
+    from enginecfg.stages.v034 import startup as stages
+
+    pipeline = Pipeline(gpu_validation="off", vllm_version="0.34.0")
+    first = pipeline.resolve(CONFIGS / model)
+    stages.PLANS.hits = stages.PLANS.misses = 0
+    again = pipeline.resolve(CONFIGS / model)
+    assert (stages.PLANS.hits, stages.PLANS.misses) == (1, 0)
+    assert again.facts == first.facts
+    assert again.messages == first.messages
+
+
+def test_034_startup_stage_after_a_change_between_works_it_out_again():
+    """A stage between the start-up stages that changes the config: the stages after it do
+    not take the plan the first one found for the config before the change."""
+    from enginecfg.pipeline.plugins import builtin_stages
+    from enginecfg.stages.v034 import startup as stages
+
+    from enginecfg import Stage
+
+    class Between(Stage):
+        name = "between"
+        after = ("attention-backend",)
+        before = ("startup-block-size",)
+
+        def run(self, cfg, ctx):
+            ctx.set("cache_config", "block_size", 32, reason="a block size between the start-up stages")
+
+    def resolve():
+        return Pipeline(stages=builtin_stages("0.34.0") + [Between()], gpu_validation="off",
+                        vllm_version="0.34.0").resolve(CONFIGS / "qwen3.5-27b")
+
+    Pipeline(gpu_validation="off", vllm_version="0.34.0").resolve(CONFIGS / "qwen3.5-27b")
+    warm = resolve()
+    memo.clear_all()
+    stages._LAST[0] = (None,) * 6
+    cold = resolve()
+    assert warm.facts == cold.facts
+    assert warm.messages == cold.messages
+    # the block set between the stages is the user's to the stages after it: their decisions differ
+    assert warm.facts["startup"] != Pipeline(
+        gpu_validation="off", vllm_version="0.34.0").resolve(CONFIGS / "qwen3.5-27b").facts["startup"]
