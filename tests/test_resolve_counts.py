@@ -216,3 +216,27 @@ def test_034_startup_stage_after_a_change_between_works_it_out_again():
     # the block set between the stages is the user's to the stages after it: their decisions differ
     assert warm.facts["startup"] != Pipeline(
         gpu_validation="off", vllm_version="0.34.0").resolve(CONFIGS / "qwen3.5-27b").facts["startup"]
+
+
+def test_a_list_or_dict_of_plain_values_is_keyed_without_keying_each_item(monkeypatch):
+    """A list of strings, integers, booleans and None (a Qwen3.5 ``layer_types``), or a dict
+    of them, is keyed in one step, its items and their types side by side; a nested or float
+    value still gets each item keyed.  Equal keys still mean equal with the same types."""
+    calls = []
+    real = memo.content_key
+
+    def counting(value):
+        calls.append(value)
+        return real(value)
+
+    monkeypatch.setattr(memo, "content_key", counting)
+    layer_types = ["linear_attention"] * 3 + ["full_attention"] + [None, 1, True]
+    counting(layer_types)
+    counting({"a": 1, "b": None})
+    assert len(calls) == 2
+    calls.clear()
+    counting([1, [2]])
+    assert len(calls) == 3  # the list, then 1 and [2] (itself plain)
+    assert real([1, 2]) != real([1, True]) != real([1, 2.0]) and real([1, 2]) != real((1, 2))
+    assert real({"a": 1}) != real({"a": True}) and real({"a": 1}) != real({"a": 1.0})
+    assert real([1, [2]]) != real([1, (2,)]) and real([True]) == real([True])

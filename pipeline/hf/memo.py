@@ -51,8 +51,16 @@ def content_key(value: Any) -> Hashable:
     if cls is float:  # hex: -0.0 and 0.0 differ, and a NaN equals itself
         return (float, value.hex())
     if cls is list or cls is tuple:
+        types = tuple(map(type, value))
+        if _PLAIN.issuperset(types):
+            # strings, integers, booleans and None only (a layer-kind list): the items and
+            # their types side by side, three parts where the general key has two
+            return (cls, tuple(value), types)
         return (cls, tuple([content_key(v) for v in value]))
     if cls is dict:
+        key_types, value_types = tuple(map(type, value)), tuple(map(type, value.values()))
+        if _PLAIN.issuperset(key_types) and _PLAIN.issuperset(value_types):
+            return (dict, tuple(value.items()), key_types, value_types)
         return (dict, tuple([(content_key(k), content_key(v)) for k, v in value.items()]))
     names = _frozen_fields(cls)
     if names is not None:
