@@ -240,3 +240,29 @@ def test_a_list_or_dict_of_plain_values_is_keyed_without_keying_each_item(monkey
     assert real([1, 2]) != real([1, True]) != real([1, 2.0]) and real([1, 2]) != real((1, 2))
     assert real({"a": 1}) != real({"a": True}) and real({"a": 1}) != real({"a": 1.0})
     assert real([1, [2]]) != real([1, (2,)]) and real([True]) == real([True])
+
+
+def test_034_figures_options_keyed_once_for_a_start_up_fact(monkeypatch):
+    """0.34.0's impact stage keys the figures' options (the start-up decisions, the card, the
+    memory flags) once for the start-up fact the plan memo hands every run of a config content,
+    not on every run; another fact (another config) keys them again."""
+    from enginecfg.pipeline.models.v034 import kv_planning as planning
+
+    calls = []
+    real = planning.impact.options_key
+
+    def counting(**options):
+        calls.append(options["startup"])
+        return real(**options)
+
+    monkeypatch.setattr(planning.impact, "options_key", counting)
+    first = Pipeline(gpu_validation="off", vllm_version="0.34.0").resolve(CONFIGS / "qwen3.5-27b")
+    calls.clear()
+    again = Pipeline(gpu_validation="off", vllm_version="0.34.0").resolve(CONFIGS / "qwen3.5-27b")
+    assert calls == []
+    assert again.facts["impact"] == first.facts["impact"]
+    other = Pipeline(gpu_validation="off", vllm_version="0.34.0").resolve(CONFIGS / "mamba-130m-hf")
+    assert len(calls) == 1 and other.facts["impact"] != first.facts["impact"]
+    memo.clear_all()
+    assert Pipeline(gpu_validation="off", vllm_version="0.34.0").resolve(
+        CONFIGS / "mamba-130m-hf").facts["impact"] == other.facts["impact"]

@@ -186,18 +186,33 @@ def memoised(memo: ContentMemo) -> Callable[[Callable[..., Any]], Callable[..., 
     computed afresh; an exception is not remembered.
     """
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(fn)
-        def call(cfg: Any, **options: Any) -> Any:
+        def options_key(**options: Any) -> Hashable:
+            """The key of *options* (raises :class:`Unkeyable`): a caller whose options are
+            frozen values it holds takes it once and hands it to :func:`keyed`."""
+            return content_key({name: options[name] for name in sorted(options)})
+
+        def keyed(cfg: Any, key_of_options: Hashable, **options: Any) -> Any:
+            """``call(cfg, **options)`` with ``options_key(**options)`` taken before."""
             try:
                 anchors, key = cfg.state().content_key()
-                key = (key, content_key({name: options[name] for name in sorted(options)}))
             except Unkeyable:
                 return fn(cfg, **options)
+            key = (key, key_of_options)
             known = memo.get(key, anchors, _MISS)
             if known is _MISS:
                 known = fn(cfg, **options)
                 memo.put(key, anchors, known)
             return to_json(known) if known.__class__ in (dict, list) else known
+
+        @functools.wraps(fn)
+        def call(cfg: Any, **options: Any) -> Any:
+            try:
+                key_of_options = options_key(**options)
+            except Unkeyable:
+                return fn(cfg, **options)
+            return keyed(cfg, key_of_options, **options)
         call.memo = memo
+        call.options_key = options_key
+        call.keyed = keyed
         return call
     return wrap
