@@ -266,3 +266,26 @@ def test_034_figures_options_keyed_once_for_a_start_up_fact(monkeypatch):
     memo.clear_all()
     assert Pipeline(gpu_validation="off", vllm_version="0.34.0").resolve(
         CONFIGS / "mamba-130m-hf").facts["impact"] == other.facts["impact"]
+
+
+def test_the_reference_release_is_found_once_for_the_releases_known(monkeypatch):
+    """Every run document (a failed load's too) names its release's reference, the latest
+    known release deciding at engine start: found once for the releases known, not by
+    parsing every known release's name on each document; a release added, or one replaced,
+    is seen at once."""
+    from enginecfg.pipeline import releases
+
+    release, latest = releases.get("0.27.1"), releases.last()
+    assert release.reference is latest
+    parsed = []
+    real = releases.version_key
+    monkeypatch.setattr(releases, "version_key", lambda name: parsed.append(name) or real(name))
+    for _ in range(3):
+        assert release.reference is latest and release.unwired == release.unwired
+    assert parsed == []
+    scratch = releases.Release("0.99.0", before=releases.last())
+    monkeypatch.setitem(releases._KNOWN, "0.99.0", scratch)
+    assert release.reference is scratch
+    assert releases.first().reference is releases.first()  # one deciding at config time: the first
+    monkeypatch.delitem(releases._KNOWN, "0.99.0")
+    assert release.reference is latest
