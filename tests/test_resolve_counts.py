@@ -289,3 +289,17 @@ def test_the_reference_release_is_found_once_for_the_releases_known(monkeypatch)
     assert releases.first().reference is releases.first()  # one deciding at config time: the first
     monkeypatch.delitem(releases._KNOWN, "0.99.0")
     assert release.reference is latest
+
+
+@pytest.mark.parametrize("model", ["gemma4-text-default", "gemma-4-26b-a4b"])
+def test_034_gemma4_head_sizes_read_once_a_run(monkeypatch, model):
+    """0.34.0's gemma4-backend reads the layers' head sizes once a run (the rule and the words
+    of its explanation take the same reading), where it read them twice."""
+    from enginecfg.pipeline.models.v034 import config_time as ct
+
+    first = Pipeline(gpu_validation="off", vllm_version="0.34.0").resolve(CONFIGS / model)
+    read = _count(monkeypatch, ct, "gemma4_head_dims")
+    again = Pipeline(gpu_validation="off", vllm_version="0.34.0").resolve(CONFIGS / model)
+    assert read == ["gemma4_head_dims"]
+    assert [c.to_dict() for c in again.changes] == [c.to_dict() for c in first.changes]
+    assert again.messages == first.messages
