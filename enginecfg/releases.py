@@ -62,7 +62,7 @@ def load_at_start(release: releases.Release, path: Any, engine_args: dict[str, A
     try:
         # adapted once per config content: the load memo keeps the adapted config
         return load_pretrained(path, engine_args, revision, defer_argument_errors=defer_argument_errors,
-                               registry=v034.REGISTRY,
+                               registry=v034.registry_for(release),
                                arguments=arguments_for(release) if arguments is None else arguments,
                                adapt=partial(_adapted, release), adapt_key=(str(release), release.rules))
     except ConfigRejectedError as exc:  # an argument error raised now, not deferred: in the release's words

@@ -212,7 +212,7 @@ def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None
         raise
     memo_key = None if deferred or source.kind == "hub" else LOADS.key(path, revision, engine_args)
     if memo_key is not None:
-        memo_key = (memo_key, registry.release) if adapt is None else (memo_key, registry.release, adapt_key)
+        memo_key = (memo_key, registry.memo_key) if adapt is None else (memo_key, registry.memo_key, adapt_key)
     if memo_key is not None:
         known = LOADS.get(memo_key, source, raw, engine_args)
         if known is not None:

@@ -218,8 +218,8 @@ def test_a_v0_block_count_is_checked_against_the_figures_beside_it(monkeypatch):
 # --------------------------------------------------------------------------- release, model, input
 def test_a_release_enginecfg_does_not_speak_is_compared_under_the_nearest_and_said_so():
     c = _checked(QWEN35, vllm_version="0.27.0")
-    # the nearest exact release: 0.32.0 (exact since its every dated rule is wired), not 0.34.0
-    assert c.vllm_version == "0.32.0" and "0.27.0 is not a release enginecfg speaks" in c.release_note
+    # the nearest exact release: 0.30.0 (exact since its every dated rule is wired), not 0.34.0
+    assert c.vllm_version == "0.30.0" and "0.27.0 is not a release enginecfg speaks" in c.release_note
     assert c.checks  # what is still comparable is compared
     with pytest.raises(InvalidInputError, match="vllm_version"):
         check_log(_text(QWEN35), vllm_version="banana", model=str(CONFIGS / "qwen3.5-27b"))

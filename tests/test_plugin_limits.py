@@ -318,7 +318,6 @@ def test_what_an_abandoned_stage_prints_later_never_reaches_stdout(slow_plugin, 
     assert "late words of test-slow" in err
 
 
-
 def _pinnable() -> bool:
     import ctypes
     import os
@@ -366,3 +365,17 @@ def test_the_worker_is_woken_on_the_callers_cpu_and_runs_the_call_on_all_of_its_
         assert tid == worker.thread.native_id and len(cpus) == 1 and cpus < everywhere
         assert (own, back) == (0, everywhere)
     assert os.sched_getaffinity(worker.thread.native_id) == everywhere
+
+
+@pytest.mark.parametrize("release, words", [("0.32.0", "Chunked prefill is required for mamba cache mode 'align'."),
+                                            ("0.34.0", "Chunked prefill is required for Mamba prefix caching.")])
+def test_chunked_prefill_turned_off_after_the_mode_is_refused_in_the_releases_words(release, words):
+    from enginecfg.pipeline.plugins import discover_stages
+
+    stage = Assigns("mamba-cache-mode", "vllm-checks", scheduler_config__enable_chunked_prefill=False)
+    stages = discover_stages("none", release=release)
+    pipeline = Pipeline([*stages, stage], vllm_version=release, gpu_validation="off")
+    with pytest.raises(ConfigRejectedError) as err:
+        pipeline.resolve(str(QWEN), enable_prefix_caching=True)
+    assert "changed scheduler_config.enable_chunked_prefill, which the checks of stage 'mamba-cache-mode' " \
+           f"refuse: {words}" in str(err.value)

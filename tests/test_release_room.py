@@ -91,7 +91,16 @@ def test_a_move_names_only_the_rules_between_the_two_releases():
     assert changes.explain("enable_prefix_caching.hybrid", old, new).release == "0.28"
     assert changes.explain("block_size.no_config_alignment", old, new) is None  # C8 is in both
     later = changes.explain("block_size.start_alignment", old, new)
-    assert "C3.3" in later.rule and "S2a" not in later.rule and later.release == "0.28-0.34"
+    assert "C3.3" in later.rule and "S2a" not in later.rule and later.release == "0.32-0.34"
+    # S2c, S2d, S3c, S2e changed nothing enginecfg computes: they explain no difference it finds
+    assert not set(later.rule.split(", ")) & set(releases.NOTHING_TO_SWITCH)
+
+
+def test_leaving_the_all_mode_is_explained_by_its_rules():
+    old, new = releases.get("0.24.0"), releases.get("0.34.0")
+    assert changes.explain("block_size.all_mode", old, new).rule == "S3"
+    assert changes.explain("start.all_mode", old, new).release == "0.32"
+    assert changes.explain("start.all_mode", releases.get("0.32.0"), new) is None
     assert changes.explain("block_size.default", new, old).release == "0.34"  # either order
 
 

@@ -104,8 +104,24 @@ def test_the_explicit_hybrid_manager_refusal_raised_at_load_is_in_the_release_wo
 
 
 def test_the_rules_with_nothing_to_switch_are_unreachable_for_the_reasons_given():
-    assert set(releases.NOTHING_TO_SWITCH) == {"C1f", "C4d", "S2e"}
+    assert set(releases.NOTHING_TO_SWITCH) == {"C1f", "C4d", "K4a", "K4c", "S2c", "S2d", "S2e", "S3c", "S3f"}
+    # S2c: the KV dtype whose backend reshapes the spec is refused by every release
+    for name in ("0.28.0", "0.34.0"):
+        with pytest.raises(InvalidInputError, match="ultraquant_4bit"):
+            Pipeline(vllm_version=name, gpu="H200", gpu_validation="off").resolve(
+                str(CONFIGS / "qwen3.5-27b"), kv_cache_dtype="ultraquant_4bit")
+    # S3c/S3f: Glm5Next, the one architecture whose config has index_kpool, and S2d: Qwen4Exp, the
+    # one class with several Mamba layouts, are no hybrids to enginecfg
+    from enginecfg.pipeline.models import architectures
+    for name in ("Glm5NextForCausalLM", "Qwen4ExpForCausalLM"):
+        info = architectures.lookup([name])[1]
+        assert not info.is_hybrid_class and info.state_kind is None
     assert set(releases.NOTHING_TO_SWITCH) <= releases.WIRED
+    # K4a, K4c: speculative decoding (the blocks and tokens it adds) is refused as unknown by every release
+    for name in ("0.22.0", "0.34.0"):
+        with pytest.raises(InvalidInputError, match="unknown engine argument 'speculative_config'"):
+            Pipeline(vllm_version=name, gpu="H200", gpu_validation="off").resolve(
+                str(CONFIGS / "mamba2-default"), speculative_config={"num_speculative_tokens": 2})
     # S2e: the state alignment needs --use-replayssm, which no release's engine arguments take
     for name in ("0.32.0", "0.34.0"):
         with pytest.raises(InvalidInputError, match="unknown engine argument 'use_replayssm'"):
@@ -254,3 +270,101 @@ def test_c5b_the_bfloat16_mamba_dtypes_come_with_the_release_that_brought_them()
         assert result.status == "resolved"
         with pytest.raises(InvalidInputError, match=name):
             Pipeline(gpu_validation="off", vllm_version="0.20.0").resolve(model, **{name: "bfloat16"})
+
+
+@pytest.mark.parametrize("release", ["0.20.0", "0.24.0"])
+def test_every_case_of_the_earlier_runs_answers_as_its_oracle(release, warm_snapshots):
+    # the Mamba 'all' mode at start-up and in the planning (S3a before S3d, K4a before K4e), the
+    # align-mode block check before C9.6, MiniMax's state sized at start-up with head_dim None
+    found = [d for case_id, r in cases(release) for d in compare(release, case_id, r) if known(d, KNOWN) is None]
+    assert found == []
+
+
+def _startup(release: str, model: str, **args) -> dict:
+    return _mode(release, model, **args).to_dict()["startup"]
+
+
+def test_the_all_mode_sizes_the_block_in_mamba_chunks_until_s3d():
+    # 0.24.0 picks 'all' with prefix caching; the block is a multiple of the Mamba chunk
+    # (jamba-default: 2048) and the Mamba block spans it; 0.31.0 picks 'align' (C7c), and with
+    # --mamba-cache-mode all keeps the chunk; 0.32.0 has no 'all' mode (C7e)
+    old = _startup("0.24.0", "jamba-default", enable_prefix_caching=True)
+    assert (old["block_size"], old["mamba_block_size"], old["mamba_page_size_padded"]) == (2048, 2048, 8388608)
+    assert [d["field"] for d in old["decisions"]] == ["mamba_block_size", "block_size", "mamba_page_size_padded"]
+    kept = _startup("0.31.0", "jamba-default", enable_prefix_caching=True, mamba_cache_mode="all")
+    assert (kept["block_size"], kept["mamba_block_size"]) == (2048, 2048)
+    new = _startup("0.28.0", "jamba-default", enable_prefix_caching=True)
+    assert (new["block_size"], new["mamba_block_size"]) == (80, 80)
+
+
+def test_a_mamba_layer_in_all_mode_keeps_a_block_per_block_of_tokens_until_k4e():
+    def concurrency(release, **args):
+        return Pipeline(vllm_version=release, gpu="H200", gpu_validation="off",
+                        impact={"kv_cache_memory": 17 * 2**30}).resolve(
+            str(CONFIGS / "mamba2-default"), **args).impact.max_concurrency
+    # 132 blocks of 16 tokens; a request of 2048 tokens keeps 2048 / 16 = 128 of them
+    assert concurrency("0.24.0", enable_prefix_caching=True) == 132 / 128
+    assert concurrency("0.24.0") == 132.0
+
+
+def test_the_align_mode_block_must_fit_one_scheduling_step_until_c9_6():
+    text = "In Mamba cache align mode, block_size (8304) must be <= max_num_batched_tokens (8192)."
+    args = {"enable_prefix_caching": True, "mamba_cache_mode": "align"}
+    assert _failure("0.26.0", "nemotron-3-ultra-550b-a55b-bf16", **args) == ("start", "AssertionError", text)
+    assert _failure("0.27.0", "nemotron-3-ultra-550b-a55b-bf16", **args) is None
+
+
+def test_minimax_without_head_dim_stops_where_the_engine_start_sizes_its_state():
+    # 0.19.0 sizes the state at config time (enginecfg refuses the field); from C8 the config
+    # resolves and the start-up step multiplies by the None; from C1b MiniMax runs on the
+    # Transformers backend, which sizes no Mamba state (how its build then ends is F1b's)
+    crash = ("start", "TypeError", "unsupported operand type(s) for *: 'int' and 'NoneType'")
+    assert _failure("0.20.0", "minimax-default") == crash
+    assert _failure("0.23.0", "minimax-default") == crash
+    assert _failure("0.24.0", "minimax-default")[:2] == ("build", "ValueError")
+    with pytest.raises(InvalidInputError, match="head_dim"):
+        Pipeline(vllm_version="0.19.0", gpu_validation="off").resolve(str(CONFIGS / "minimax-default"))
+
+
+@pytest.mark.parametrize("release, message", [
+    ("0.28.0", "Setting kv cache block size to 64 for FLASHMLA backend."),
+    ("0.31.0", "Setting kv cache block size to 64 for FLASHMLA backend(s).")])
+def test_the_preferred_block_is_the_first_backends_until_s1b(release, message):
+    startup = _startup(release, "deepseek-v2-lite-like", attention_backend="FLASHMLA")
+    assert startup["block_size"] == 64
+    assert [d["reason"] for d in startup["decisions"] if d["field"] == "block_size"] == [message]
+
+
+@pytest.mark.parametrize("release, version, blocks", [("0.27.0", 4, [16]), ("0.28.0", 2, [16]),
+                                                      ("0.29.0", 4, [128])])
+def test_flash_attention_at_head_256_on_blackwell_follows_b3c_then_b3d_and_b2e(release, version, blocks):
+    # B3c (0.28.0) sent head 256 on Blackwell to FA2; B3d (0.29.0) brought the head-256 FA4 kernel
+    # back, with its kernel block of 128 (B2e)
+    startup = Pipeline(vllm_version=release, gpu="B200", gpu_validation="off").resolve(
+        str(CONFIGS / "qwen3.5-27b"), attention_backend="FLASH_ATTN").to_dict()["startup"]
+    attention = [b for b in startup["backends"] if b["kind"] == "attention"]
+    assert [(b["fa_version"], b["kernel_block_sizes"]) for b in attention] == [(version, blocks)]
+
+
+@pytest.mark.parametrize("release, quoted", [
+    ("0.27.0", '"GPU KV cache size: 16 tokens" and "Maximum concurrency for'),
+    ("0.28.0", '"GPU KV cache size: 16 tokens, Maximum concurrency for')])
+def test_the_report_quotes_the_capacity_lines_as_the_release_logs_them(release, quoted):
+    # K6c (0.28.0): the two capacity lines became one
+    from enginecfg.cli.report import impact_lines
+
+    result = Pipeline(vllm_version=release, gpu="H200", gpu_validation="off",
+                      impact={"kv_cache_memory": 17 * 2**30}).resolve(str(CONFIGS / "qwen3.5-27b"))
+    line = next(line for line in impact_lines(result) if "vLLM would log" in line)
+    assert quoted.replace("16", f"{result.impact.kv_tokens:,}") in line
+
+
+def test_kimi_linear_takes_its_class_default_length_from_c14():
+    # C14 (0.27.0): vLLM's KimiLinearConfig defaults max_position_embeddings to 4096; before it the
+    # length is not found (2048, with 0.19.0's warning). One process, both orders: the memoised
+    # load of one release is not the other's
+    model = str(REPO / "tests" / "data" / "vllm-0.34.0" / "heldout" / "configs" / "kimi-linear-48b-like")
+
+    def length(release):
+        return Pipeline(vllm_version=release, gpu_validation="off").resolve(model).config.model_config.max_model_len
+    assert [length(r) for r in ("0.26.0", "0.27.0", "0.34.0", "0.26.0", "0.19.0")] == [2048, 4096, 4096, 2048, 2048]

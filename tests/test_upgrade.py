@@ -224,3 +224,14 @@ def test_from_0_27_1_each_changed_decision_names_its_rule_and_release(warm_snaps
     for f in u.changed:
         if f.field.startswith(("cache_config.", "impact.gpu")):
             assert f.rule is not None, f.field
+
+
+def test_an_upgrade_out_of_the_all_mode_names_each_changed_decision():
+    from enginecfg.commands import upgrade as run_upgrade
+
+    u = run_upgrade(str(CONFIGS / "jamba-default"), from_version="0.24.0", to_version="0.34.0",
+                    enable_prefix_caching=True)
+    changed = {f.field: f for f in u.changed}
+    assert {"startup.block_size", "startup.mamba_block_size", "startup.starts"} <= set(changed)
+    assert [name for name, f in changed.items() if f.why == RULE_NOT_IDENTIFIED] == []
+    assert changed["startup.starts"].rule.rule == "K4" and changed["startup.block_size"].rule.rule == "S3"

@@ -180,6 +180,12 @@ def startup_lines(result) -> list[str]:
     return [line]
 
 
+def _release(name: str | None):
+    from enginecfg.pipeline import releases
+
+    return releases.get(name) if releases.known(name) else releases.last()
+
+
 def impact_lines(result) -> list[str]:
     """The run's KV-cache headline (``enginecfg explain`` has the rest): the figures vLLM
     would log at start-up, in its own words, or the error it would stop with instead."""
@@ -203,9 +209,13 @@ def impact_lines(result) -> list[str]:
                       f"the parts being estimates")
     else:
         basis = "--kv-cache-memory-bytes"
+    size = f"GPU KV cache size: {imp.kv_tokens:,} tokens"
+    concurrency = f"Maximum concurrency for {imp.max_model_len:,} tokens per request: {imp.max_concurrency:.2f}x"
+    # K6c: one line from 0.28.0 on, two before
+    logged = f"\"{size}, {concurrency}\"" if _release(result.vllm_version).has("K6c") \
+        else f"\"{size}\" and \"{concurrency}\""
     line = (f"KV cache ({mem.gpu}, {mem.kv_cache_memory / 2**30:.2f} GiB per GPU, {basis}): vLLM would "
-            f"log \"GPU KV cache size: {imp.kv_tokens:,} tokens\" and \"Maximum concurrency for "
-            f"{imp.max_model_len:,} tokens per request: {imp.max_concurrency:.2f}x\"")
+            f"log {logged}")
     r = imp.kv_range
     if r is not None:
         line += f" ({r.kv_tokens[0]:,}-{r.kv_tokens[1]:,} tokens over the memory's range)"

@@ -374,6 +374,13 @@ def _situation(field: str, old: Side, new: Side) -> str | None:
     if field == "impact.gpu_memory_utilization":
         return "gpu_memory_utilization.default"
     r_old, r_new = _release_of(old), _release_of(new)
+    left_all = _at(co, "cache_config.mamba_cache_mode") == "all" and _at(cn, "cache_config.mamba_cache_mode") != "all"
+    if left_all and hybrid and _built(new) and field in (
+            "startup.block_size", "startup.engine_block_size", "startup.mamba_block_size",
+            "startup.mamba_page_size_padded"):
+        return "block_size.all_mode"
+    if left_all and field == "startup.starts" and _built(new) and _built(old):
+        return "start.all_mode"
     if field == "cache_config.block_size":
         if hybrid and r_old is not None and not r_old.decides_at_engine_start:
             return "block_size.no_config_alignment"

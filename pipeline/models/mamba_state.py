@@ -45,6 +45,7 @@ __all__ = [
     "attention_page_size_1_token",
     "kernel_block_alignment",
     "mamba_chunk_size",
+    "state_crash",
 ]
 
 Shape = tuple[int, ...]
@@ -418,6 +419,21 @@ def state_shapes(info: ArchInfo, hf_config: Any, hf_text_config: Any, tp: int,
     reader = _Reader(cfg, path, info.name, _KIND_WORDS[info.state_kind])
     spec = num_spec if info.num_spec_source != "none" else 0
     return tuple(_RECIPES[info.state_recipe](reader, tp, spec))
+
+
+def state_crash(info: ArchInfo, hf_config: Any, hf_text_config: Any) -> tuple[str, str] | None:
+    """What vLLM itself raises, ``(type, message)``, when it sizes this model's state from a
+    config that :func:`state_shapes` refuses, where that is known; None otherwise.
+
+    Known: MiniMax's linear-attention recipe puts ``head_dim`` into the shape as it stands, so a
+    ``head_dim`` of None (``MiniMaxConfig``'s default) reaches the page-size product, where
+    Python refuses to multiply by None."""
+    if info.state_recipe != "minimax":
+        return None
+    cfg, _ = state_config(info, hf_config, hf_text_config)
+    if typed.attr(cfg, "head_dim", typed.ANY, default=typed.ABSENT) is None:
+        return "TypeError", "unsupported operand type(s) for *: 'int' and 'NoneType'"
+    return None
 
 
 def state_dtypes(info: ArchInfo, model_dtype: str, mamba_cache_dtype: str,

@@ -91,6 +91,14 @@ class Registry:
     class_defaults: Mapping[str, Mapping[str, Any]] = attrs.field(
         factory=dict, converter=lambda m: MappingProxyType({k: MappingProxyType(dict(v)) for k, v in m.items()}))
 
+    @property
+    def memo_key(self) -> tuple:
+        """What tells two registries apart where a load is memoised: the release whose table it
+        is, and what it adds to that table (two releases' rules may read one table with
+        different config-class defaults)."""
+        return (self.release, self.attention_interface,
+                tuple((t, tuple(sorted(d.items()))) for t, d in sorted(self.class_defaults.items())))
+
     def changed(self, change: Any, **kw: Any) -> Registry:
         """The registry of a later release: this one with *change* applied (a module
         ``tools/dump_vllm_registry.py --on`` generated: ``VLLM_VERSION``, ``ON``, which must be

@@ -75,7 +75,8 @@ _MODE_IGNORED_RULE = "C7f"
 #: rules of :data:`NOTHING_TO_SWITCH`
 WIRED: frozenset[str] = frozenset({"C8", "C3.3", "C6", "C3.2b", "C3.4a", "C3.4b", "C7f", "C7g", "C1b", "C1c", "C1g", "C1e", "C7c",
                                 "K7a", "K7b", "B6b", "S3e", "K4d", "C9.2", "C3.5b", "C3.5c", "B1f", "B1g",
-                                "C4c", "K11", "K10b", "B2f", "C7d", "C7e", "C2", "C4b", "K4b", "F8a", "F8b", "K6a", "B6a", "C4a", "F9", "C5b"})
+                                "C4c", "K11", "K10b", "B2f", "C7d", "C7e", "C2", "C4b", "K4b", "F8a", "F8b", "K6a", "B6a", "C4a", "F9", "C5b",
+                                "S3d", "K4e", "C9.6", "S8", "S0b", "S1b", "S3b", "B2e", "B3d", "K6c", "C14"})
 
 #: dated rules that change nothing enginecfg computes, each with the reason: they count as wired
 #: (there is no switch to add), and ``tests/test_release_wiring.py`` holds each reason true
@@ -86,6 +87,26 @@ NOTHING_TO_SWITCH: Mapping[str, str] = MappingProxyType({
            "the architecture's own interface flag for every release alike",
     "C4d": "the XPU branch of Gemma4Config.verify_and_update_config: enginecfg's GPUs are CUDA devices only "
            "(each a compute capability), so no run reaches it",
+    "K4a": "the speculative blocks a Mamba layer keeps in 'all' mode: enginecfg plans no speculative decoding "
+           "in any release (no release's engine arguments in enginecfg take speculative_config, refused as "
+           "unknown), so every Mamba layer has 0 speculative blocks, before the rule as after it",
+    "K4c": "the tokens a sliding window keeps for speculative decoding: enginecfg plans no speculative decoding "
+           "in any release (speculative_config is refused as unknown), so a window keeps no extra tokens, before "
+           "the rule as after it",
+    "S2c": "the first backend reshaping the attention spec before the alignment sizes a token: on the path it "
+           "applies to (no MLA, no TurboQuant KV dtype, which S2b's branch takes) every backend enginecfg selects "
+           "returns the spec unchanged; the one that does not (the ultraquant KV dtype's) is refused by every "
+           "release's engine arguments in enginecfg",
+    "S2d": "the largest of several Mamba state layouts, which only Qwen4Exp's class declares "
+           "(get_mamba_specs_from_config); enginecfg has no Mamba-state entry for Qwen4Exp and resolves it on "
+           "the Transformers backend as a plain attention model in every release, so no hybrid alignment "
+           "reads its layouts",
+    "S3c": "the sparse-indexer alignment of 0.30.0-0.31.0 reads index_kpool, which only Glm5Next's config carries; "
+           "enginecfg has no Mamba-state entry for Glm5Next and resolves it on the Transformers backend as a "
+           "plain attention model in every release, so no hybrid alignment runs for it (an alignment enginecfg "
+           "would need first, in every release alike)",
+    "S3f": "the removal of S3c (0.32.0): as S3c, it would act only on Glm5Next, which no hybrid alignment of "
+           "enginecfg reaches",
     "S2e": "the Mamba state alignment is 16 only with --use-replayssm on FlashInfer's Mamba backend; no release's "
            "engine arguments in enginecfg take use_replayssm (refused as unknown), so the alignment is 1 and the "
            "Mamba page is the plain sum of its states, as before the rule",

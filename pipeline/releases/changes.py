@@ -55,6 +55,14 @@ SITUATIONS: Mapping[str, Situation] = MappingProxyType({
     "block_size.not_built": _S(("C8", "C1b", "C1g"), "C8, F",
                                "the model class does not build under this release, so no engine start aligns the "
                                "block size"),
+    "block_size.all_mode": _S(("S3d",), "S3",
+                              "the 'all' Mamba cache mode sized the hybrid's block in multiples of the Mamba chunk "
+                              "(its mamba_chunk_size, 2048 by default) and a Mamba block spanned it; with 'all' "
+                              "gone (0.32) the block is the smallest aligned one that holds a Mamba page"),
+    "start.all_mode": _S(("K4e",), "K4",
+                         "in the 'all' Mamba cache mode every Mamba layer keeps a block per block of a request's "
+                         "tokens, so a long request needs far more KV cache; with 'all' gone (0.32) a Mamba layer "
+                         "keeps a fixed few blocks per request"),
     "enable_prefix_caching.hybrid": _S(("C3.2b",), "C3.2",
                                        "prefix caching is on by default for generative hybrid models (was off)"),
     "mamba_cache_mode.prefix_default": _S(("C3.2b", "C7c"), "C3.2 + C7",
@@ -115,7 +123,8 @@ def explain(situation: str, old, new) -> Explained | None:
     s = SITUATIONS.get(situation)
     if s is None:
         return None
-    moved = [r for r in s.rules if old.has(r) != new.has(r)]
+    # a rule that changes nothing enginecfg computes explains no difference it finds
+    moved = [r for r in s.rules if old.has(r) != new.has(r) and r not in releases.NOTHING_TO_SWITCH]
     if not moved:
         return None
     dated = [releases.rule(r) for r in moved]

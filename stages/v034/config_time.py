@@ -125,10 +125,31 @@ class SsmDtype034Stage(SsmDtypeStage):
     nemotron_h_default = ct.NEMOTRON_H_SSM_DTYPE
 
 
+def _chunked_prefill_required(c7f: bool) -> ConfigRejectedError:
+    """The assertion of prefix caching without chunked prefill, in C7f's words or before them."""
+    return ConfigRejectedError("Chunked prefill is required for Mamba prefix caching." if c7f
+                               else "Chunked prefill is required for mamba cache mode 'align'.",
+                               field="scheduler_config.enable_chunked_prefill", vllm_type="AssertionError")
+
+
 class MambaCacheMode034Stage(MambaCacheModeStage):
     """C7: with prefix caching on, mode 'align' (an INFO line), chunked prefill required and an
     unset Mamba block size the block size; off, mode 'none' and max_model_len."""
 
+    release = None
+
+    def configure(self, pipeline) -> None:
+        super().configure(pipeline)
+        self.release = getattr(pipeline, "release", None)
+
+    def check(self, cfg) -> None:
+        if self.release is not None and not self.release.has("C7c"):
+            return super().check(cfg)  # before C7c: 0.19.0's check
+        cc = cfg.cache_config
+        has = lambda rule: self.release is None or self.release.has(rule)  # noqa: E731
+        if self.applies(cfg) and cc.enable_prefix_caching and not cfg.scheduler_config.enable_chunked_prefill \
+                and (has("C7e") or cc.mamba_cache_mode == "align"):
+            raise _chunked_prefill_required(has("C7f"))
 
     def run(self, cfg, ctx) -> None:
         if ctx.release is not None and not ctx.release.has("C7c"):
@@ -152,10 +173,7 @@ class MambaCacheMode034Stage(MambaCacheModeStage):
                                     f"{mc.architecture} lacks, so the mode falls back to 'align'.")
             if not cfg.scheduler_config.enable_chunked_prefill and (has("C7e") or cc.mamba_cache_mode == "align"):
                 # C7e: asserted whatever the mode (before it, for 'align' only); C7f: the words
-                raise ConfigRejectedError("Chunked prefill is required for Mamba prefix caching." if has("C7f")
-                                          else "Chunked prefill is required for mamba cache mode 'align'.",
-                                          field="scheduler_config.enable_chunked_prefill",
-                                          vllm_type="AssertionError")
+                raise _chunked_prefill_required(has("C7f"))
             if cc.mamba_block_size is None:
                 ctx.set("cache_config", "mamba_block_size", cc.block_size,
                         reason=f"with prefix caching the Mamba block size follows the block size ({cc.block_size})",

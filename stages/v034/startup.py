@@ -77,18 +77,18 @@ def _backends(cfg, gpu, release) -> _Step:
         # tensor-parallel size does not divide): no decisions, but the engine does not start
         return _Step(StartupUnavailable(str(exc), exc.field, failure=rules.unbuildable(cfg, exc)))
     except EngineCfgError as exc:
-        return _Step(StartupUnavailable(str(exc), exc.field))
+        return _Step(StartupUnavailable(str(exc), exc.field, failure=rules.state_crash(cfg, exc)))
     return _Step(Startup(str(release), gpu.name, gpu.capability_text, layers, cc.block_size, cc.mamba_block_size,
                          cc.mamba_page_size_padded, messages=messages, failure=failure,
                          disable_hybrid_kv_cache_manager=bool(cfg.scheduler_config.disable_hybrid_kv_cache_manager)),
                  tuple(messages))  # logged while the layers are built
 
 
-def _block(cfg, gpu, startup) -> _Step:
+def _block(cfg, gpu, release, startup) -> _Step:
     if not isinstance(startup, Startup):
         return _Step(None)
     try:
-        block, decisions, messages = rules.preferred_block(cfg, list(startup.backends), gpu)
+        block, decisions, messages = rules.preferred_block(cfg, list(startup.backends), gpu, release)
     except ValueError as exc:
         return _Step(attrs.evolve(startup, failure=startup.failure or StartFailure(
             "start", "ValueError", str(exc), "platforms/interface.py in update_block_size_for_backend",
@@ -101,8 +101,7 @@ def _align(cfg, gpu, release, startup) -> _Step:
         return _Step(None)
     try:
         block, mbs, padded, decisions, messages = rules.align_hybrid(
-            cfg, list(startup.backends), gpu, startup.block_size,
-            checkpoints=release is None or release.has("S3e"))  # B6b/S3e
+            cfg, list(startup.backends), gpu, startup.block_size, release=release)
     except (ValueError, AssertionError) as exc:
         return _Step(attrs.evolve(startup, failure=startup.failure or StartFailure(
             "start", type(exc).__name__, str(exc), "platforms/interface.py in update_block_size_for_backend",
@@ -135,7 +134,7 @@ def _engine(cfg, gpu, release, startup) -> _Step:
                                           "v1/core/kv_cache_planning.py in get_kv_cache_groups",
                                           "the engine core cannot group the layers' KV-cache specs", "K2")
     if failure is None:
-        failure = rules.validate_block_size(cfg, startup.mamba_page_size_padded)
+        failure = rules.validate_block_size(cfg, startup.mamba_page_size_padded, engine_block, gpu, release)
     step = _added(attrs.evolve(startup, failure=failure), decisions, messages, engine_block_size=engine_block)
     if failure is not None:
         step = _Step(step.fact, step.warnings + (("WARNING", failure_message(release, failure)),))
@@ -155,7 +154,7 @@ def _plan(cfg, gpu, release) -> _Plan:
         if name == "attention-backend":
             step = _backends(cfg, gpu, release)
         elif name == "startup-block-size":
-            step = _block(cfg, gpu, fact)
+            step = _block(cfg, gpu, release, fact)
         elif name == "hybrid-alignment":
             if not HybridAlignment034Stage.applies_to_config(cfg):
                 steps.append(None)
@@ -254,7 +253,7 @@ class StartupBlockSize034Stage(_StartupStage):
     name = "startup-block-size"
 
     def _direct(self, cfg, ctx, found) -> _Step:
-        return _block(cfg, self.gpu, found)
+        return _block(cfg, self.gpu, ctx.release, found)
 
 
 class HybridAlignment034Stage(_StartupStage):

@@ -101,8 +101,10 @@ def flash_attn_version(ctx: Context, head: int | None = None, block: int | None 
         version = 4 if fa_supported(4, cap) else 2
     if version == 3 and major == 9 and fa_supported(4, cap) and head is not None and head > 256:
         version = 4
-    if version == 4 and _hd256(head, cap):
-        if not fa4_hd256 or _hd256_fallback(ctx, block):
+    # head 256 on Blackwell: FA2 from B3c (0.28.0); from B3d (0.29.0) the head-256 FA4 kernel where
+    # the layer asks for it and nothing it does not support is in play
+    if version == 4 and _hd256(head, cap) and _has(ctx, "B3c"):
+        if not _has(ctx, "B3d") or not fa4_hd256 or _hd256_fallback(ctx, block):
             version = 2
     if version == 4 and major >= 10 and head is not None and head > 128 and head != 256:
         version = 2
@@ -127,7 +129,8 @@ def _fa_blocks(ctx: Context, head: int | None = None, kv: str | None = None) -> 
     fp8 = (ctx.cache_dtype if kv is None else kv) in ("fp8", "fp8_e4m3")
     if ctx.capability[0] == 9 and fp8 and head == 512 and flash_attn_version(ctx, head) == 4 and _has(ctx, "B2f"):
         return ((64, False),)
-    if _hd256(head, ctx.capability) and flash_attn_version(ctx, head, fa4_hd256=True) == 4:
+    if (_hd256(head, ctx.capability) and _has(ctx, "B2e")
+            and flash_attn_version(ctx, head, fa4_hd256=True) == 4):  # B2e: the head-256 kernel's block
         return ((128, False),)
     return ((16, True),)
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, Mapping
 
+import attrs
+
 from enginecfg.pipeline.errors import ConfigRejectedError, InvalidInputError
 from enginecfg.pipeline.hf import HFConfigView, typed
 from enginecfg.pipeline.models.architectures import GENERIC_ATTENTION
@@ -32,7 +34,7 @@ from enginecfg.pipeline.models.v034.backends import DEFAULT_BLOCK_SIZE, fa_suppo
 from enginecfg.pipeline.models.vllm_registry import REGISTRY as REGISTRY_019
 from enginecfg.pipeline.models.vllm_registry import Fallback
 
-__all__ = ["RELEASE", "DEFAULT_BLOCK_SIZE", "REGISTRY", "REMOVED_ARCHITECTURES", "NEMOTRON_H_SSM_DTYPE", "transformers_backend",
+__all__ = ["RELEASE", "DEFAULT_BLOCK_SIZE", "REGISTRY", "registry_for", "REMOVED_ARCHITECTURES", "NEMOTRON_H_SSM_DTYPE", "transformers_backend",
            "is_hybrid", "is_mm_prefix_lm", "attn_type", "prefix_caching_supported", "chunked_prefill_supported",
            "batch_defaults", "chunked_prefill", "max_num_batched_tokens", "max_num_seqs", "async_scheduling",
            "gemma4_head_dims", "gemma4_rule", "float_kv_mismatch", "FP8_KV_MESSAGE", "MAMBA_ALL_DEPRECATED", "in_release_words", "REMOVED_ARGUMENTS", "BIDIRECTIONAL_NO_POOLING",
@@ -52,6 +54,14 @@ KIMI_LINEAR_DEFAULTS: Mapping[str, Any] = MappingProxyType({"max_position_embedd
 
 REGISTRY = REGISTRY_019.changed(vllm_registry_034, attention_interface=True,
                     class_defaults={"kimi_linear": KIMI_LINEAR_DEFAULTS})
+#: the same table before C14 (0.27.0), which brought the Kimi-Linear class default
+_REGISTRY_BEFORE_C14 = attrs.evolve(REGISTRY, class_defaults={})
+
+
+def registry_for(release: Any) -> Any:
+    """The model registry *release* reads configs with (None: the latest): its architectures,
+    and the config-class defaults it had (C14: Kimi-Linear's, from 0.27.0)."""
+    return REGISTRY if release is None or release.has("C14") else _REGISTRY_BEFORE_C14
 
 #: architectures of the 0.19.0 table that left vLLM's registry, and the last release with them
 REMOVED_ARCHITECTURES: Mapping[str, str] = MappingProxyType({

@@ -92,15 +92,19 @@ class Group:
     def bytes_per_block(self) -> int:
         return sum(layer.page for layer in self.layers)
 
-    def blocks_per_request(self, length: int, in_flight: int, mode: str) -> int:
+    def blocks_per_request(self, length: int, in_flight: int, mode: str, rules: Any = None) -> int:
         layers = self.layers if self.uniform else self.layers[:1]
-        return max(_blocks(layer, length, in_flight, mode) for layer in layers)
+        return max(_blocks(layer, length, in_flight, mode, rules) for layer in layers)
 
 
-def _blocks(layer: Layer, length: int, in_flight: int, mode: str) -> int:
-    """K4: the blocks one request of *length* tokens takes in a layer."""
+def _blocks(layer: Layer, length: int, in_flight: int, mode: str, rules: Any = None) -> int:
+    """K4: the blocks one request of *length* tokens takes in a layer (*rules*: the release,
+    None for the latest).  A Mamba layer in 'all' mode, until K4e (0.32.0) took that mode
+    away, keeps a block per *length* tokens, plus the speculative ones from K4a (0.22.0)."""
     s = layer.spec
     if isinstance(s, kc.MambaSpec):
+        if mode == "all" and rules is not None and not rules.has("K4e"):
+            return cdiv(length, s.block_size) + (s.num_speculative_blocks if rules.has("K4a") else 0)
         if mode == "align":
             return 2 + s.num_speculative_blocks + layer.checkpoint_blocks
         return 1 + s.num_speculative_blocks
@@ -324,7 +328,7 @@ def plan(cfg: Any, startup: Any, gpu: Any) -> tuple[Plan, int, Any]:
     mode = cfg.cache_config.mamba_cache_mode
 
     def per_request(length: int) -> int:
-        return sum(g.blocks_per_request(length, in_flight, mode) for g in p.groups)
+        return sum(g.blocks_per_request(length, in_flight, mode, rules) for g in p.groups)
     return p, bpb, per_request
 
 
@@ -432,7 +436,7 @@ def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capa
     pad_layers = 0 if p.groups[0].uniform else sum(size - len(g.layers) for g in p.groups)
     layers = sum(len(g.layers) for g in p.groups)
     attention = [g.block_size for g in p.groups if not isinstance(g.spec, kc.MambaSpec)]
-    rows = [_figures(g, _blocks(g.layers[0], 1, 0, cc.mamba_cache_mode)) for g in p.groups]
+    rows = [_figures(g, _blocks(g.layers[0], 1, 0, cc.mamba_cache_mode, start.rules)) for g in p.groups]
     kv_range = None
     if budget.is_range:
         def at(memory: int) -> tuple:

@@ -23,7 +23,7 @@ from typing import Any
 
 from enginecfg.pipeline.hf import typed
 from enginecfg.pipeline.models import backends as be019
-from enginecfg.pipeline.models import engine_start
+from enginecfg.pipeline.models import engine_start, mamba_state
 from enginecfg.pipeline.models.pages import page_facts
 from enginecfg.pipeline.models.startup import (Decision, LayerBackend, LayerKind, StartFailure, LayerClasses,
                                                layer_kinds, select_layer_backends, state_page_failure)
@@ -31,7 +31,7 @@ from enginecfg.pipeline.models.v034 import backends as be
 from enginecfg.pipeline.models.v034 import config_time
 
 __all__ = ["context", "layer_class", "select_backends", "build_failure", "preferred_block", "checkpoint_alignment",
-           "align_hybrid", "validate_block_size", "unbuildable"]
+           "align_hybrid", "validate_block_size", "unbuildable", "state_crash"]
 
 _MAMBA_CLASSES = {"mamba1": "MambaMixer", "mamba2": "MambaMixer2", "gated_delta_net": "QwenGatedDeltaNetAttention",
                   "kda": "KimiDeltaAttention", "short_conv": "ShortConv",
@@ -175,6 +175,22 @@ def unbuildable(cfg: Any, exc: Exception) -> StartFailure:
         f"that state at start-up, unless building the model's layers asserts first on another dimension", "S2")
 
 
+def state_crash(cfg: Any, exc: Exception) -> StartFailure | None:
+    """Why the engine does not start when the Mamba state cannot be sized (*exc*, enginecfg's
+    refusal of the field) and vLLM's own exception there is known
+    (:func:`~enginecfg.pipeline.models.mamba_state.state_crash`): since C8 a hybrid's config
+    resolves and the start-up step meets it, when it sizes the state for the alignment."""
+    mc = cfg.model_config
+    if not mc.is_hybrid or mc.arch_info is None:
+        return None
+    crash = mamba_state.state_crash(mc.arch_info, mc.hf_config, mc.hf_text_config)
+    if crash is None:
+        return None
+    return StartFailure("start", crash[0], crash[1], "v1/kv_cache_interface.py in MambaSpec.page_size_bytes",
+                        f"the start-up step sizes the Mamba state to align the hybrid's block size, and vLLM "
+                        f"computes with the value enginecfg refuses: {exc}", "C8")
+
+
 def _triton_fp8(cfg: Any, backend: str, gpu: Any) -> StartFailure | None:
     """F7: an FP8 KV cache on a Triton backend needs native FP8 (compute capability 8.9)."""
     cc = cfg.cache_config
@@ -254,14 +270,23 @@ def _non_ssm(layers: list[LayerBackend]) -> list[str]:
     return names
 
 
-def preferred_block(cfg: Any, layers: list[LayerBackend], gpu: Any) -> tuple[int, list[Decision],
-                                                                          list[tuple[str, str]]]:
+def _every_backend(release: Any) -> bool:
+    """S0b/S1b (0.31.0): the start-up step weighs every distinct non-SSM backend of the model;
+    before them only the first one."""
+    return release is None or release.has("S1b")
+
+
+def preferred_block(cfg: Any, layers: list[LayerBackend], gpu: Any, release: Any = None
+                    ) -> tuple[int, list[Decision], list[tuple[str, str]]]:
     """S0-S1: the block size the backends prefer, unless the user gave one (the default is the
-    config's block size, the release's ``DEFAULT_BLOCK_SIZE`` when none was given)."""
+    config's block size, the release's ``DEFAULT_BLOCK_SIZE`` when none was given); before
+    S0b/S1b the first backend's alone, logged in the singular."""
     cc = cfg.cache_config
     names = _non_ssm(layers)
     if not names or cc.user_specified_block_size:
         return cc.block_size, [], []
+    if not _every_backend(release):
+        names = names[:1]
     ctx = context(cfg, gpu)
     if len(names) == 1:
         block = be.preferred_block_size(names[0], ctx, cc.block_size)
@@ -272,7 +297,8 @@ def preferred_block(cfg: Any, layers: list[LayerBackend], gpu: Any) -> tuple[int
             raise ValueError(f"The attention backends share no supported KV cache block size ({sizes}).")
     if block == cc.block_size:
         return block, [], []
-    reason = f"Setting kv cache block size to {block} for {'/'.join(names)} backend(s)."
+    reason = (f"Setting kv cache block size to {block} for {'/'.join(names)} backend(s)."
+              if _every_backend(release) else f"Setting kv cache block size to {block} for {names[0]} backend.")
     sizes = ", ".join(f"{n}: {[s for s, _ in be.kernel_blocks(n, ctx)]}" for n in names)
     return block, [Decision("block_size", cc.block_size, block, reason,
                             f"No --block-size was given; the attention layers run on {'/'.join(names)} "
@@ -317,12 +343,14 @@ def checkpoint_blocks(cfg: Any, gpu: Any, release: Any = None) -> int:
     return 1 if checkpoint_alignment(cfg, gpu) is not None else 0
 
 
-def align_hybrid(cfg: Any, layers: list[LayerBackend], gpu: Any, block: int, *, checkpoints: bool = True
+def align_hybrid(cfg: Any, layers: list[LayerBackend], gpu: Any, block: int, *, release: Any = None
                  ) -> tuple[int, int | None, int | None, list[Decision], list[tuple[str, str]]]:
-    """S2-S6 and S8 for a hybrid model: ``(block_size, mamba_block_size,
-    mamba_page_size_padded, decisions, messages)``; raises vLLM's ValueError where S8 does.
-    *checkpoints*: whether the 'align' mode unit takes the Mamba prefill-checkpoint alignment
-    (B6b/S3e; before them the unit ignores it)."""
+    """S2-S6 and S8 for a hybrid model under *release* (None: the latest): ``(block_size,
+    mamba_block_size, mamba_page_size_padded, decisions, messages)``; raises vLLM's ValueError
+    where S8 does.  Dated steps: the 'align' unit takes the Mamba prefill-checkpoint alignment
+    from B6b/S3e; MLA's unit is at least 128 from S3b; until S3d the 'all' mode sizes the block
+    in multiples of the Mamba chunk (or the user's Mamba block size) and no backend lcm rounds
+    it; S8's check comes with S3d's lcm."""
     mc, cc = cfg.model_config, cfg.cache_config
     mbs, padded = cc.mamba_block_size, cc.mamba_page_size_padded
     names = _non_ssm(layers)
@@ -335,15 +363,15 @@ def align_hybrid(cfg: Any, layers: list[LayerBackend], gpu: Any, block: int, *, 
         return block, mbs, padded, [], []
     decisions: list[Decision] = []
     messages: list[tuple[str, str]] = []
+    has = (lambda rule: True) if release is None else release.has
     first_min = be.smallest_kernel_block(names[0], ctx)
     align = max(first_min, block)
-    mins = [be.smallest_kernel_block(n, ctx) for n in names]
-    backend_align = math.lcm(*mins)
     words = [f"the alignment unit is max({names[0]}'s smallest kernel block {first_min}, the block size "
              f"{block}) = {align}"]
-    if mc.use_mla:
+    if mc.use_mla and has("S3b"):
         align = max(align, 128)
         words.append(f"MLA: at least 128, {align}")
+    checkpoints = has("S3e")  # B6b/S3e: before them the unit ignores the checkpoint alignment
     ckpt = checkpoint_alignment(cfg, gpu) if cc.mamba_cache_mode == "align" and checkpoints else None
     if cc.mamba_cache_mode == "align":
         before = align
@@ -352,13 +380,29 @@ def align_hybrid(cfg: Any, layers: list[LayerBackend], gpu: Any, block: int, *, 
             words.append(f"in 'align' mode lcm with the Mamba prefill-checkpoint alignment {ckpt}: "
                          f"lcm({before}, {ckpt}) = {align}")
     need = -(-mamba_page // attn1)
-    attn_block = align * -(-mamba_page // (align * attn1))
-    if attn_block % backend_align:
-        words.append(f"rounded up to the lcm of the backends' smallest kernel blocks, {backend_align}")
-        attn_block = backend_align * -(-attn_block // backend_align)
+    if cc.mamba_cache_mode == "all" and not has("S3d"):
+        given = cfg.engine_args.get("mamba_block_size")
+        base = given or mc.mamba_chunk_size
+        chunk = math.lcm(base, align)
+        words.append(f"in 'all' mode a multiple of lcm({'the Mamba block size you gave' if given else 'the Mamba chunk size'} "
+                     f"{base}, {align}) = {chunk}")
+        attn_block = chunk * -(-need // chunk)
+    else:
+        attn_block = align * -(-mamba_page // (align * attn1))
+    if has("S3d"):
+        backend_align = math.lcm(*(be.smallest_kernel_block(n, ctx) for n in names))
+        if attn_block % backend_align:
+            words.append(f"rounded up to the lcm of the backends' smallest kernel blocks, {backend_align}")
+            attn_block = backend_align * -(-attn_block // backend_align)
     rule = (f"One Mamba state page is {mamba_page:,} bytes and an attention token {attn1:,} bytes, so a page "
             f"needs {need:,} tokens; {'; '.join(words)}; the smallest multiple of it that holds the Mamba "
             f"page is {attn_block:,} tokens.")
+    if cc.mamba_cache_mode == "all" and not has("S3d") and mbs != attn_block:
+        decisions.append(Decision("mamba_block_size", mbs, attn_block,
+                                  f"'all' mode: Mamba blocks of {attn_block} tokens, a multiple of the Mamba chunk "
+                                  f"that covers the Mamba page",
+                                  rule + f" A Mamba block spans those {attn_block:,} tokens.", "S3a"))
+        mbs = attn_block
     old = block
     if block < attn_block:
         block = attn_block
@@ -389,7 +433,7 @@ def align_hybrid(cfg: Any, layers: list[LayerBackend], gpu: Any, block: int, *, 
                                   f"bytes, so the Mamba page is padded by {attn_page - mamba_page:,} bytes "
                                   f"({pct:.2f}% of the state).", "S6"))
         padded = attn_page
-    if block != old:
+    if block != old and has("S8"):
         refusing = [n for n in names if not be019.supports_block_size(be.kernel_blocks(n, ctx), block)]
         if refusing:
             raise ValueError(f"Aligned KV cache block size {block} is not supported by attention backend(s): "
@@ -397,15 +441,31 @@ def align_hybrid(cfg: Any, layers: list[LayerBackend], gpu: Any, block: int, *, 
     return block, mbs, padded, decisions, messages
 
 
-def validate_block_size(cfg: Any, padded: int | None) -> StartFailure | None:
-    """C9.6 and F6 after the KV planning: in 'align' mode chunked multimodal input must stay on
-    (a multimodal prefix-LM model turns it off); a real Mamba state must fit its padded page."""
+def validate_block_size(cfg: Any, padded: int | None, engine_block: int | None = None, gpu: Any = None,
+                        release: Any = None) -> StartFailure | None:
+    """C9.6 and F6 after the KV planning: a real Mamba state must fit its padded page; in
+    'align' mode, until C9.6 (0.27.0), the block the engine wrote back (*engine_block*) must fit
+    one scheduling step; and chunked multimodal input must stay on (a multimodal prefix-LM
+    model turns it off)."""
     mc, cc = cfg.model_config, cfg.cache_config
     if mc.is_hybrid:
         failure = state_page_failure(cfg, padded, page_facts(cfg)["mamba_page_size"])
         if failure is not None:
             return StartFailure(failure.step, failure.vllm_type, failure.message,
                                 "v1/kv_cache_interface.py in MambaSpec.page_size_bytes", failure.reason, "F6")
+    from enginecfg.pipeline import releases
+
+    if (cc.mamba_cache_mode == "align" and engine_block is not None and release is not None
+            and not release.has("C9.6")):
+        budget = config_time.max_num_batched_tokens(cfg, gpu, release)
+        if engine_block > budget:
+            return StartFailure("start", "AssertionError",
+                                f"In Mamba cache align mode, block_size ({engine_block}) must be <= "
+                                f"max_num_batched_tokens ({budget}).",
+                                "config/vllm.py in VllmConfig.validate_block_size",
+                                f"in 'align' mode a scheduling step must hold a whole block: the block of "
+                                f"{engine_block:,} tokens is larger than the step's {budget:,} tokens (dropped "
+                                f"in {releases.brought_by('C9.6')})", "C9.6")
     if cc.mamba_cache_mode == "align" and config_time.is_mm_prefix_lm(cfg):
         return StartFailure("start", "AssertionError",
                             "Chunked MM input is required because we need the flexibility to schedule a multiple "
