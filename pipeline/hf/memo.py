@@ -206,11 +206,17 @@ def memoised(memo: ContentMemo) -> Callable[[Callable[..., Any]], Callable[..., 
 
         @functools.wraps(fn)
         def call(cfg: Any, **options: Any) -> Any:
+            # keyed() spelt out: the options are not packed and unpacked twice on every call
             try:
-                key_of_options = options_key(**options)
+                anchors, key = cfg.state().content_key()
+                key = (key, content_key({name: options[name] for name in sorted(options)}))
             except Unkeyable:
                 return fn(cfg, **options)
-            return keyed(cfg, key_of_options, **options)
+            known = memo.get(key, anchors, _MISS)
+            if known is _MISS:
+                known = fn(cfg, **options)
+                memo.put(key, anchors, known)
+            return to_json(known) if known.__class__ in (dict, list) else known
         call.memo = memo
         call.options_key = options_key
         call.keyed = keyed
