@@ -63,14 +63,19 @@ def load_at_start(release: releases.Release, path: Any, engine_args: dict[str, A
     already (the rule pack works it out once, not on every load)."""
     v034.check_engine_args(engine_args, release)
     try:
-        cfg = load_pretrained(path, engine_args, revision, defer_argument_errors=defer_argument_errors,
-                              registry=v034.registry_for(release),
-                              arguments=arguments_for(release) if arguments is None else arguments)
+        # adapted once per config content: the load memo keeps the adapted config
+        return load_pretrained(path, engine_args, revision, defer_argument_errors=defer_argument_errors,
+                               registry=v034.registry_for(release),
+                               arguments=arguments_for(release) if arguments is None else arguments,
+                               adapt=partial(_adapted, release), adapt_key=(str(release), release.rules))
     except ConfigRejectedError as exc:  # an argument error raised now, not deferred: in the release's words
         reworded = v034.in_release_words(exc, release)
         if reworded is exc:
             raise
         raise reworded from None
+
+
+def _adapted(release: releases.Release, cfg: Any) -> Any:
     return v034.adapt(cfg, release)
 
 

@@ -23,7 +23,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Hashable
 
 import attrs
 
@@ -157,7 +157,8 @@ def _blaming_overrides(load: Callable[..., Any]) -> Callable[..., Any]:
 @_blaming_overrides
 def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None = None, *,
                     defer_argument_errors: bool = False, registry: Any = None,
-                    arguments: Any = None) -> EngineConfig:
+                    arguments: Any = None, adapt: Callable[[EngineConfig], EngineConfig] | None = None,
+                    adapt_key: Hashable = None) -> EngineConfig:
     """A config from a model folder, a ``config.json`` or a Hugging Face repo id.
 
     Besides ``config.json`` the files vLLM 0.19.0 reads while building its config are read
@@ -177,6 +178,11 @@ def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None
     decides what an architecture it does not register resolves to, or that it is refused.
     *arguments*: that release's engine arguments, ``(table, phases)`` (see
     :func:`~enginecfg.pipeline.engine_args.check_engine_args`; default 0.19.0's).
+    *adapt*: what a release changes in a config once it is loaded (a pure function of the
+    config, ``adapt(cfg) -> cfg``), applied after any engine-argument error not deferred was
+    raised; the load memo keeps the adapted config, keyed with *adapt_key* (what *adapt*
+    depends on besides the config: its release and rules), so a load it answers is not
+    adapted again.
     """
     check_names(engine_args)  # vLLM's EngineArgs refuses an unknown name before anything
     registry = registry or vllm_registry.REGISTRY
@@ -206,7 +212,7 @@ def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None
         raise
     memo_key = None if deferred or source.kind == "hub" else LOADS.key(path, revision, engine_args)
     if memo_key is not None:
-        memo_key = (memo_key, registry.memo_key)
+        memo_key = (memo_key, registry.memo_key) if adapt is None else (memo_key, registry.memo_key, adapt_key)
     if memo_key is not None:
         known = LOADS.get(memo_key, source, raw, engine_args)
         if known is not None:
@@ -218,6 +224,11 @@ def load_pretrained(path: Any, engine_args: dict[str, Any], revision: str | None
         parse()  # a config naming custom code: what transformers decides about it
     cfg = _build(source.model, parsed[0] if parsed else None, snap, engine_args, args,
                  source=source, deferred=deferred, registry=registry)
+    if adapt is not None:
+        cfg = adapt(_eager(cfg, defer_argument_errors))
+        if memo_key is not None:
+            LOADS.put(memo_key, source, raw, cfg)
+        return cfg
     if memo_key is not None:
         LOADS.put(memo_key, source, raw, cfg)
     return _eager(cfg, defer_argument_errors)

@@ -222,3 +222,28 @@ def test_editing_a_result_does_not_reach_the_memo(warm_snapshots):
     doc["impact"]["memory"].clear()
     second = Pipeline(gpu_validation="off").run(EngineConfig.from_pretrained(NEMOTRON))
     assert second.impact.to_dict() == kept == second.to_dict()["impact"]
+
+
+def test_a_state_after_two_assignments_reads_those_two_fields_only(monkeypatch):
+    """After a stage assigned a field of a section, the next state reads that field again,
+    not every tracked field of the section (model_config has ~25) filtered one by one."""
+    from enginecfg.pipeline import config as config_module
+
+    cfg = EngineConfig.from_pretrained(str(CONFIGS / "qwen3.5-27b"))
+    before = cfg.state()
+    cfg.model_config.max_model_len = 4096
+    cfg.cache_config.block_size = 32
+    listed = []
+    real = config_module.tracked_fields
+    monkeypatch.setattr(config_module, "tracked_fields", lambda cls: listed.append(cls) or real(cls))
+    getattr(config_module, "_TRACKED_AT", {}).clear()
+    after = cfg.state()
+    assert {"cache_config.block_size", "model_config.max_model_len"} <= set(after.reread)
+    assert after["model_config.max_model_len"] == 4096 and after["cache_config.block_size"] == 32
+    assert dict(after) == dict(cfg.state(None))
+    listed.clear()
+    cfg.model_config.max_model_len = 2048
+    again = cfg.state()
+    assert listed == []  # the section's field list is not gone over again
+    assert again["model_config.max_model_len"] == 2048 and dict(again) == dict(cfg.state(None))
+    assert before["model_config.max_model_len"] != 4096

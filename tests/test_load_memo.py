@@ -210,3 +210,29 @@ def test_engine_arguments_are_part_of_the_key(warm_snapshots):
     assert plain.cache_config.enable_prefix_caching is None
     assert cached.cache_config.enable_prefix_caching is True
     assert cached.engine_args == {"enable_prefix_caching": True}
+
+
+def test_a_release_deciding_at_engine_start_adapts_a_config_once_per_content(monkeypatch):
+    """0.34.0's load-time adaptation (``v034.adapt``) is kept with the load: a load the memo
+    answers is not adapted again, and each release gets its own adapted template (a release
+    between, with other rules, is never answered with 0.34.0's)."""
+    from enginecfg.pipeline import rulepacks
+    from enginecfg.pipeline.models.v034 import config_time
+
+    calls = []
+    real = config_time.adapt
+
+    def counting(cfg, release):
+        calls.append(str(release))
+        return real(cfg, release)
+
+    monkeypatch.setattr(config_time, "adapt", counting)
+    LOADS.clear()
+    warm = {}
+    for name in ("0.34.0", "0.20.0", "0.34.0", "0.20.0", "0.34.0"):
+        warm[name] = rulepacks.get(name).load(QWEN, {"mamba_cache_mode": "align"}, None)
+    assert calls == ["0.34.0", "0.20.0"]
+    for name, cfg in warm.items():
+        LOADS.clear()
+        assert _facts(cfg) == _facts(rulepacks.get(name).load(QWEN, {"mamba_cache_mode": "align"}, None))
+    assert _facts(warm["0.34.0"]) != _facts(warm["0.20.0"])

@@ -201,3 +201,19 @@ def test_an_in_place_edit_of_a_transformers_value_is_seen_after_quiet_checks(qwe
         assert cfg.state() is third
         rope["edited"] = True
         assert cfg.state() is not third
+
+
+def test_a_path_object_given_again_is_parsed_once(tmp_path):
+    """A model folder given as a ``Path`` (the bench and most callers) is parsed once, as its
+    text is: two opens share one path object, and what they read is the folder's."""
+    from pathlib import Path
+
+    from enginecfg.pipeline.hf.sources import open_source
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "llama"}')
+    first, again = open_source(Path(folder)), open_source(Path(str(folder)))
+    assert first.root is again.root and first.root == folder
+    assert first.given == again.given == str(folder)
+    assert again.config_bytes() == b'{"model_type": "llama"}'

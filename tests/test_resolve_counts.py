@@ -168,3 +168,138 @@ def test_one_034_startup_working_out_per_config_content(monkeypatch, model):
     assert len(stages.PLANS) == 1
     Pipeline(gpu_validation="off", vllm_version="0.34.0", gpu="A100").resolve(CONFIGS / model)
     assert len(stages.PLANS) == 2  # another card: a plan of its own
+
+
+@pytest.mark.parametrize("model", ["qwen3.5-27b", "mamba-130m-hf"])
+def test_034_startup_plan_looked_up_once_per_run(model):
+    """The first of 0.34.0's start-up stages finds the plan by the config's content; the
+    stages after it find the config in the same state and take the same plan without keying
+    the memo again (one lookup a run, where each of the four stages made its own)."""
+    from enginecfg.stages.v034 import startup as stages
+
+    pipeline = Pipeline(gpu_validation="off", vllm_version="0.34.0")
+    first = pipeline.resolve(CONFIGS / model)
+    stages.PLANS.hits = stages.PLANS.misses = 0
+    again = pipeline.resolve(CONFIGS / model)
+    assert (stages.PLANS.hits, stages.PLANS.misses) == (1, 0)
+    assert again.facts == first.facts
+    assert again.messages == first.messages
+
+
+def test_034_startup_stage_after_a_change_between_works_it_out_again():
+    """A stage between the start-up stages that changes the config: the stages after it do
+    not take the plan the first one found for the config before the change."""
+    from enginecfg.pipeline.plugins import builtin_stages
+    from enginecfg.stages.v034 import startup as stages
+
+    from enginecfg import Stage
+
+    class Between(Stage):
+        name = "between"
+        after = ("attention-backend",)
+        before = ("startup-block-size",)
+
+        def run(self, cfg, ctx):
+            ctx.set("cache_config", "block_size", 32, reason="a block size between the start-up stages")
+
+    def resolve():
+        return Pipeline(stages=builtin_stages("0.34.0") + [Between()], gpu_validation="off",
+                        vllm_version="0.34.0").resolve(CONFIGS / "qwen3.5-27b")
+
+    Pipeline(gpu_validation="off", vllm_version="0.34.0").resolve(CONFIGS / "qwen3.5-27b")
+    warm = resolve()
+    memo.clear_all()
+    stages._LAST[0] = (None,) * 6
+    cold = resolve()
+    assert warm.facts == cold.facts
+    assert warm.messages == cold.messages
+    # the block set between the stages is the user's to the stages after it: their decisions differ
+    assert warm.facts["startup"] != Pipeline(
+        gpu_validation="off", vllm_version="0.34.0").resolve(CONFIGS / "qwen3.5-27b").facts["startup"]
+
+
+def test_a_list_or_dict_of_plain_values_is_keyed_without_keying_each_item(monkeypatch):
+    """A list of strings, integers, booleans and None (a Qwen3.5 ``layer_types``), or a dict
+    of them, is keyed in one step, its items and their types side by side; a nested or float
+    value still gets each item keyed.  Equal keys still mean equal with the same types."""
+    calls = []
+    real = memo.content_key
+
+    def counting(value):
+        calls.append(value)
+        return real(value)
+
+    monkeypatch.setattr(memo, "content_key", counting)
+    layer_types = ["linear_attention"] * 3 + ["full_attention"] + [None, 1, True]
+    counting(layer_types)
+    counting({"a": 1, "b": None})
+    assert len(calls) == 2
+    calls.clear()
+    counting([1, [2]])
+    assert len(calls) == 3  # the list, then 1 and [2] (itself plain)
+    assert real([1, 2]) != real([1, True]) != real([1, 2.0]) and real([1, 2]) != real((1, 2))
+    assert real({"a": 1}) != real({"a": True}) and real({"a": 1}) != real({"a": 1.0})
+    assert real([1, [2]]) != real([1, (2,)]) and real([True]) == real([True])
+
+
+def test_034_figures_options_keyed_once_for_a_start_up_fact(monkeypatch):
+    """0.34.0's impact stage keys the figures' options (the start-up decisions, the card, the
+    memory flags) once for the start-up fact the plan memo hands every run of a config content,
+    not on every run; another fact (another config) keys them again."""
+    from enginecfg.pipeline.models.v034 import kv_planning as planning
+
+    calls = []
+    real = planning.impact.options_key
+
+    def counting(**options):
+        calls.append(options["startup"])
+        return real(**options)
+
+    monkeypatch.setattr(planning.impact, "options_key", counting)
+    first = Pipeline(gpu_validation="off", vllm_version="0.34.0").resolve(CONFIGS / "qwen3.5-27b")
+    calls.clear()
+    again = Pipeline(gpu_validation="off", vllm_version="0.34.0").resolve(CONFIGS / "qwen3.5-27b")
+    assert calls == []
+    assert again.facts["impact"] == first.facts["impact"]
+    other = Pipeline(gpu_validation="off", vllm_version="0.34.0").resolve(CONFIGS / "mamba-130m-hf")
+    assert len(calls) == 1 and other.facts["impact"] != first.facts["impact"]
+    memo.clear_all()
+    assert Pipeline(gpu_validation="off", vllm_version="0.34.0").resolve(
+        CONFIGS / "mamba-130m-hf").facts["impact"] == other.facts["impact"]
+
+
+def test_the_reference_release_is_found_once_for_the_releases_known(monkeypatch):
+    """Every run document (a failed load's too) names its release's reference, the latest
+    known release deciding at engine start: found once for the releases known, not by
+    parsing every known release's name on each document; a release added, or one replaced,
+    is seen at once."""
+    from enginecfg.pipeline import releases
+
+    release, latest = releases.get("0.27.1"), releases.last()
+    assert release.reference is latest
+    parsed = []
+    real = releases.version_key
+    monkeypatch.setattr(releases, "version_key", lambda name: parsed.append(name) or real(name))
+    for _ in range(3):
+        assert release.reference is latest and release.unwired == release.unwired
+    assert parsed == []
+    scratch = releases.Release("0.99.0", before=releases.last())
+    monkeypatch.setitem(releases._KNOWN, "0.99.0", scratch)
+    assert release.reference is scratch
+    assert releases.first().reference is releases.first()  # one deciding at config time: the first
+    monkeypatch.delitem(releases._KNOWN, "0.99.0")
+    assert release.reference is latest
+
+
+@pytest.mark.parametrize("model", ["gemma4-text-default", "gemma-4-26b-a4b"])
+def test_034_gemma4_head_sizes_read_once_a_run(monkeypatch, model):
+    """0.34.0's gemma4-backend reads the layers' head sizes once a run (the rule and the words
+    of its explanation take the same reading), where it read them twice."""
+    from enginecfg.pipeline.models.v034 import config_time as ct
+
+    first = Pipeline(gpu_validation="off", vllm_version="0.34.0").resolve(CONFIGS / model)
+    read = _count(monkeypatch, ct, "gemma4_head_dims")
+    again = Pipeline(gpu_validation="off", vllm_version="0.34.0").resolve(CONFIGS / model)
+    assert read == ["gemma4_head_dims"]
+    assert [c.to_dict() for c in again.changes] == [c.to_dict() for c in first.changes]
+    assert again.messages == first.messages

@@ -51,8 +51,16 @@ def content_key(value: Any) -> Hashable:
     if cls is float:  # hex: -0.0 and 0.0 differ, and a NaN equals itself
         return (float, value.hex())
     if cls is list or cls is tuple:
+        types = tuple(map(type, value))
+        if _PLAIN.issuperset(types):
+            # strings, integers, booleans and None only (a layer-kind list): the items and
+            # their types side by side, three parts where the general key has two
+            return (cls, tuple(value), types)
         return (cls, tuple([content_key(v) for v in value]))
     if cls is dict:
+        key_types, value_types = tuple(map(type, value)), tuple(map(type, value.values()))
+        if _PLAIN.issuperset(key_types) and _PLAIN.issuperset(value_types):
+            return (dict, tuple(value.items()), key_types, value_types)
         return (dict, tuple([(content_key(k), content_key(v)) for k, v in value.items()]))
     names = _frozen_fields(cls)
     if names is not None:
@@ -178,8 +186,27 @@ def memoised(memo: ContentMemo) -> Callable[[Callable[..., Any]], Callable[..., 
     computed afresh; an exception is not remembered.
     """
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def options_key(**options: Any) -> Hashable:
+            """The key of *options* (raises :class:`Unkeyable`): a caller whose options are
+            frozen values it holds takes it once and hands it to :func:`keyed`."""
+            return content_key({name: options[name] for name in sorted(options)})
+
+        def keyed(cfg: Any, key_of_options: Hashable, **options: Any) -> Any:
+            """``call(cfg, **options)`` with ``options_key(**options)`` taken before."""
+            try:
+                anchors, key = cfg.state().content_key()
+            except Unkeyable:
+                return fn(cfg, **options)
+            key = (key, key_of_options)
+            known = memo.get(key, anchors, _MISS)
+            if known is _MISS:
+                known = fn(cfg, **options)
+                memo.put(key, anchors, known)
+            return to_json(known) if known.__class__ in (dict, list) else known
+
         @functools.wraps(fn)
         def call(cfg: Any, **options: Any) -> Any:
+            # keyed() spelt out: the options are not packed and unpacked twice on every call
             try:
                 anchors, key = cfg.state().content_key()
                 key = (key, content_key({name: options[name] for name in sorted(options)}))
@@ -191,5 +218,7 @@ def memoised(memo: ContentMemo) -> Callable[[Callable[..., Any]], Callable[..., 
                 memo.put(key, anchors, known)
             return to_json(known) if known.__class__ in (dict, list) else known
         call.memo = memo
+        call.options_key = options_key
+        call.keyed = keyed
         return call
     return wrap

@@ -446,6 +446,10 @@ class ModelSource:
 
 # -- opening ---------------------------------------------------------------------------------
 
+#: the concrete class ``Path()`` makes here (PosixPath or WindowsPath)
+_PATH_CLASS = type(Path())
+
+
 @functools.lru_cache(maxsize=256)
 def _path_of(text: str) -> Path:
     """``Path(text)``: pure and immutable, so one per text (a warm run opens the same folder
@@ -471,7 +475,9 @@ def open_source(model: Any, revision: str | None = None) -> ModelSource:
     if revision is not None and (not isinstance(revision, str) or not revision.strip()):
         raise InvalidInputError(f"invalid revision (--revision): got {revision!r}; allowed: a branch, tag or "
                                 f"commit of the Hugging Face repo", field="revision")
-    p = _path_of(model) if model.__class__ is str else Path(model)
+    # a path typed again (text, or a Path of the platform's own class) is parsed once
+    p = _path_of(model) if model.__class__ is str else (
+        _path_of(str(model)) if model.__class__ is _PATH_CLASS else Path(model))
     try:
         found = os.stat(p)  # one stat for exists() and is_dir()
     except (OSError, ValueError):

@@ -293,8 +293,10 @@ class Release:
         """The release whose decisions the shared machinery this release runs reproduces whole:
         the first release for one that decides at config time, the latest for one that decides
         at engine start."""
-        return self.first if not self.decides_at_engine_start else max(
-            (r for r in _KNOWN.values() if r.decides_at_engine_start), key=lambda r: r.key, default=self)
+        if not self.decides_at_engine_start:
+            return self.first
+        latest = _latest_at_engine_start()
+        return self if latest is None else latest
 
     @property
     def unwired(self) -> tuple[str, ...]:
@@ -384,6 +386,25 @@ def _load() -> dict[str, Release]:
 
 
 _KNOWN: dict[str, Release] = _load()
+
+
+#: ``(the known releases, by identity, the latest of them that decides at engine start)``:
+#: worked out again whenever the known releases are not the very same objects (one added,
+#: replaced or removed)
+_LATEST: list[tuple[tuple[int, ...], tuple[Release, ...], Release | None]] = [((), (), None)]
+
+
+def _latest_at_engine_start() -> Release | None:
+    """The latest known release that decides at engine start (None: none does); every
+    failed or finished run's document names it, through :attr:`Release.reference`."""
+    known_now = tuple(_KNOWN.values())
+    ids = tuple(map(id, known_now))
+    held_ids, _, latest = _LATEST[0]
+    if ids == held_ids:
+        return latest
+    latest = max((r for r in known_now if r.decides_at_engine_start), key=lambda r: r.key, default=None)
+    _LATEST[0] = (ids, known_now, latest)  # the releases held, so their ids stay theirs
+    return latest
 
 
 def add(release: Release) -> Release:

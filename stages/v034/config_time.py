@@ -95,11 +95,15 @@ class Gemma4Backend034Stage(Stage):
     def run(self, cfg, ctx) -> None:
         if ctx.release is not None and not ctx.release.has("C4a"):
             return Gemma4BackendStage.run(self, cfg, ctx)  # before C4a: 0.19.0's TRITON_ATTN over 256
-        rule = ct.gemma4_rule(cfg, self.gpu, ctx.release)
+        release = ctx.release
+        # the layers' head sizes, read once: the rule reads them from C4b on, the words always
+        dims = ct.gemma4_head_dims(cfg) if release is None or release.has("C4b") else None
+        rule = ct.gemma4_rule(cfg, self.gpu, release, dims=dims)
         if rule is None:
             return
         message, backend, version = rule
-        dims = ct.gemma4_head_dims(cfg)
+        if dims is None:
+            dims = ct.gemma4_head_dims(cfg)
         sizes = " and ".join(f"{k} {v}" for k, v in dims.items())
         if backend is not None:
             ctx.set("attention_config", "backend", backend, log=True, reason=message,

@@ -15,6 +15,7 @@ the extensible KV cache off (so the utilization defaults to 0.92, and the text's
 from __future__ import annotations
 
 from enginecfg.pipeline.errors import EngineCfgError
+from enginecfg.pipeline.hf import Unkeyable
 from enginecfg.pipeline.models.capacity import ImpactUnavailable
 from enginecfg.pipeline.models.startup import Startup, StartupUnavailable
 from enginecfg.pipeline.models.v034 import kv_planning
@@ -32,6 +33,14 @@ def _wording(release) -> str:
     if release is None or release.has("K7b"):
         return "K7b"
     return "K7a" if release.has("K7a") else ""
+
+
+#: the memo key of the figures' options last taken, with what it was taken for: ``(startup
+#: fact, release, impact options, utilization given, key)``.  All but the flag are frozen
+#: values held here (the start-up fact is the one the plan memo hands every run of a config
+#: content, the default options one value), so the very same objects mean the same options;
+#: one slot, replaced whole
+_OPTIONS_KEY: list[tuple] = [(None,) * 5]
 
 
 class Impact034Stage(ImpactStage):
@@ -64,14 +73,26 @@ class Impact034Stage(ImpactStage):
         default_utilization = 1.0 if extensible else (
             NON_EXTENSIBLE_UTILIZATION if release is None or release.has("C3.4a") else EARLIER_UTILIZATION)
         try:
-            figures = kv_planning.impact(
-                cfg, startup=kv_planning.startup_key(startup), gpu=kv_planning.gpu_key(opts.card),
+            options = dict(
+                startup=kv_planning.startup_key(startup), gpu=kv_planning.gpu_key(opts.card),
                 gpu_memory_gib=opts.card.memory_gib,
                 gpu_memory_utilization=opts.gpu_memory_utilization if self.utilization_given else default_utilization,
                 kv_cache_memory=opts.kv_cache_memory, contexts=opts.contexts,
                 extensible=extensible, num_gpu_blocks_override=opts.num_gpu_blocks_override,
                 estimate_cudagraphs=opts.estimate_cudagraphs, enforce_eager=opts.enforce_eager,
                 wording=_wording(release))
+            held = (startup, release, opts, self.utilization_given)
+            known = _OPTIONS_KEY[0]
+            if all(a is b for a, b in zip(known[:4], held)):
+                key = known[4]
+            else:
+                try:
+                    key = kv_planning.impact.options_key(**options)
+                except Unkeyable:
+                    key = None
+                _OPTIONS_KEY[0] = (*held, key) if key is not None else (None,) * 5
+            figures = (kv_planning.impact(cfg, **options) if key is None
+                       else kv_planning.impact.keyed(cfg, key, **options))
         except EngineCfgError as exc:
             figures = ImpactUnavailable(str(exc), exc.field)
         except (ArithmeticError, TypeError, ValueError, KeyError, IndexError) as exc:

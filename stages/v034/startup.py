@@ -168,14 +168,25 @@ def _plan(cfg, gpu, release) -> _Plan:
     return _Plan(tuple(found), tuple(steps))
 
 
+#: the plan the last start-up stage took, with what it was taken for: ``(config, state,
+#: transformers configs, gpu, release, plan)``.  The four stages of one run find the same
+#: config in the same state (a stage that changes nothing leaves the state object as it
+#: was) over the same transformers configs, so the three after the first take the plan from
+#: here, without keying :data:`PLANS` again; one slot, replaced whole (a run in another
+#: thread replaces it, and this run keys the memo again)
+_LAST: list[tuple[Any, ...]] = [(None,) * 6]
+
+
 class _StartupStage(Stage):
     facts = ("startup",)
 
     def __init__(self) -> None:
         self.gpu = DEFAULT_GPU
+        self._gpu_key: Any = None
 
     def configure(self, pipeline) -> None:
         self.gpu = pipeline.gpu
+        self._gpu_key = None
 
     def _direct(self, cfg, ctx, found) -> _Step:
         raise NotImplementedError
@@ -194,13 +205,28 @@ class _StartupStage(Stage):
             ctx.record("startup", step.fact)
 
     def _planned(self, cfg, ctx) -> _Plan | None:
-        """The plan of this config on this GPU under this release, from :data:`PLANS` when it
-        was worked out before (None where the working out raised: each stage then raises
-        what it raises by itself)."""
+        """The plan of this config on this GPU under this release: the one the stage before
+        took when it found this config in the very same state (:data:`_LAST`), else from
+        :data:`PLANS` when it was worked out before (None where the working out raised: each
+        stage then raises what it raises by itself)."""
         release = ctx.release
+        state = ctx.opening_state()
+        mc = cfg.model_config
+        hf = (mc.hf_config, mc.hf_text_config)
+        last_cfg, last_state, last_hf, last_gpu, last_release, plan = _LAST[0]
+        if (last_cfg is cfg and last_state is state and last_gpu is self.gpu and last_release is release
+                and last_hf[0] is hf[0] and last_hf[1] is hf[1]):
+            return plan
+        plan = self._keyed(cfg, state, release)
+        _LAST[0] = (cfg, state, hf, self.gpu, release, plan)
+        return plan
+
+    def _keyed(self, cfg, state, release) -> _Plan | None:
         try:
-            anchors, key = ctx.opening_state().content_key()
-            key = (key, content_key(self.gpu), str(release), release.rules if release is not None else None)
+            anchors, key = state.content_key()
+            if self._gpu_key is None:  # a frozen value: its key does not change
+                self._gpu_key = content_key(self.gpu)
+            key = (key, self._gpu_key, str(release), release.rules if release is not None else None)
         except Unkeyable:
             anchors = key = None
         if key is not None:

@@ -230,12 +230,14 @@ def gemma4_head_dims(cfg: Any) -> dict[str, int]:
     return out
 
 
-def gemma4_rule(cfg: Any, gpu: Any, release: Any = None) -> tuple[str, str | None, int | None] | None:
+def gemma4_rule(cfg: Any, gpu: Any, release: Any = None,
+                dims: dict[str, int] | None = None) -> tuple[str, str | None, int | None] | None:
     """C4: ``(message, backend to force, FlashAttention version to force)`` for a Gemma 4 model
     with heterogeneous head sizes on *gpu* (None: nothing to do); the per-layer FA3/FA4 choice
-    for an FP8 KV cache on SM90 since C4c (*release*: None for the latest)."""
+    for an FP8 KV cache on SM90 since C4c (*release*: None for the latest).  *dims*:
+    :func:`gemma4_head_dims` of *cfg*, where the caller took it already."""
     if release is None or release.has("C4b"):
-        dims = gemma4_head_dims(cfg)
+        dims = gemma4_head_dims(cfg) if dims is None else dims
         if len(set(dims.values())) <= 1:
             return None
         shown = "{" + ", ".join(f"{k!r}: {v}" for k, v in dims.items()) + "}"
