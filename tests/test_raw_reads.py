@@ -61,6 +61,8 @@ OBJECTS = {
     ("stages/v034/config_time.py", "self"): "the stage's own release, where configure set one",
     ("pipeline/timelimit.py", "self.target"): "the stdout a stage's output router stands in for",
     ("pipeline/stage.py", "type(item)"): "a fact a stage recorded, asked whether it turns itself into JSON",
+    ("pipeline/jsonvalue.py", "text"): "the text of a CSV cell being escaped, not a config view",
+    ("stages/v034/startup.py", "hf"): "a pair of config views compared by identity with the last run's, not read",
 }
 
 
