@@ -323,21 +323,16 @@ def _loading_v0(m, line):
 
 
 @_rule(r"Memory profiling takes (?P<s>[\d.]+) seconds\. Total non KV cache memory: (?P<total>-?[\d.]+) ?GiB; "
-       r"torch peak memory increase: (?P<peak>-?[\d.]+) ?GiB; non-torch forward increase memory: "
-       r"(?P<nontorch>-?[\d.]+) ?GiB; weights memory: (?P<weights>-?[\d.]+) ?GiB")
+       r"torch peak memory increase: (?P<peak>-?[\d.]+) ?GiB; (?:non-torch forward increase memory: "
+       r"(?P<nontorch>-?[\d.]+)|total consumed \(from mem_get_info\): (?P<consumed>-?[\d.]+)) ?GiB; "
+       r"weights memory: (?P<weights>-?[\d.]+) ?GiB")
 def _profiling(m, line):
-    parts = {"non_kv_cache_memory": m.group("total"), "torch_peak_increase": m.group("peak"),
-             "non_torch_increase": m.group("nontorch"), "weights_memory": m.group("weights")}
-    return [("profiling", float(m.group("total")), {**parts, "seconds": float(m.group("s"))})]
-
-
-@_rule(r"Memory profiling takes (?P<s>[\d.]+) seconds\. Total non KV cache memory: (?P<total>-?[\d.]+) ?GiB; "
-       r"torch peak memory increase: (?P<peak>-?[\d.]+) ?GiB; total consumed \(from mem_get_info\): "
-       r"(?P<consumed>-?[\d.]+) ?GiB; weights memory: (?P<weights>-?[\d.]+) ?GiB")
-def _profiling_consumed(m, line):
-    # vLLM 0.27.0 on (K9b): the free memory's drop over the profiling replaces the non-torch increase
-    parts = {"non_kv_cache_memory": m.group("total"), "torch_peak_increase": m.group("peak"),
-             "total_consumed": m.group("consumed"), "weights_memory": m.group("weights")}
+    # the third part: the non-torch increase, or from vLLM 0.27.0 on (K9b) the free memory's drop
+    # over the profiling (total consumed)
+    third = {"non_torch_increase": m.group("nontorch")} if m.group("nontorch") is not None \
+        else {"total_consumed": m.group("consumed")}
+    parts = {"non_kv_cache_memory": m.group("total"), "torch_peak_increase": m.group("peak"), **third,
+             "weights_memory": m.group("weights")}
     return [("profiling", float(m.group("total")), {**parts, "seconds": float(m.group("s"))})]
 
 

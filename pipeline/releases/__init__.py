@@ -39,7 +39,7 @@ from enginecfg.pipeline.errors import InvalidInputError
 from enginecfg.pipeline.releases import options
 from enginecfg.pipeline.releases.options import OptionTable
 
-__all__ = ["DatedRule", "Release", "RELEASE_ENV", "compose", "add", "get", "known", "names", "all_releases",
+__all__ = ["in_force", "DatedRule", "Release", "RELEASE_ENV", "compose", "add", "get", "known", "names", "all_releases",
            "first", "last", "requested", "from_env", "env_value", "nearest", "version_key", "brought_by", "rule",
            "rules_between", "ENGINE_START_RULE", "WIRED", "NOTHING_TO_SWITCH"]
 
@@ -484,6 +484,12 @@ def nearest(name: str, *, exact: bool = False) -> Release:
         return (-common, gap, k > key)
 
     return min((r for r in all_releases() if r.exact or not exact), key=distance)
+
+
+def in_force(release: Release | None, rule_id: str) -> bool:
+    """Whether the dated rule *rule_id* is in force for *release*; None stands for the latest
+    release, where every rule is (how the shared machinery is asked without a release)."""
+    return release is None or release.has(rule_id)
 
 
 def brought_by(rule_id: str) -> Release | None:

@@ -13,6 +13,8 @@ its ``hybrid-alignment`` moved to the start-up step (C8, :mod:`.startup`).
 
 from __future__ import annotations
 
+import functools
+
 from enginecfg.pipeline.errors import ConfigRejectedError
 from enginecfg.pipeline.hf import HFConfigView, typed
 from enginecfg.pipeline.models.gpus import DEFAULT_GPU
@@ -26,6 +28,7 @@ from enginecfg.stages.scheduler import SchedulerStage
 from enginecfg.stages.ssm_dtype import SsmDtypeStage
 from enginecfg.stages.vllm_checks import VllmChecksStage
 from enginecfg.pipeline.stage import Stage
+from enginecfg.pipeline.releases import in_force
 
 
 
@@ -38,7 +41,7 @@ class Pooling034Stage(PoolingStage):
     def _llama_nemotron_vl(self, cfg, ctx) -> None:
         hf = cfg.model_config.hf_config
         llm = typed.attr(hf, "llm_config", typed.ANY)
-        c2 = ctx.release is None or ctx.release.has("C2")  # before C2 (0.28.0): 0.19.0's "pool_type None"
+        c2 = in_force(ctx.release, "C2")  # before C2 (0.28.0): 0.19.0's "pool_type None"
         if c2 and typed.attr(hf, "pooling", typed.ANY) is None and not isinstance(llm, HFConfigView):
             raise ConfigRejectedError(
                 "1 validation error for ModelConfig: Assertion failed: the LlamaNemotronVL checkpoint names no "
@@ -68,7 +71,7 @@ class EngineDefaults034Stage(EngineDefaultsStage):
         return ct.chunked_prefill_supported(cfg)
 
     def prefix_default(self, cfg, ctx, kind: str) -> tuple[bool, str]:
-        hybrids = ctx.release is None or ctx.release.has("C3.2b")  # the hybrids' default since C3.2b
+        hybrids = in_force(ctx.release, "C3.2b")  # the hybrids' default since C3.2b
         on = ct.prefix_caching_supported(cfg) and (hybrids or kind != "hybrid")
         return on, (f"for {'decoder and generative hybrid models' if hybrids else 'decoder models, not hybrids'} "
                     f"(a pooling one must pool LAST or ALL)")
@@ -93,11 +96,11 @@ class Gemma4Backend034Stage(Stage):
         return config_hook(cfg) == "gemma4"
 
     def run(self, cfg, ctx) -> None:
-        if ctx.release is not None and not ctx.release.has("C4a"):
+        if not in_force(ctx.release, "C4a"):
             return Gemma4BackendStage.run(self, cfg, ctx)  # before C4a: 0.19.0's TRITON_ATTN over 256
         release = ctx.release
         # the layers' head sizes, read once: the rule reads them from C4b on, the words always
-        dims = ct.gemma4_head_dims(cfg) if release is None or release.has("C4b") else None
+        dims = ct.gemma4_head_dims(cfg) if in_force(release, "C4b") else None
         rule = ct.gemma4_rule(cfg, self.gpu, release, dims=dims)
         if rule is None:
             return
@@ -136,7 +139,7 @@ class SsmDtype034Stage(SsmDtypeStage):
     def applies(self, cfg) -> bool:
         release = getattr(self, "release", None)
         return super().applies(cfg) or (cfg.model_config.architecture in _QWEN3_5_TEXT
-                                        and (release is None or release.has("C5d")))
+                                        and in_force(release, "C5d"))
 
 
 def _chunked_prefill_required(c7f: bool) -> ConfigRejectedError:
@@ -157,19 +160,19 @@ class MambaCacheMode034Stage(MambaCacheModeStage):
         self.release = getattr(pipeline, "release", None)
 
     def check(self, cfg) -> None:
-        if self.release is not None and not self.release.has("C7c"):
+        if not in_force(self.release, "C7c"):
             return super().check(cfg)  # before C7c: 0.19.0's check
         cc = cfg.cache_config
-        has = lambda rule: self.release is None or self.release.has(rule)  # noqa: E731
+        has = functools.partial(in_force, self.release)
         if self.applies(cfg) and cc.enable_prefix_caching and not cfg.scheduler_config.enable_chunked_prefill \
                 and (has("C7e") or cc.mamba_cache_mode == "align"):
             raise _chunked_prefill_required(has("C7f"))
 
     def run(self, cfg, ctx) -> None:
-        if ctx.release is not None and not ctx.release.has("C7c"):
+        if not in_force(ctx.release, "C7c"):
             return super().run(cfg, ctx)  # before C7c: 'all' where the model supports it, as 0.19.0
         cc, mc = cfg.cache_config, cfg.model_config
-        has = lambda rule: ctx.release is None or ctx.release.has(rule)  # noqa: E731
+        has = functools.partial(in_force, ctx.release)
         if cc.enable_prefix_caching:
             if cc.mamba_cache_mode == "none":
                 ctx.set("cache_config", "mamba_cache_mode", "align", log=True,
@@ -222,7 +225,7 @@ class VllmChecks034Stage(VllmChecksStage):
         self.release = getattr(pipeline, "release", None)
 
     def _check_kv_dtype(self, cfg) -> None:
-        if getattr(self, "release", None) is not None and not self.release.has("C9.2"):
+        if not in_force(getattr(self, "release", None), "C9.2"):
             return  # the check came with C9.2
         mismatch = ct.float_kv_mismatch(cfg)
         if mismatch is not None:

@@ -19,6 +19,7 @@ from enginecfg.pipeline.hf import Unkeyable
 from enginecfg.pipeline.models.capacity import ImpactUnavailable
 from enginecfg.pipeline.models.startup import Startup, StartupUnavailable
 from enginecfg.pipeline.models.v034 import kv_planning
+from enginecfg.pipeline.releases import in_force
 from enginecfg.stages.impact import ImpactStage, with_start_verdict
 
 
@@ -30,7 +31,7 @@ EARLIER_UTILIZATION = 0.9
 
 def _wording(release) -> str:
     """The latest not-enough-memory wording rule in force (K7b, K7a; "" for 0.19.0's)."""
-    if release is None or release.has("K7b"):
+    if in_force(release, "K7b"):
         return "K7b"
     return "K7a" if release.has("K7a") else ""
 
@@ -68,10 +69,10 @@ class Impact034Stage(ImpactStage):
         # (--kv-cache-memory-bytes, --num-gpu-blocks-override); without it the utilization
         # defaults to 0.92 (C3.4a), and before C3.4a to 0.9
         release = ctx.release
-        extensible = (release is None or release.has("C3.4b")) and opts.kv_cache_memory is None \
+        extensible = in_force(release, "C3.4b") and opts.kv_cache_memory is None \
             and opts.num_gpu_blocks_override is None
         default_utilization = 1.0 if extensible else (
-            NON_EXTENSIBLE_UTILIZATION if release is None or release.has("C3.4a") else EARLIER_UTILIZATION)
+            NON_EXTENSIBLE_UTILIZATION if in_force(release, "C3.4a") else EARLIER_UTILIZATION)
         try:
             options = dict(
                 startup=kv_planning.startup_key(startup), gpu=kv_planning.gpu_key(opts.card),

@@ -30,6 +30,7 @@ from typing import Any, Mapping
 import attrs
 
 from enginecfg.pipeline.models import backends as be
+from enginecfg.pipeline.releases import in_force
 
 __all__ = ["Context", "Query", "BACKENDS", "priorities", "select", "flash_attn_version", "fa_supported",
            "kernel_blocks", "preferred_block_size", "smallest_kernel_block", "common_block", "is_quantized",
@@ -79,7 +80,7 @@ def fa_supported(version: int, capability: tuple[int, int]) -> bool:
 
 def _has(ctx: Context, rule: str) -> bool:
     """Whether the dated rule *rule* is in force for the release *ctx* speaks for (the latest: yes)."""
-    return ctx.release is None or ctx.release.has(rule)
+    return in_force(ctx.release, rule)
 
 
 def _hd256(head: int | None, capability: tuple[int, int]) -> bool:
@@ -281,26 +282,26 @@ def priorities(use_mla: bool, capability: tuple[int, int], kv_cache_dtype: str |
     """B1: the order vLLM 0.34.0 tries backends in on a GPU of *capability*; a *release*
     without B1f puts no prefix-LM backend first, one without B1g no sparse FA4 MLA first."""
     major = capability[0]
-    use_mm_prefix = use_mm_prefix and (release is None or release.has("B1f"))
+    use_mm_prefix = use_mm_prefix and in_force(release, "B1f")
     if use_mla:
         if major == 10:
             if is_quantized(kv_cache_dtype):
                 sparse = ("FLASHINFER_MLA_SPARSE", "FLASHMLA_SPARSE")
-            elif num_heads is not None and num_heads <= 16 and (release is None or release.has("B1g")):
+            elif num_heads is not None and num_heads <= 16 and in_force(release, "B1g"):
                 sparse = ("FLASH_ATTN_MLA_SPARSE_FA4", "FLASHINFER_MLA_SPARSE", "FLASHMLA_SPARSE")
             else:
                 sparse = ("FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE")
             # B1b (0.21.0): TokenSpeed MLA tried right after FlashInfer MLA
-            tokenspeed = ("TOKENSPEED_MLA",) if release is None or release.has("B1b") else ()
+            tokenspeed = ("TOKENSPEED_MLA",) if in_force(release, "B1b") else ()
             return ("FLASHINFER_MLA", *tokenspeed, "CUTLASS_MLA", "FLASH_ATTN_MLA", "FLASHMLA",
                     "TRITON_MLA", *sparse)
-        if major == 12 and (release is None or release.has("B1c")):  # B1c (0.24.0); before, Hopper's list
+        if major == 12 and in_force(release, "B1c"):  # B1c (0.24.0); before, Hopper's list
             return ("TRITON_MLA", "FLASHINFER_MLA_SPARSE_SM120")
         # B1d (0.25.0): the FlashAttention sparse MLA first in the tail; B1f (0.30.0): FlashInfer's
         # Hopper sparse MLA, first at head 512, else last
-        tail = ["FLASH_ATTN_MLA_SPARSE", "FLASHMLA_SPARSE"] if release is None or release.has("B1d") \
+        tail = ["FLASH_ATTN_MLA_SPARSE", "FLASHMLA_SPARSE"] if in_force(release, "B1d") \
             else ["FLASHMLA_SPARSE"]
-        if release is None or release.has("B1f"):
+        if in_force(release, "B1f"):
             tail.insert(0 if head_size == 512 else len(tail), "FLASHINFER_MLA_SPARSE_SM90")
         return ("FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA", "TRITON_MLA", *tail)
     if major == 10:

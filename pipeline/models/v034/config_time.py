@@ -33,6 +33,7 @@ from enginecfg.pipeline.models.v034 import vllm_registry_034
 from enginecfg.pipeline.models.v034.backends import DEFAULT_BLOCK_SIZE, fa_supported
 from enginecfg.pipeline.models.vllm_registry import REGISTRY as REGISTRY_019
 from enginecfg.pipeline.models.vllm_registry import Fallback
+from enginecfg.pipeline.releases import in_force
 
 __all__ = ["RELEASE", "DEFAULT_BLOCK_SIZE", "REGISTRY", "registry_for", "REMOVED_ARCHITECTURES", "NEMOTRON_H_SSM_DTYPE", "transformers_backend",
            "is_hybrid", "is_mm_prefix_lm", "attn_type", "prefix_caching_supported", "chunked_prefill_supported",
@@ -61,7 +62,7 @@ _REGISTRY_BEFORE_C14 = attrs.evolve(REGISTRY, class_defaults={})
 def registry_for(release: Any) -> Any:
     """The model registry *release* reads configs with (None: the latest): its architectures,
     and the config-class defaults it had (C14: Kimi-Linear's, from 0.27.0)."""
-    return REGISTRY if release is None or release.has("C14") else _REGISTRY_BEFORE_C14
+    return REGISTRY if in_force(release, "C14") else _REGISTRY_BEFORE_C14
 
 #: architectures of the 0.19.0 table that left vLLM's registry, and the last release with them
 REMOVED_ARCHITECTURES: Mapping[str, str] = MappingProxyType({
@@ -155,9 +156,9 @@ def batch_defaults(gpu: Any, release: Any = None) -> tuple[int, int]:
     """C3.5: ``vllm serve``'s default (max_num_batched_tokens, max_num_seqs) on *gpu* in
     *release* (None: the latest): the tier of 160 GiB and more since C3.5b, GB10 kept on the
     small tier since C3.5c."""
-    if gpu.memory_bytes >= 160 * 2**30 and (release is None or release.has("C3.5b")):
+    if gpu.memory_bytes >= 160 * 2**30 and in_force(release, "C3.5b"):
         return 16384, 1024
-    gb10_small = gpu.capability == (12, 1) and (release is None or release.has("C3.5c"))
+    gb10_small = gpu.capability == (12, 1) and in_force(release, "C3.5c")
     if gpu.memory_bytes >= 70 * 2**30 and "a100" not in gpu.device_name.lower() and not gb10_small:
         return 8192, 1024
     return 2048, 256
@@ -198,7 +199,7 @@ def max_num_batched_tokens(cfg: Any, gpu: Any, release: Any = None) -> int:
     mml = cfg.model_config.max_model_len
     if not chunked_prefill(cfg):
         value = max(mml, value)
-    floor = _mm_floor(cfg) if release is None or release.has("C3.5a") else None  # the floor came with C3.5a
+    floor = _mm_floor(cfg) if in_force(release, "C3.5a") else None  # the floor came with C3.5a
     if floor is not None and floor[0] > value:
         value = floor[0]
     return min(seqs * mml, value)
@@ -236,7 +237,7 @@ def gemma4_rule(cfg: Any, gpu: Any, release: Any = None,
     with heterogeneous head sizes on *gpu* (None: nothing to do); the per-layer FA3/FA4 choice
     for an FP8 KV cache on SM90 since C4c (*release*: None for the latest).  *dims*:
     :func:`gemma4_head_dims` of *cfg*, where the caller took it already."""
-    if release is None or release.has("C4b"):
+    if in_force(release, "C4b"):
         dims = gemma4_head_dims(cfg) if dims is None else dims
         if len(set(dims.values())) <= 1:
             return None
@@ -251,7 +252,7 @@ def gemma4_rule(cfg: Any, gpu: Any, release: Any = None,
     fa_version = ac.flash_attn_version
     if fa_supported(4, gpu.capability) and max(dims.values()) <= 512:
         if fa_version is None and ac.backend in (None, "FLASH_ATTN"):
-            if gpu.capability[0] == 9 and cc.cache_dtype.startswith("fp8") and (release is None or release.has("C4c")):
+            if gpu.capability[0] == 9 and cc.cache_dtype.startswith("fp8") and in_force(release, "C4c"):
                 return (f"Gemma4 model has heterogeneous head dimensions {shown}. Using per-layer FA3/FA4 "
                         f"selection for FP8 KV cache on SM90.", None, None)
             return (f"Gemma4 model has heterogeneous head dimensions {shown}. Using FA4 for all layers to "

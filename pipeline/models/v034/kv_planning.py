@@ -44,6 +44,7 @@ from enginecfg.pipeline.models.capacity import (BlockRounding, GroupFigures, Imp
 from enginecfg.pipeline.models.v034 import backends as be
 from enginecfg.pipeline.models.v034 import config_time
 from enginecfg.pipeline.models.v034 import startup as st
+from enginecfg.pipeline.releases import in_force
 
 __all__ = ["Layer", "Group", "Plan", "layer_specs", "groups", "plan", "impact", "not_enough_memory", "startup_key",
            "gpu_key", "FIGURES", "GROUPS"]
@@ -103,7 +104,7 @@ def _blocks(layer: Layer, length: int, in_flight: int, mode: str, rules: Any = N
     away, keeps a block per *length* tokens, plus the speculative ones from K4a (0.22.0)."""
     s = layer.spec
     if isinstance(s, kc.MambaSpec):
-        if mode == "all" and rules is not None and not rules.has("K4e"):
+        if mode == "all" and not in_force(rules, "K4e"):
             return cdiv(length, s.block_size) + (s.num_speculative_blocks if rules.has("K4a") else 0)
         if mode == "align":
             return 2 + s.num_speculative_blocks + layer.checkpoint_blocks
@@ -120,7 +121,7 @@ def _sw_block(blocks: tuple[tuple[int, bool], ...], block: int, rules: Any = Non
     block (*rules*: the release, None for the latest)."""
     if not blocks:
         return block
-    if rules is not None and not rules.has("K1b"):
+    if not in_force(rules, "K1b"):
         fixed = [s for s, multiple in blocks if not multiple]
         return min(fixed or [s for s, _ in blocks])
     candidates = [s for s, multiple in blocks if not multiple]
@@ -128,7 +129,7 @@ def _sw_block(blocks: tuple[tuple[int, bool], ...], block: int, rules: Any = Non
     fitting = [b for b in candidates if b <= block]
     dividing = [b for b in fitting if block % b == 0]
     dividing += [b for s, multiple in blocks if multiple for b in range(s, block + 1, s) if block % b == 0]
-    if dividing and (rules is None or rules.has("K1c")):
+    if dividing and in_force(rules, "K1c"):
         return max(dividing)
     return max(fitting) if fitting else min(candidates)
 
@@ -217,7 +218,7 @@ def _unify_pages(layers: list[Layer], rules: Any = None) -> list[Layer]:
                 s = replace(s, page_size_padded=top)
             elif top % page == 0:
                 s = replace(s, block_size=s.block_size * (top // page))
-            elif isinstance(s, kc.MLAAttentionSpec) or (rules is not None and not rules.has("G4a")):
+            elif isinstance(s, kc.MLAAttentionSpec) or not in_force(rules, "G4a"):
                 raise ConfigRejectedError("The page size of the layer is not divisible by the maximum page size. "
                                           "Cannot unify by adjusting block_size.", field="cache_config.block_size",
                                           vllm_type="NotImplementedError")
@@ -333,7 +334,7 @@ def plan(cfg: Any, startup: Any, gpu: Any) -> tuple[Plan, int, Any]:
     # K4b: a sliding window holds the tokens in flight, (pp + 1 if async else pp) steps of the budget;
     # before it one step's budget
     in_flight = (pp + 1 if config_time.async_scheduling(cfg) else pp) * mnbt \
-        if rules is None or rules.has("K4b") else mnbt
+        if in_force(rules, "K4b") else mnbt
     mode = cfg.cache_config.mamba_cache_mode
 
     def per_request(length: int) -> int:
@@ -435,7 +436,7 @@ def impact(cfg: Any, *, startup: tuple, gpu: tuple, gpu_memory_gib: float = capa
     def logged_tokens(n: int) -> int:
         """The logged "GPU KV cache size": floor(concurrency x max_model_len) since K6a (0.20.1);
         before it the blocks over the groups, times the smallest group block."""
-        if start.rules is None or start.rules.has("K6a"):
+        if in_force(start.rules, "K6a"):
             return int(n / per_request(mml) * mml)
         return n // len(p.groups) * min(g.block_size for g in p.groups)
     mamba = [g.spec for g in p.groups if isinstance(g.spec, kc.MambaSpec)]

@@ -30,6 +30,7 @@ from enginecfg.pipeline.models import memory as m019
 from enginecfg.pipeline.models.memory import GIB, MemoryPart
 from enginecfg.pipeline.models.v034 import config_time
 from enginecfg.pipeline.models.weights import WeightsEstimate
+from enginecfg.pipeline.releases import in_force
 
 __all__ = ["parts", "MARGIN_FLOOR", "MARGIN_FRACTION"]
 
@@ -94,7 +95,7 @@ def parts(cfg: Any, card: Any, weights: WeightsEstimate, specs: dict, *, request
              f"not subtracted: {m019.ESTIMATE_CUDAGRAPHS_ENV}=0"))
     # K9b (0.27.0): what stays besides the weights is the free memory's drop over the profiling
     # (total_consumed); before it, the memory outside torch that appeared since the worker's snapshot
-    kept = _kept_part(cfg) if release is None or release.has("K9b") else m019.non_torch_part(cfg, card)
+    kept = _kept_part(cfg) if in_force(release, "K9b") else m019.non_torch_part(cfg, card)
     out = [m019.weights_part(weights), activation, kept, graphs]
     if extensible:
         out.append(_warmup_part(card, cfg, requested, activation))

@@ -18,6 +18,8 @@ Mamba state larger than its padded page (F6).
 
 from __future__ import annotations
 
+import functools
+
 import math
 from typing import Any
 
@@ -29,6 +31,7 @@ from enginecfg.pipeline.models.startup import (Decision, LayerBackend, LayerKind
                                                layer_kinds, select_layer_backends, state_page_failure)
 from enginecfg.pipeline.models.v034 import backends as be
 from enginecfg.pipeline.models.v034 import config_time
+from enginecfg.pipeline.releases import in_force
 
 __all__ = ["context", "layer_class", "select_backends", "build_failure", "preferred_block", "checkpoint_alignment",
            "align_hybrid", "validate_block_size", "unbuildable", "state_crash"]
@@ -97,10 +100,10 @@ def build_failure(cfg: Any, *, before_layers: bool, release: Any = None) -> Star
     module = info.module_class if info is not None else ""
     if before_layers:
         # F1a (with C1b, 0.24.0): an architecture that left the registry is built on the Transformers backend
-        if (mc.architecture or "").startswith("Transformers") and (release is None or release.has("F1a")):
+        if (mc.architecture or "").startswith("Transformers") and in_force(release, "F1a"):
             # F1b (0.30.0): the build refuses a layer that does not call the attention interface;
             # before it every layer gets an attention instance
-            layer_types = (_text(text, "layer_types") or []) if release is None or release.has("F1b") else []
+            layer_types = (_text(text, "layer_types") or []) if in_force(release, "F1b") else []
             for i, kind in enumerate(layer_types):
                 if kind not in _ATTENTION_LAYERS:
                     return StartFailure(
@@ -151,7 +154,7 @@ def build_failure(cfg: Any, *, before_layers: bool, release: Any = None) -> Star
             groups = _text(text, "n_group", 1) if typed.has(text, "n_group") else 1
             topk = _text(text, "topk_group", 1) if typed.has(text, "topk_group") else 1
             if groups is None or topk is None:
-                if release is not None and not release.has("F9"):  # before F9 FusedMoE asserts first
+                if not in_force(release, "F9"):  # before F9 FusedMoE asserts first
                     return StartFailure("build", "AssertionError", "",
                                         "model_executor/layers/fused_moe/layer.py in FusedMoE.__init__",
                                         f"DeepSeek-V2's MoE layers route with grouped top-k, which needs n_group and "
@@ -202,7 +205,7 @@ def _triton_fp8(cfg: Any, backend: str, gpu: Any, release: Any = None) -> StartF
     cc = cfg.cache_config
     step = {"TRITON_ATTN": "F7a", "TRITON_MLA": "F7b"}.get(backend)
     if step is None or not cc.cache_dtype.startswith("fp8") or tuple(gpu.capability) >= (8, 9) \
-            or (release is not None and not release.has(step)):
+            or not in_force(release, step):
         return None
     cap = f"{gpu.capability[0]}.{gpu.capability[1]}"
     suggested = "bfloat16" if tuple(gpu.capability) >= (8, 0) else "float16"
@@ -237,7 +240,7 @@ def select_backends(cfg: Any, gpu: Any, release: Any = None
         return None
 
     before = build_failure(cfg, before_layers=True, release=release)
-    classes = _CLASSES if release is None or release.has("B6a") else _CLASSES_BEFORE_B6A
+    classes = _CLASSES if in_force(release, "B6a") else _CLASSES_BEFORE_B6A
     layers, messages, failure = select_layer_backends(
         cfg, layer_kinds(cfg), ctx.capability, layer_class=classes.of, query=query,
         select=lambda q, kind, forced, heads: be.select(q, ctx, forced, num_heads=heads,
@@ -281,7 +284,7 @@ def _non_ssm(layers: list[LayerBackend]) -> list[str]:
 def _every_backend(release: Any) -> bool:
     """S0b/S1b (0.31.0): the start-up step weighs every distinct non-SSM backend of the model;
     before them only the first one."""
-    return release is None or release.has("S1b")
+    return in_force(release, "S1b")
 
 
 def preferred_block(cfg: Any, layers: list[LayerBackend], gpu: Any, release: Any = None
@@ -342,11 +345,11 @@ def checkpoint_blocks(cfg: Any, gpu: Any, release: Any = None) -> int:
     info = mc.arch_info
     if cc.mamba_cache_mode != "align" or info is None:
         return 0
-    if release is not None and not release.has("K4d"):
+    if not in_force(release, "K4d"):
         return 0
     if info.state_kind == "mamba2":
         return 1
-    if release is not None and not release.has("B6b"):
+    if not in_force(release, "B6b"):
         return 0
     return 1 if checkpoint_alignment(cfg, gpu) is not None else 0
 
@@ -371,7 +374,7 @@ def align_hybrid(cfg: Any, layers: list[LayerBackend], gpu: Any, block: int, *, 
         return block, mbs, padded, [], []
     decisions: list[Decision] = []
     messages: list[tuple[str, str]] = []
-    has = (lambda rule: True) if release is None else release.has
+    has = functools.partial(in_force, release)
     first_min = be.smallest_kernel_block(names[0], ctx)
     align = max(first_min, block)
     words = [f"the alignment unit is max({names[0]}'s smallest kernel block {first_min}, the block size "
