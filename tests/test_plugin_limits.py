@@ -333,13 +333,16 @@ def _pinnable() -> bool:
 def test_the_worker_is_woken_on_the_callers_cpu_and_runs_the_call_on_all_of_its_own(monkeypatch):
     """A plugin's stage is handed to an idle worker thread; waking it on another CPU that
     idles costs a round trip of ~70 us, on the caller's (who only waits) ~8 us.  Before the
-    hand-over the worker may wake only on one CPU, the caller's; the call itself, and any
-    thread it starts, runs on every CPU the process may use."""
+    hand-over the worker may wake only on one CPU, the caller's, and the caller waits on that
+    CPU too (waking it elsewhere would be a second trip); the call itself, and any thread it
+    starts, runs on every CPU the process may use, and the caller has all of its CPUs back
+    once the call has returned."""
     import os
 
     from enginecfg.pipeline import timelimit
 
     everywhere = os.sched_getaffinity(0)
+    caller = threading.get_native_id()
     real = os.sched_setaffinity
     asked: list[tuple[int, set[int]]] = []
 
@@ -349,21 +352,28 @@ def test_the_worker_is_woken_on_the_callers_cpu_and_runs_the_call_on_all_of_its_
 
     monkeypatch.setattr(os, "sched_setaffinity", recording)
     seen: list[set[int]] = []
+    waiting: list[set[int]] = []
 
     def call() -> None:
         seen.append(os.sched_getaffinity(0))
+        waiting.append(os.sched_getaffinity(caller))
         started = threading.Thread(target=lambda: seen.append(os.sched_getaffinity(0)))
         started.start()
         started.join()
 
     for _ in range(3):
         timelimit.call_with_limit(call, 10, "affinity")
+        assert os.sched_getaffinity(0) == everywhere
     worker = timelimit._IDLE[-1]
     assert seen == [everywhere] * 6
-    assert len(asked) == 6
-    for (tid, cpus), (own, back) in zip(asked[::2], asked[1::2]):
+    assert len(asked) == 12
+    for (tid, cpus), (me, mine), (own, back), (me_again, mine_again) in zip(
+            asked[::4], asked[1::4], asked[2::4], asked[3::4]):
         assert tid == worker.thread.native_id and len(cpus) == 1 and cpus < everywhere
+        assert (me, mine) == (0, cpus)  # the caller waits where the worker wakes
         assert (own, back) == (0, everywhere)
+        assert (me_again, mine_again) == (0, everywhere)
+    assert all(len(cpus) == 1 for cpus in waiting)
     assert os.sched_getaffinity(worker.thread.native_id) == everywhere
 
 
