@@ -11,6 +11,7 @@ before.  How a config is made from a model's files is :mod:`enginecfg.pipeline.l
 from __future__ import annotations
 
 import math
+import operator
 from types import MappingProxyType
 from typing import Any, Callable, Hashable, Iterable
 
@@ -360,10 +361,10 @@ class BaseEngineConfig:
             if view is not None and not view.is_frozen:  # the text config is mostly a sub-view
                 view.freeze()
         for sec in self.sections():
-            for a in attrs.fields(type(sec)):
-                value = getattr(sec, a.name)
+            names, getter = _all_fields(type(sec))
+            for name, value in zip(names, getter(sec)):
                 if isinstance(value, list):
-                    object.__setattr__(sec, a.name, tuple(value))
+                    object.__setattr__(sec, name, tuple(value))
         object.__setattr__(self, "engine_args", MappingProxyType(dict(self.engine_args)))
         object.__setattr__(self, "_frozen", True)
 
@@ -407,8 +408,17 @@ class BaseEngineConfig:
             for sec in since.sections:
                 if sec is None:
                     continue
-                for field, key in tracked_fields(type(sec)):
-                    value, old = getattr(sec, field), since.get(key, LATEST)
+                getter, keys, olds_of = _tracked_getter(type(sec))
+                values = getter(sec)
+                try:
+                    olds = olds_of(since)
+                except KeyError:
+                    return False
+                if values == olds and list(map(type, values)) == list(map(type, olds)):
+                    # equal with the same types at the top; a list or dict among them was one when
+                    # the state was taken (its type is the same) and is compared whole above
+                    continue
+                for value, old in zip(values, olds):
                     if value.__class__ in (list, dict):
                         if not same_content(value, old):
                             return False
@@ -651,6 +661,39 @@ def _tracked_among(cls: type, names: set[str]) -> list[tuple[str, str]]:
     found = [at[n] for n in names if n in at]
     found.sort()
     return [(a, key) for _, a, key in found]
+
+
+_TRACKED_GET: dict[type, tuple[Any, tuple[str, ...], Any]] = {}
+_ALL: dict[type, tuple[tuple[str, ...], Any]] = {}
+
+
+def _all_fields(cls: type) -> tuple[tuple[str, ...], Any]:
+    """The names of every attrs field of section class *cls* and a getter of their values (one
+    call, a tuple in that order)."""
+    found = _ALL.get(cls)
+    if found is None:
+        names = tuple(a.name for a in attrs.fields(cls))
+        get = operator.attrgetter(*names) if len(names) > 1 else (lambda sec, _n=names[0]: (getattr(sec, _n),))
+        found = _ALL[cls] = (names, get)
+    return found
+
+
+def _tracked_getter(cls: type) -> tuple[Any, tuple[str, ...], Any]:
+    """For section class *cls*: a getter of the values of its :func:`tracked_fields` (one call,
+    a tuple of them in that order), their dotted keys, and a getter of the same keys' values
+    from a state (a tuple; KeyError where one is missing)."""
+    found = _TRACKED_GET.get(cls)
+    if found is None:
+        fields = tracked_fields(cls)
+        names = [a for a, _ in fields]
+        keys = tuple(key for _, key in fields)
+        # attrgetter and itemgetter of a single name give the value, not a tuple of one
+        get = operator.attrgetter(*names) if len(names) > 1 else (lambda sec, _n=names: tuple(
+            getattr(sec, n) for n in _n))
+        olds = operator.itemgetter(*keys) if len(keys) > 1 else (lambda state, _k=keys: tuple(
+            state[k] for k in _k))
+        found = _TRACKED_GET[cls] = (get, keys, olds)
+    return found
 
 
 def tracked_fields(cls: type) -> tuple[tuple[str, str], ...]:

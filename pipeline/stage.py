@@ -94,8 +94,7 @@ class Stage:
         given = self.__dict__.get("_origin")
         if given:
             return given
-        module = type(self).__module__
-        return "built-in" if module.startswith("enginecfg.") else f"local {module}"
+        return _class_origin(type(self))
 
     @origin.setter
     def origin(self, value: str) -> None:
@@ -152,6 +151,14 @@ def _not_json(value: Any, where: str = "it") -> str | None:
         else:
             return f"{path} is of type {type(item).__name__}, not JSON data"
     return None
+
+
+@functools.lru_cache(maxsize=None)
+def _class_origin(cls: type) -> str:
+    """The origin of a stage of class *cls* that discovery named none for (a class's module
+    is fixed once it is defined)."""
+    module = cls.__module__
+    return "built-in" if module.startswith("enginecfg.") else f"local {module}"
 
 
 @functools.lru_cache(maxsize=None)
