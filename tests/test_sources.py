@@ -320,3 +320,23 @@ def test_online_sends_hf_token(hub_env, monkeypatch):
         _online(monkeypatch, hub.url)
         assert open_source("org/private").config_bytes() == CONFIG
     assert hub.authorizations and set(hub.authorizations) == {"Bearer hf_testtoken123"}
+
+
+def test_real_path_names_what_os_path_realpath_names(tmp_path, monkeypatch):
+    """The provenance's path: the kernel's name of the opened folder is the name
+    ``os.path.realpath`` gives, through symlinks (absolute and relative), ``..``, a trailing
+    slash and a relative path from the working folder; a path that does not exist is
+    ``realpath``'s own answer."""
+    import os
+
+    from enginecfg.pipeline.hf.sources import real_path
+
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "b" / "config.json").write_text("{}")
+    (tmp_path / "link").symlink_to(tmp_path / "a")
+    (tmp_path / "rel").symlink_to("a/b")
+    monkeypatch.chdir(tmp_path)
+    for given in (str(tmp_path / "link" / "b"), "link/b", "rel", "a/../a/b", "link/../a/b/", "rel/config.json",
+                  tmp_path / "rel", "missing/folder"):
+        assert real_path(given) == os.path.realpath(given), given
+    assert real_path("rel") == str(tmp_path.resolve() / "a" / "b")

@@ -438,10 +438,35 @@ class ModelSource:
         if self.kind == "hub":
             out.update(repo_id=self.repo_id, revision=self.revision, commit=self.commit, offline=self.offline)
         else:
-            out["path"] = os.path.realpath(self.given)  # what Path.resolve() gives, without pathlib
+            out["path"] = real_path(self.given)  # what Path.resolve() gives, without pathlib
         out["files"] = [self.files[n].to_dict() for n in sorted(self.files)]
         out["absent"] = sorted(n for n, data in self._cache.items() if data is None)
         return out
+
+
+def real_path(path: Any) -> str:
+    """``os.path.realpath(path)`` for a path that exists: the name the kernel gives the file it
+    opens (Linux's ``/proc/self/fd``), three system calls where ``realpath`` makes one per
+    component of the path; ``os.path.realpath`` itself where that cannot be asked (another
+    system, no ``/proc``, a path that does not open, or was removed meanwhile)."""
+    if _O_PATH is not None:
+        try:
+            fd = os.open(path, _O_PATH)
+        except (OSError, TypeError, ValueError):
+            return os.path.realpath(path)
+        try:
+            name = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            name = None
+        finally:
+            os.close(fd)
+        if name is not None and name.startswith("/") and not name.endswith(" (deleted)"):
+            return name
+    return os.path.realpath(path)
+
+
+#: opening a path only to name it (Linux); None where there is no such flag
+_O_PATH: int | None = getattr(os, "O_PATH", None) if os.path.isdir("/proc/self/fd") else None
 
 
 # -- opening ---------------------------------------------------------------------------------
