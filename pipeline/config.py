@@ -625,11 +625,10 @@ class ConfigState(dict):
             # the flat fields are mostly strings, integers, booleans and None: their types
             # side by side tell 1, True and 1.0 apart; anything else gets its full content key
             values = list(self.values())
-            for i, value in enumerate(values):
-                cls = value.__class__
-                if not (cls is str or cls is int or cls is bool or value is None):
-                    values[i] = content_key(value)
-            self._key = (tuple(self), tuple(map(type, self.values())), tuple(values))
+            types = tuple(map(type, values))
+            for i in _others_at(types):
+                values[i] = content_key(values[i])
+            self._key = (tuple(self), types, tuple(values))
             return self._key
 
     def _inherit_key(self, since: "ConfigState") -> None:
@@ -645,6 +644,23 @@ class ConfigState(dict):
                 self._key = key
         except Unkeyable:
             return
+
+
+#: the types a state's key holds as they are (see :meth:`ConfigState._fields_key`)
+_PLAIN = frozenset({str, int, bool, type(None)})
+#: the positions of the other types, by the types of a state's values side by side (the same
+#: model gives the same few sequences of types, run after run)
+_OTHERS_AT: dict[tuple[type, ...], tuple[int, ...]] = {}
+
+
+def _others_at(types: tuple[type, ...]) -> tuple[int, ...]:
+    """The positions in *types* of the types that are not :data:`_PLAIN`."""
+    found = _OTHERS_AT.get(types)
+    if found is None:
+        found = tuple(i for i, cls in enumerate(types) if cls not in _PLAIN)
+        if len(_OTHERS_AT) < 1024:
+            _OTHERS_AT[types] = found
+    return found
 
 
 _TRACKED: dict[type, tuple[tuple[str, str], ...]] = {}

@@ -153,6 +153,14 @@ def _not_json(value: Any, where: str = "it") -> str | None:
     return None
 
 
+@functools.cache
+def _sections() -> "dict[str, type]":
+    """The config's sections by name (imported on first use: the config module is above this one)."""
+    from enginecfg.pipeline.config import SECTIONS
+
+    return SECTIONS
+
+
 @functools.lru_cache(maxsize=None)
 def _class_origin(cls: type) -> str:
     """The origin of a stage of class *cls* that discovery named none for (a class's module
@@ -208,12 +216,13 @@ class StageContext:
             raise InvalidInputError.for_value("level", level, ", ".join(LEVELS))
         reason, explanation = capped(reason), capped(explanation)
         path = f"{section}.{field}"
-        old = self.get(section, field)
         if section == "hf_config":
+            old = self.get(section, field)
             target, leaf = self._hf_target(field)
             setattr(target, leaf, value)
         else:
             sec = self._section(section)
+            old = getattr(sec, field)
             if field.startswith("_") or field not in _field_names(type(sec)):
                 raise InvalidInputError(f"{path} is not a config field", field=path)
             setattr(sec, field, value)
@@ -286,10 +295,9 @@ class StageContext:
 
     # -- helpers ---------------------------------------------------------------------------
     def _section(self, section: str) -> Any:
-        from enginecfg.pipeline.config import SECTIONS
-
-        if section not in SECTIONS:
-            raise InvalidInputError.for_value("section", section, ", ".join(list(SECTIONS) + ["hf_config"]))
+        sections = _sections()
+        if section not in sections:
+            raise InvalidInputError.for_value("section", section, ", ".join(list(sections) + ["hf_config"]))
         sec = getattr(self._cfg, section)
         if sec is None:
             raise InvalidInputError(f"{section} is not set on this config", field=section)
