@@ -362,9 +362,9 @@ class BaseEngineConfig:
                 view.freeze()
         for sec in self.sections():
             names, getter = _all_fields(type(sec))
-            for name, value in zip(names, getter(sec)):
-                if isinstance(value, list):
-                    object.__setattr__(sec, name, tuple(value))
+            values = getter(sec)
+            for i in _lists_at(tuple(map(type, values))):
+                object.__setattr__(sec, names[i], tuple(values[i]))
         object.__setattr__(self, "engine_args", MappingProxyType(dict(self.engine_args)))
         object.__setattr__(self, "_frozen", True)
 
@@ -651,6 +651,20 @@ _PLAIN = frozenset({str, int, bool, type(None)})
 #: the positions of the other types, by the types of a state's values side by side (the same
 #: model gives the same few sequences of types, run after run)
 _OTHERS_AT: dict[tuple[type, ...], tuple[int, ...]] = {}
+
+
+#: the positions of the lists (of list or a subclass), by the types of a section's values side
+#: by side (what :meth:`BaseEngineConfig.freeze` turns into tuples)
+_LISTS_AT: dict[tuple[type, ...], tuple[int, ...]] = {}
+
+
+def _lists_at(types: tuple[type, ...]) -> tuple[int, ...]:
+    found = _LISTS_AT.get(types)
+    if found is None:
+        found = tuple(i for i, cls in enumerate(types) if issubclass(cls, list))
+        if len(_LISTS_AT) < 1024:
+            _LISTS_AT[types] = found
+    return found
 
 
 def _others_at(types: tuple[type, ...]) -> tuple[int, ...]:

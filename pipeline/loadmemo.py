@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import operator
 import os
+import types
 from typing import Any, Hashable
 
 import attrs
@@ -71,12 +72,33 @@ def _fields_getter(cls: type) -> Any:
 
 
 def _clone_section(sec: Any) -> Any:
-    cls = type(sec)
-    new = object.__new__(cls)
-    setter = object.__setattr__
-    for name, value in zip(_field_names(cls), _fields_getter(cls)(sec)):
-        setter(new, name, to_json(value) if value.__class__ in (list, dict) else value)
-    return new
+    return _section_cloner(type(sec))(sec)
+
+
+@functools.cache
+def _section_cloner(cls: type) -> Any:
+    """A function copying a section of class *cls*: a new object with each slot set as it
+    stands (a list or dict copied, past the assignment hook), compiled once per class as attrs
+    compiles a class's ``__init__``: a loaded copy costs one call per section, not one lookup
+    per field.  A class without slots is copied field by field."""
+    names = _field_names(cls)
+    slots = [getattr(cls, name, None) for name in names]
+    if not all(isinstance(slot, types.MemberDescriptorType) for slot in slots):
+        def clone(sec: Any) -> Any:
+            new = object.__new__(cls)
+            for name, value in zip(names, _fields_getter(cls)(sec)):
+                object.__setattr__(new, name, to_json(value) if value.__class__ in (list, dict) else value)
+            return new
+        return clone
+    scope: dict[str, Any] = {"new_object": object.__new__, "cls": cls, "copy": to_json, "CONTAINERS": (list, dict)}
+    lines = ["def clone(sec):", "    new = new_object(cls)"]
+    for i, (name, slot) in enumerate(zip(names, slots)):
+        scope[f"set_{i}"] = slot.__set__
+        lines.append(f"    value = sec.{name}")
+        lines.append(f"    set_{i}(new, copy(value) if value.__class__ in CONTAINERS else value)")
+    lines.append("    return new")
+    exec("\n".join(lines), scope)  # noqa: S102 - field names of our own attrs classes
+    return scope["clone"]
 
 
 @functools.cache
