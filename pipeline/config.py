@@ -117,7 +117,8 @@ def text(optional: bool = False):
 # -- the frozen switch and change hook ---------------------------------------------------------
 
 def _on_setattr(inst: Any, attribute: attrs.Attribute, value: Any) -> Any:
-    if getattr(inst, "_engine", None) is not None and inst._engine._frozen:
+    engine = getattr(inst, "_engine", None)
+    if engine is not None and engine._frozen:
         field = _path(inst, attribute)
         raise FrozenConfigError(f"the config is frozen: cannot set {field} to {value!r}", field=field)
     validator = attribute.metadata.get("on_assign", attribute.validator)
@@ -126,6 +127,8 @@ def _on_setattr(inst: Any, attribute: attrs.Attribute, value: Any) -> Any:
     count = inst._writes + 1
     object.__setattr__(inst, "_writes", count)
     inst._assigned[attribute.name] = count
+    if engine is not None:
+        object.__setattr__(engine, "_moves", engine._moves + 1)
     return value
 
 
@@ -332,10 +335,24 @@ class BaseEngineConfig:
     _replaced: int = attrs.field(default=0, init=False, repr=False, eq=False)
     #: the state taken last (:meth:`state` reads again only what can have changed since)
     _latest: "ConfigState | None" = attrs.field(default=None, init=False, repr=False, eq=False)
+    #: moves with every part of the write stamp (a field of a section assigned, a section
+    #: replaced): one number for "nothing was assigned since", the common case after a stage
+    _moves: int = attrs.field(default=0, init=False, repr=False, eq=False)
+    #: a section of this config also belongs to another one (assigned to both): its
+    #: assignments move the other's count, so only the write stamp tells them here
+    _shared: bool = attrs.field(default=False, init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
         for sec in self.sections():
-            object.__setattr__(sec, "_engine", self)
+            self._attach(sec)
+
+    def _attach(self, sec: Any) -> None:
+        """Make *sec* one of this config's sections (its assignments move this config's count)."""
+        other = getattr(sec, "_engine", None)
+        if other is not None and other is not self:
+            object.__setattr__(self, "_shared", True)
+            object.__setattr__(other, "_shared", True)
+        object.__setattr__(sec, "_engine", self)
 
     def __setattr__(self, name: str, value: Any) -> None:
         if getattr(self, "_frozen", False):
@@ -343,8 +360,9 @@ class BaseEngineConfig:
         object.__setattr__(self, name, value)
         if name in SECTIONS:  # the rest (engine_args, load_messages, source) is in no state
             object.__setattr__(self, "_replaced", getattr(self, "_replaced", 0) + 1)
+            object.__setattr__(self, "_moves", getattr(self, "_moves", 0) + 1)
             if value is not None:
-                object.__setattr__(value, "_engine", self)
+                self._attach(value)
 
     # -- access ----------------------------------------------------------------------------
     def sections(self) -> list[Any]:
@@ -451,7 +469,7 @@ class BaseEngineConfig:
             return
         by_name = dict(zip(SECTIONS, sections))
         out = ConfigState(other)
-        out.config, out.stamp, out.sections = self, self._write_stamp(), sections
+        out.config, out.stamp, out.sections, out.moves = self, self._write_stamp(), sections, self._moves
         out.containers = [(by_name[name], field, key, name) for _, field, key, name in other.containers]
         out.hf_keys, out.reread = list(other.hf_keys), None
         try:
@@ -481,10 +499,14 @@ class BaseEngineConfig:
         """
         if since is LATEST:
             since = self._latest
+        if since is not None and since.config is self and since.moves == self._moves and not self._shared \
+                and self.keep_state(since, stamp=since.stamp):
+            # nothing was assigned since (the write stamp is the same without reading it) and a
+            # full read would give *since* again, field for field: it is handed back itself
+            # (its memo key with it), read-only as every state is
+            return since
         stamp = self._write_stamp()
         if since is not None and since.config is self and stamp == since.stamp and self.keep_state(since, stamp=stamp):
-            # a full read would give *since* again, field for field: it is handed back
-            # itself (its memo key with it), read-only as every state is
             return since
         short = since is not None and since.config is self and since.stamp[0] == stamp[0]
         partial: dict[str, set[str]] = {}
@@ -512,7 +534,7 @@ class BaseEngineConfig:
             out = ConfigState()
             moved = SECTIONS
             out.containers, out.reread = [], None
-        out.config, out.stamp = self, stamp
+        out.config, out.stamp, out.moves = self, stamp, self._moves
         out.sections = self._section_objects()
         for name in moved:
             sec = getattr(self, name)
@@ -581,10 +603,12 @@ class ConfigState(dict):
     and which keys are hf_config writes) and ``reread``: the keys read again since the
     state it was taken after (None: all of them)."""
 
-    __slots__ = ("config", "stamp", "sections", "containers", "hf_keys", "reread", "_key", "hf_probe")
+    __slots__ = ("config", "stamp", "moves", "sections", "containers", "hf_keys", "reread", "_key", "hf_probe")
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
+        #: the config's assignment count when the state was taken (:attr:`BaseEngineConfig._moves`)
+        self.moves = None
         #: (root view, :meth:`~enginecfg.pipeline.hf.HFConfigView.overlay_probe`): the writes
         #: into the transformers config found equal to this state's, for checking again
         self.hf_probe = None

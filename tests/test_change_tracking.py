@@ -85,9 +85,29 @@ def test_a_state_read_since_an_earlier_one_equals_a_full_read(first, second):
 def test_the_stamp_moves_with_a_write_through_another_config_sharing_the_section():
     a, b = EngineConfig.from_pretrained(QWEN), EngineConfig.from_pretrained(QWEN)
     b.cache_config = a.cache_config  # one section object, two configs
-    before = b.state()
+    before, before_a = b.state(), a.state()
     a.cache_config.block_size = 96
     assert b.state(since=before)["cache_config.block_size"] == 96
+    # the write moves the count of the config the section was last given to (b), not a's: a
+    # config sharing a section reads its write stamp, never the count alone
+    assert a.state(since=before_a)["cache_config.block_size"] == 96
+    assert a.state()["cache_config.block_size"] == 96
+
+
+def test_nothing_assigned_since_a_state_is_told_without_reading_the_write_stamp(monkeypatch):
+    """After a stage that assigned nothing, the state taken before is handed back on the
+    config's assignment count alone; one assignment anywhere reads the stamp again."""
+    from enginecfg.pipeline.config import BaseEngineConfig
+
+    cfg = EngineConfig.from_pretrained(QWEN)
+    first = cfg.state()
+    reads = []
+    real = BaseEngineConfig._write_stamp
+    monkeypatch.setattr(BaseEngineConfig, "_write_stamp", lambda self: reads.append(1) or real(self))
+    assert cfg.state() is first and not reads
+    cfg.scheduler_config.max_num_seqs = 7
+    after = cfg.state()
+    assert after is not first and reads and after["scheduler_config.max_num_seqs"] == 7
 
 
 def test_an_assignment_to_a_section_rereads_that_section_and_no_other():
