@@ -8,12 +8,14 @@ ORACLE_DIR holds the real vLLM 0.19.0 as the oracle's ``README.md`` builds it
 here: it runs in its own process, and reports the median of ``--repeat`` in-process calls of
 ``EngineArgs(model=DIR, **args).create_engine_config()`` per case (its first call, which
 pays the imports, is not counted), ``--rounds`` times, alternating with enginecfg.
-enginecfg is timed warm, a fresh pipeline each call, under each release it speaks for
-(vLLM 0.19.0's rules and 0.34.0's): ``Pipeline(gpu_validation="off", vllm_version=V)
-.resolve(DIR, **args)``, median of ``--repeat`` after one warm-up, the two releases
-alternating call by call.  Both sides read the same config folders (the fixture configs).
-The ratio is vLLM 0.19.0's time over enginecfg's, for each release.  Figures go to
-bench/NOTES.md.
+enginecfg is timed warm, a fresh pipeline each call, under every release it speaks for
+(0.19.0 to 0.34.0, patch releases included): ``Pipeline(gpu_validation="off",
+vllm_version=V).resolve(DIR, **args)``, median of ``--repeat`` after one warm-up, the
+releases taking turns call by call (in a rotating order).  Both sides read the same config
+folders (the fixture configs).  The ratio is vLLM 0.19.0's time over enginecfg's; the table
+gives it case by case for the first and the last release, and one line per release gives
+its geometric mean and its lowest case.  ``--releases`` times only the releases named.
+Figures go to bench/NOTES.md.
 """
 
 from __future__ import annotations
@@ -48,8 +50,13 @@ CASES = [
 ]
 
 
-#: the releases enginecfg is timed under
-RELEASES = ("0.19.0", "0.34.0")
+def all_releases() -> tuple[str, ...]:
+    """Every release enginecfg speaks for, oldest first."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from enginecfg.pipeline import releases
+
+    return releases.names()
 
 
 def vllm_times(oracle: Path, python: str | None, overlay: str | None, repeat: int) -> dict[str, float]:
@@ -66,24 +73,25 @@ def vllm_times(oracle: Path, python: str | None, overlay: str | None, repeat: in
     return {r["name"]: r["timing_median_s"]["create_engine_config"] for r in results}
 
 
-def enginecfg_times(repeat: int) -> dict[str, dict[str, float]]:
-    """``{release: {case: median seconds}}``, the releases alternating call by call."""
+def enginecfg_times(repeat: int, releases: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    """``{release: {case: median seconds}}``, the releases taking turns call by call."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from enginecfg import Pipeline
 
-    out: dict[str, dict[str, float]] = {v: {} for v in RELEASES}
+    out: dict[str, dict[str, float]] = {v: {} for v in releases}
     for name, folder, args in CASES:
         path = CONFIGS / folder
-        samples: dict[str, list[float]] = {v: [] for v in RELEASES}
-        for v in RELEASES:
+        samples: dict[str, list[float]] = {v: [] for v in releases}
+        for v in releases:
             Pipeline(gpu_validation="off", vllm_version=v).resolve(path, **args)
         for i in range(repeat):
-            for v in (RELEASES if i % 2 == 0 else RELEASES[::-1]):
+            turn = i % len(releases)  # each release first, middle and last in turn
+            for v in releases[turn:] + releases[:turn]:
                 t = time.perf_counter()
                 Pipeline(gpu_validation="off", vllm_version=v).resolve(path, **args)
                 samples[v].append(time.perf_counter() - t)
-        for v in RELEASES:
+        for v in releases:
             out[v][name] = statistics.median(samples[v])
     return out
 
@@ -98,29 +106,39 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3,
                     help="alternate the two sides this many times (a load spike then hits both); "
                          "each side's figure is the median of its per-round medians")
+    ap.add_argument("--releases", help="comma-separated releases to time (default: every one)")
     ns = ap.parse_args()
+    known = all_releases()
+    chosen = tuple(v.strip() for v in ns.releases.split(",")) if ns.releases else known
+    unknown = [v for v in chosen if v not in known]
+    if unknown:
+        ap.error(f"--releases: {', '.join(unknown)} not among {', '.join(known)}")
+    shown = tuple(dict.fromkeys((chosen[0], chosen[-1])))  # the table's columns
     print(f"# {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC · {platform.machine()} · "
           f"{os.cpu_count()} CPUs · load {os.getloadavg()[0]:.1f} · Python {platform.python_version()}")
     rounds_ours, rounds_theirs = [], []
     for _ in range(max(1, ns.rounds)):
-        rounds_ours.append(enginecfg_times(ns.repeat))
+        rounds_ours.append(enginecfg_times(ns.repeat, chosen))
         rounds_theirs.append(vllm_times(Path(ns.oracle).resolve(), ns.python, ns.overlay, ns.repeat))
-    ratios: dict[str, list[float]] = {v: [] for v in RELEASES}
-    head = "".join(f" {'enginecfg ' + v + ' ms':>19} {'ratio':>7}" for v in RELEASES)
-    print(f"{'case':<30} {'vLLM 0.19.0 ms':>15}{head}  per round ({'; '.join(RELEASES)})")
+    theirs = {name: statistics.median(r[name] for r in rounds_theirs) for name, _, _ in CASES}
+    ours = {v: {name: statistics.median(r[v][name] for r in rounds_ours) for name, _, _ in CASES}
+            for v in chosen}
+    head = "".join(f" {'enginecfg ' + v + ' ms':>19} {'ratio':>7}" for v in shown)
+    print(f"{'case':<30} {'vLLM 0.19.0 ms':>15}{head}  per round ({'; '.join(shown)})")
     for name, _, _ in CASES:
-        theirs = statistics.median(r[name] for r in rounds_theirs)
         cells, each = "", []
-        for v in RELEASES:
-            ours = statistics.median(r[v][name] for r in rounds_ours)
-            ratios[v].append(theirs / ours)
-            cells += f" {ours * 1e3:19.3f} {theirs / ours:6.1f}x"
+        for v in shown:
+            cells += f" {ours[v][name] * 1e3:19.3f} {theirs[name] / ours[v][name]:6.1f}x"
             each.append(" ".join(f"{t[name] / o[v][name]:.1f}" for o, t in zip(rounds_ours, rounds_theirs)))
-        print(f"{name:<30} {theirs * 1e3:15.2f}{cells}  {'; '.join(each)}")
-    for v in RELEASES:
-        geo = math.exp(sum(map(math.log, ratios[v])) / len(ratios[v]))
-        print(f"enginecfg under {v}'s rules: geomean {geo:.1f}x, min {min(ratios[v]):.1f}x  (vLLM 0.19.0's "
-              f"create_engine_config time / enginecfg's; {len(rounds_ours)} rounds; load {os.getloadavg()[0]:.1f})")
+        print(f"{name:<30} {theirs[name] * 1e3:15.2f}{cells}  {'; '.join(each)}")
+    print(f"vLLM 0.19.0's create_engine_config time / enginecfg's, {len(rounds_ours)} rounds, "
+          f"load {os.getloadavg()[0]:.1f}:")
+    for v in chosen:
+        ratios = {name: theirs[name] / ours[v][name] for name, _, _ in CASES}
+        geo = math.exp(sum(map(math.log, ratios.values())) / len(ratios))
+        low = min(ratios, key=ratios.get)
+        print(f"  enginecfg under {v}'s rules: geomean {geo:.1f}x, min {ratios[low]:.1f}x ({low}, "
+              f"{ours[v][low] * 1e3:.3f} ms)")
     return 0
 
 

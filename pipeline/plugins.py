@@ -22,6 +22,7 @@ Each ``Pipeline()`` still gets fresh stage instances.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -80,6 +81,13 @@ def plugin_policy(value: str | None = None) -> str | frozenset[str]:
     if not isinstance(raw, str):
         raise InvalidInputError.for_value(POLICY_ENV, raw, "all, none, or a comma-separated list of "
                                           "distribution names")
+    return _parsed_policy(raw)
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed_policy(raw: str) -> str | frozenset[str]:
+    """:func:`plugin_policy` of the text *raw* (pure: kept per text; a refusal is raised again
+    each time, as exceptions are not kept)."""
     parts = [p.strip() for p in raw.split(",") if p.strip()]
     keywords = [p for p in parts if p.lower() in ("all", "none")]
     if not parts:

@@ -270,7 +270,8 @@ class Pipeline:
                     run_id=run.run_id, seq=seq, stage="loading", level=lvl, message=msg))
         pending = list(cfg.pending_errors)
         for order, stage in enumerate(self.stages):
-            self._raise_pending(run, pending, getattr(stage, "vllm_step", ENGINE))
+            if pending:  # (an engine-argument error waits for its step)
+                self._raise_pending(run, pending, getattr(stage, "vllm_step", ENGINE))
             self._run_stage(run, order, stage)
         self._raise_pending(run, pending, None)
         cfg.freeze()
