@@ -10,9 +10,10 @@ here: it runs in its own process, and reports the median of ``--repeat`` in-proc
 pays the imports, is not counted), ``--rounds`` times, alternating with enginecfg.
 enginecfg is timed warm, a fresh pipeline each call, under every release it speaks for
 (0.19.0 to 0.34.0, patch releases included): ``Pipeline(gpu_validation="off",
-vllm_version=V).resolve(DIR, **args)``, median of ``--repeat`` after one warm-up, the
-releases taking turns call by call (in a rotating order).  Both sides read the same config
-folders (the fixture configs).  The ratio is vLLM 0.19.0's time over enginecfg's; the table
+vllm_version=V).resolve(DIR, **args)``, the median of ``--repeat`` calls in a row after one
+warm-up, as vLLM's side is timed (one case's calls in a row in one process: an engine runs
+one release); the releases take turns block by block, in an order that rotates from case
+to case and round to round.  Both sides read the same config folders (the fixture configs).  The ratio is vLLM 0.19.0's time over enginecfg's; the table
 gives it case by case for the first and the last release, and one line per release gives
 its geometric mean and its lowest case.  ``--releases`` times only the releases named.
 Figures go to bench/NOTES.md.
@@ -73,26 +74,25 @@ def vllm_times(oracle: Path, python: str | None, overlay: str | None, repeat: in
     return {r["name"]: r["timing_median_s"]["create_engine_config"] for r in results}
 
 
-def enginecfg_times(repeat: int, releases: tuple[str, ...]) -> dict[str, dict[str, float]]:
-    """``{release: {case: median seconds}}``, the releases taking turns call by call."""
+def enginecfg_times(repeat: int, releases: tuple[str, ...], turn: int = 0) -> dict[str, dict[str, float]]:
+    """``{release: {case: median seconds}}``: each release's calls of a case in a row, the
+    releases taking turns in an order rotated by *turn* and by the case."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from enginecfg import Pipeline
 
     out: dict[str, dict[str, float]] = {v: {} for v in releases}
-    for name, folder, args in CASES:
+    for n, (name, folder, args) in enumerate(CASES):
         path = CONFIGS / folder
-        samples: dict[str, list[float]] = {v: [] for v in releases}
-        for v in releases:
-            Pipeline(gpu_validation="off", vllm_version=v).resolve(path, **args)
-        for i in range(repeat):
-            turn = i % len(releases)  # each release first, middle and last in turn
-            for v in releases[turn:] + releases[:turn]:
+        start = (turn + n) % len(releases)
+        for v in releases[start:] + releases[:start]:
+            Pipeline(gpu_validation="off", vllm_version=v).resolve(path, **args)  # warm-up
+            samples = []
+            for _ in range(repeat):
                 t = time.perf_counter()
                 Pipeline(gpu_validation="off", vllm_version=v).resolve(path, **args)
-                samples[v].append(time.perf_counter() - t)
-        for v in releases:
-            out[v][name] = statistics.median(samples[v])
+                samples.append(time.perf_counter() - t)
+            out[v][name] = statistics.median(samples)
     return out
 
 
@@ -117,8 +117,8 @@ def main() -> int:
     print(f"# {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC · {platform.machine()} · "
           f"{os.cpu_count()} CPUs · load {os.getloadavg()[0]:.1f} · Python {platform.python_version()}")
     rounds_ours, rounds_theirs = [], []
-    for _ in range(max(1, ns.rounds)):
-        rounds_ours.append(enginecfg_times(ns.repeat, chosen))
+    for turn in range(max(1, ns.rounds)):
+        rounds_ours.append(enginecfg_times(ns.repeat, chosen, turn * 7))
         rounds_theirs.append(vllm_times(Path(ns.oracle).resolve(), ns.python, ns.overlay, ns.repeat))
     theirs = {name: statistics.median(r[name] for r in rounds_theirs) for name, _, _ in CASES}
     ours = {v: {name: statistics.median(r[v][name] for r in rounds_ours) for name, _, _ in CASES}
