@@ -189,13 +189,15 @@ def _keep(table: dict, path: str, entry: tuple) -> None:
             del table[next(iter(table))]
 
 
-def _folder_names(folder: str) -> frozenset[str] | None:
+def _folder_names(folder: str, st: os.stat_result | None = None) -> frozenset[str] | None:
     """The names in *folder* when its listing was kept under the same stat facts (listed and
-    kept now if it is settled); None where it cannot say (the caller looks name by name)."""
-    try:
-        st = os.stat(folder)
-    except (OSError, ValueError):
-        return None
+    kept now if it is settled); None where it cannot say (the caller looks name by name).
+    *st*: the folder's stat, when the caller has just taken it."""
+    if st is None:
+        try:
+            st = os.stat(folder)
+        except (OSError, ValueError):
+            return None
     facts = _facts(st)
     kept = _LISTINGS.get(folder)
     if kept is not None and kept[0] == facts:
@@ -210,13 +212,16 @@ def _folder_names(folder: str) -> frozenset[str] | None:
     return names
 
 
-def _read_kept(path: str, source: "ModelSource", name: str) -> tuple[bytes, str]:
+def _read_kept(path: str, source: "ModelSource", name: str,
+               st: os.stat_result | None = None) -> tuple[bytes, str]:
     """The bytes of a regular file and their sha256: kept ones where the file's stat facts are
-    those they were read under, else read (and kept if the file is settled)."""
-    try:
-        st = os.stat(path)
-    except (OSError, ValueError):
-        st = None
+    those they were read under, else read (and kept if the file is settled).  *st*: the
+    file's stat, when the caller has just taken it."""
+    if st is None:
+        try:
+            st = os.stat(path)
+        except (OSError, ValueError):
+            st = None
     if st is not None and stat.S_ISREG(st.st_mode):
         facts = _facts(st)
         kept = _FILES.get(path)
@@ -239,8 +244,13 @@ class ModelSource:
 
     def __init__(self, kind: str, given: str, root: Path | None, *, config_path: Path | None = None,
                  repo_id: str | None = None, revision: str | None = None, commit: str | None = None,
-                 offline: bool = False, fetch: Callable[[str], Path | None] | None = None):
+                 offline: bool = False, fetch: Callable[[str], Path | None] | None = None,
+                 root_stat: os.stat_result | None = None):
         self.kind = kind
+        #: the folder's stat as opening it found it (its listing is looked up under it)
+        self._root_stat = root_stat
+        #: (path, stat) of the file :meth:`_local` just found, for the read that follows
+        self._found: tuple[str, os.stat_result] | None = None
         self.given = given
         self.root = root
         self._root_text = os.fspath(root) if root is not None else None
@@ -283,9 +293,11 @@ class ModelSource:
         if self.kind == "file":
             return self._config_path if name == "config.json" else None
         if self.root is not None:
+            names = None
             if "/" not in name:
                 if self._names is None:  # the folder's stat facts, looked at once per source
-                    self._names = (_folder_names(self._root_text),)
+                    self._names = (_folder_names(self._root_text, self._root_stat),)
+                    self._root_stat = None
                 names = self._names[0]
                 if names is not None and name not in names:
                     return None  # not in the folder (its listing kept under the same stat facts)
@@ -293,8 +305,16 @@ class ModelSource:
             p = os.path.join(self._root_text, name)
             if name == "config.json":
                 # present but not a regular file (a FIFO, a folder): refused when read, not missed
-                return p if os.path.lexists(p) else None
-            return p if os.path.isfile(p) else None
+                # (in the listing kept: there, as lexists would say)
+                return p if names is not None or os.path.lexists(p) else None
+            try:
+                st = os.stat(p)
+            except (OSError, ValueError):
+                return None
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            self._found = (p, st)  # the read that follows takes it, not a second stat
+            return p
         return self._fetch(name) if self._fetch is not None else None
 
     def read_bytes(self, name: str) -> bytes | None:
@@ -305,7 +325,9 @@ class ModelSource:
         if path is None:
             data = None
         elif self.root is not None:
-            data, digest = _read_kept(os.fspath(path), self, name)
+            found, self._found = self._found, None
+            path = os.fspath(path)
+            data, digest = _read_kept(path, self, name, found[1] if found is not None and found[0] == path else None)
             self.files[name] = FileRecord(name, digest, len(data))
         else:
             data = _read_regular(path, self, name)
@@ -512,7 +534,7 @@ def open_source(model: Any, revision: str | None = None) -> ModelSource:
             raise InvalidInputError(f"invalid revision (--revision): got {revision!r} for the local path {p}; "
                                     f"allowed: a revision only with a Hugging Face repo id", field="revision")
         if stat.S_ISDIR(found.st_mode):
-            return ModelSource("folder", str(model), p)
+            return ModelSource("folder", str(model), p, root_stat=found)
         return ModelSource("file", str(model), p.parent, config_path=p)
     text = os.fspath(model)
     if isinstance(text, str) and "/" in text and is_repo_id(text):
