@@ -112,6 +112,40 @@ def _new_config(cls: type, values: dict[str, Any]) -> BaseEngineConfig:
     """``cls(**values)``, the fields set as attrs' ``__init__`` sets them (the values given,
     else each default), without the assignment hook: a copy of a loaded config needs no
     validation, and counts no replacement of its sections."""
+    new = _config_maker(cls)(values)
+    new.__attrs_post_init__()
+    return new
+
+
+@functools.cache
+def _config_maker(cls: type) -> Any:
+    """:func:`_new_config` for class *cls* without the post-init: compiled once per class, as
+    :func:`_section_cloner` is (field by field where a field is not a slot)."""
+    fields = _config_fields(cls)
+    slots = [getattr(cls, name, None) for name, _ in fields]
+    if not all(isinstance(slot, types.MemberDescriptorType) for slot in slots):
+        return functools.partial(_fill_config, cls)
+    scope: dict[str, Any] = {"new_object": object.__new__, "cls": cls, "NOTHING": attrs.NOTHING}
+    lines = ["def make(values):", "    new = new_object(cls)"]
+    for i, ((name, default), slot) in enumerate(zip(fields, slots)):
+        scope[f"set_{i}"] = slot.__set__
+        if default is attrs.NOTHING:
+            lines.append(f"    if {name!r} not in values:")
+            lines.append(f"        raise TypeError(cls.__name__ + ': no value for ' + {name!r})")
+            lines.append(f"    set_{i}(new, values[{name!r}])")
+        elif isinstance(default, attrs.Factory):
+            scope[f"factory_{i}"] = default.factory
+            made = f"factory_{i}(new)" if default.takes_self else f"factory_{i}()"
+            lines.append(f"    set_{i}(new, values[{name!r}] if {name!r} in values else {made})")
+        else:
+            scope[f"default_{i}"] = default
+            lines.append(f"    set_{i}(new, values.get({name!r}, default_{i}))")
+    lines.append("    return new")
+    exec("\n".join(lines), scope)  # noqa: S102 - field names of our own attrs class
+    return scope["make"]
+
+
+def _fill_config(cls: type, values: dict[str, Any]) -> BaseEngineConfig:
     new = object.__new__(cls)
     for name, default in _config_fields(cls):
         if name in values:
@@ -123,7 +157,6 @@ def _new_config(cls: type, values: dict[str, Any]) -> BaseEngineConfig:
         else:
             value = default
         object.__setattr__(new, name, value)
-    new.__attrs_post_init__()
     return new
 
 

@@ -14,11 +14,11 @@ import attrs
 import pytest
 
 from support import CONFIGS, FIXTURES, resolved_cases
-from enginecfg import EngineConfig, Pipeline, Stage
+from enginecfg import EngineCfgError, EngineConfig, Pipeline, Stage
 from enginecfg.pipeline.config import SECTIONS, CacheConfig, PoolerConfig
 from enginecfg.pipeline.jsonvalue import to_json
 from enginecfg.pipeline.hf.memo import ContentMemo, Unkeyable, content_key
-from enginecfg.pipeline import hf
+from enginecfg.pipeline import hf, releases
 from enginecfg.pipeline.models import capacity
 
 QWEN = str(CONFIGS / "qwen3.5-27b")
@@ -267,3 +267,36 @@ def test_a_state_after_two_assignments_reads_those_two_fields_only(monkeypatch):
     assert listed == []  # the section's field list is not gone over again
     assert again["model_config.max_model_len"] == 2048 and dict(again) == dict(cfg.state(None))
     assert before["model_config.max_model_len"] != 4096
+
+
+def _full(cfg) -> list:
+    state = cfg.state(since=None)
+    return [(key, type(value), content_key(value)) for key, value in state.items()]
+
+
+@pytest.mark.parametrize("release", releases.names())
+def test_a_built_in_stage_deciding_whether_it_applies_changes_nothing(release, warm_snapshots):
+    """The pipeline takes no state after a built-in stage that does not apply (its applies()
+    only reads): every built-in's applies(), on every fixture case, leaves every field (the
+    writes into the transformers config included) as it found it."""
+    from enginecfg.pipeline.plugins import builtin_stages
+
+    stages = builtin_stages(release)
+    asked = []
+    for stage in stages:
+        decide = stage.applies
+
+        def checked(cfg, _decide=decide, _name=stage.name):
+            before = _full(cfg)
+            out = _decide(cfg)
+            assert _full(cfg) == before, _name
+            asked.append(_name)
+            return out
+        stage.applies = checked
+    pipeline = Pipeline(stages, vllm_version=release, gpu_validation="off")
+    for case in CASES:
+        try:
+            pipeline.resolve(str(FIXTURES / case["config"]), **case["engine_args"])
+        except EngineCfgError:
+            pass  # a refused case still decided for the stages before the refusal
+    assert set(asked) == {st.name for st in stages}
