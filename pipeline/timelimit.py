@@ -24,7 +24,6 @@ import contextvars
 import functools
 import math
 import os
-import queue
 import sys
 import threading
 from typing import Any, Callable
@@ -120,7 +119,7 @@ class TimedOut(Exception):
 
 
 class _Worker:
-    """A daemon thread that runs one call at a time, handed over through a queue.
+    """A daemon thread that runs one call at a time, woken through a pipe.
 
     Starting a thread for every call of a plugin's stage cost more than most stages take;
     an idle worker waits for the next call instead.  A worker whose call ran past its limit
@@ -132,18 +131,33 @@ class _Worker:
     caller runs (:func:`_wake_here`) and, once awake, takes back the CPUs it may run on before
     the call starts: the call, and any thread it starts, runs where it would have.  The caller
     waits on that same CPU and takes its own CPUs back once the call has returned, so waking it
-    is not a second trip to an idle CPU either."""
+    is not a second trip to an idle CPU either.
+
+    The worker sleeps in a read of its pipe and the caller wakes it with a write: a write lets
+    go of the interpreter lock before it wakes the worker, so the worker runs at once (a
+    queue wakes it while the caller still holds the lock, and the two take turns on it
+    before the call starts)."""
 
     def __init__(self) -> None:
-        self.calls: "queue.SimpleQueue[tuple[Callable[[], None], threading.Lock, bool]]" = queue.SimpleQueue()
+        self._wake_r, self._wake_w = os.pipe()
+        _PIPES.append((self._wake_r, self._wake_w))
+        #: the call handed over, read by the worker once woken
+        self.call: "tuple[Callable[[], None], threading.Lock, bool] | None" = None
         self.thread = threading.Thread(target=self._loop, name=_THREAD, daemon=True)
         #: the CPUs the worker may run on (the creating thread's, which it inherits)
         self.cpus = _cpus()
         self.thread.start()
 
+    def hand(self, call: "tuple[Callable[[], None], threading.Lock, bool]") -> None:
+        """Give the idle worker *call* and wake it."""
+        self.call = call
+        os.write(self._wake_w, b"\0")
+
     def _loop(self) -> None:
         while True:
-            body, done, woken_here = self.calls.get()
+            os.read(self._wake_r, 1)
+            body, done, woken_here = self.call
+            self.call = None
             try:
                 if woken_here:  # the call runs on the CPUs the worker was given, not one
                     _set_cpus(0, self.cpus)
@@ -209,8 +223,24 @@ def _wake_here(worker: "_Worker") -> "set[int] | None":
 
 #: workers waiting for a call (taken and given back whole: list.pop and append are atomic)
 _IDLE: list[_Worker] = []
-if hasattr(os, "register_at_fork"):  # a forked child has none of its parent's threads
-    os.register_at_fork(after_in_child=_IDLE.clear)
+#: the wake-up pipes of every worker started (idle or abandoned)
+_PIPES: list[tuple[int, int]] = []
+
+
+def _forget_workers() -> None:
+    """In a forked child: it has none of its parent's threads, so none of their pipes either."""
+    _IDLE.clear()
+    for pair in _PIPES:
+        for fd in pair:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    _PIPES.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_workers)
 
 
 def call_with_limit(fn: Callable[[], Any], seconds: float, name: str) -> Any:
@@ -236,7 +266,7 @@ def call_with_limit(fn: Callable[[], Any], seconds: float, name: str) -> Any:
     done.acquire()
     # the caller's context variables go with it, as if it ran in the calling thread
     own = _wake_here(worker)
-    worker.calls.put((functools.partial(contextvars.copy_context().run, body), done, own is not None))
+    worker.hand((functools.partial(contextvars.copy_context().run, body), done, own is not None))
     try:
         finished = done.acquire(timeout=seconds)
     except BaseException:  # a Ctrl-C while waiting leaves the worker to the call too
