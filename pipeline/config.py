@@ -518,7 +518,7 @@ class BaseEngineConfig:
                 moved = ()
                 out.containers = since.containers  # read only, never appended to below
             else:
-                moved = tuple(name for i, name in enumerate(SECTIONS, 1) if stamp[i] != since.stamp[i])
+                moved = tuple([name for name, now, then in zip(SECTIONS, stamp[1:], since.stamp[1:]) if now != then])
                 # a section still the object it was: only the fields assigned since are read
                 # again (the others took no assignment; their lists and dicts are read below)
                 for i, name in enumerate(SECTIONS):

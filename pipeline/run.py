@@ -324,7 +324,6 @@ class Pipeline:
         # snapshot is this one's opening snapshot.
         before = run.last_state
         n_before = len(run.changes)
-        ctx = StageContext(run, stage, cfg)
         # a plugin's stage: what it prints goes to stderr (stdout carries the report or the
         # run document), and the config is read whole after it (a change made past the
         # config's own assignment, object.__setattr__, is still the plugin's)
@@ -336,19 +335,20 @@ class Pipeline:
             else:  # a built-in runs as it is, in this thread
                 applies = bool(stage.applies(cfg))
         except TimedOut:
-            self._timed_out(run, order, stage, t0, (before, ctx, plugin), "deciding whether it applies")
+            self._timed_out(run, order, stage, t0, (before, StageContext(run, stage, cfg), plugin),
+                            "deciding whether it applies")
         except EngineCfgError as exc:
-            self._fail(run, order, stage, exc, t0, (before, ctx, plugin))
+            self._fail(run, order, stage, exc, t0, (before, StageContext(run, stage, cfg), plugin))
         except (Exception, SystemExit) as exc:
             self._fail(run, order, stage, self._wrap(stage, exc, "deciding whether it applies"), t0,
-                       (before, ctx, plugin))
+                       (before, StageContext(run, stage, cfg), plugin))
         except BaseException as exc:  # KeyboardInterrupt: recorded, then raised on
-            self._interrupted(run, order, stage, exc, t0, (before, ctx, plugin))
+            self._interrupted(run, order, stage, exc, t0, (before, StageContext(run, stage, cfg), plugin))
         if not applies:
             # a built-in stage's applies() only reads the config (tests/test_change_tracking.py
             # holds every one of every release to it): there is nothing to look for; what a
             # plugin's does is checked as anything else it does
-            n = run.sweep(stage, before, ctx, full=True) if plugin else 0
+            n = run.sweep(stage, before, StageContext(run, stage, cfg), full=True) if plugin else 0
             if plugin:  # a change made while deciding is checked as any other of the plugin's
                 self._check_plugin(run, order, stage, n_before, t0)
             if events.stage_finished.receivers:
@@ -356,6 +356,7 @@ class Pipeline:
                     run_id=run.run_id, stage=stage.name, order=order, outcome="skipped",
                     duration_s=time.perf_counter() - t0, changes=n, origin=stage.origin))
             return
+        ctx = StageContext(run, stage, cfg)
         if events.stage_started.receivers:
             events.stage_started.send(run.run_id, event=events.StageStarted(
                 run_id=run.run_id, stage=stage.name, order=order, origin=stage.origin))

@@ -94,7 +94,9 @@ class Stage:
         given = self.__dict__.get("_origin")
         if given:
             return given
-        return _class_origin(type(self))
+        cls = type(self)
+        found = _ORIGINS.get(cls)
+        return found if found is not None else _class_origin(cls)
 
     @origin.setter
     def origin(self, value: str) -> None:
@@ -161,12 +163,16 @@ def _sections() -> "dict[str, type]":
     return SECTIONS
 
 
-@functools.lru_cache(maxsize=None)
+#: the origin of a stage class's instances that discovery named none for, by class
+_ORIGINS: dict[type, str] = {}
+
+
 def _class_origin(cls: type) -> str:
-    """The origin of a stage of class *cls* that discovery named none for (a class's module
-    is fixed once it is defined)."""
+    """The origin of a stage of class *cls* that discovery named none for, kept per class (a
+    class's module is fixed once it is defined)."""
     module = cls.__module__
-    return "built-in" if module.startswith("enginecfg.") else f"local {module}"
+    found = _ORIGINS[cls] = "built-in" if module.startswith("enginecfg.") else f"local {module}"
+    return found
 
 
 @functools.lru_cache(maxsize=None)
