@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import sys
 import time
-import uuid
 from typing import Any, Iterable, Sequence
 
 import attrs
@@ -53,6 +53,20 @@ def release_from_env() -> str | None:
     refused, naming the variable and the releases there are (:func:`releases.from_env`)."""
     release = releases.from_env()
     return None if release is None else release.name
+
+
+#: the generator of run ids: this process's own, seeded from the operating system (so a
+#: program's random.seed() never makes two processes' ids alike), seeded again in a forked child
+_IDS = random.Random()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_IDS.seed)
+
+
+def new_run_id() -> str:
+    """A new run id: a random (version 4) UUID in hex, as ``uuid.uuid4().hex`` writes one."""
+    n = _IDS.getrandbits(128)
+    n = (n & ~(0xF000 << 64) | (4 << 76)) & ~(0xC000 << 48) | (0x8000 << 48)
+    return f"{n:032x}"
 
 
 def _gpu(gpu: "Gpu | str | None") -> Gpu:
@@ -254,7 +268,7 @@ class Pipeline:
         if cfg.frozen:
             raise InvalidInputError("this config was already resolved and frozen; load it again to rerun",
                                     field="cfg")
-        run = _Run(run_id or uuid.uuid4().hex, cfg, self.release)
+        run = _Run(run_id or new_run_id(), cfg, self.release)
         if events.run_started.receivers:  # documents are built only for someone who listens
             input_doc = to_json(cfg.to_config_dict())
             events.run_started.send(run.run_id, event=events.RunStarted(
@@ -471,7 +485,7 @@ class Pipeline:
         A config that cannot even be loaded is still a run: ``run_started`` and
         ``run_failed`` are published for it before the error propagates.
         """
-        run_id = uuid.uuid4().hex
+        run_id = new_run_id()
         try:
             # engine-argument errors wait for the step where vLLM reports them (arg_order)
             cfg = self.rules.load(path, engine_args, revision, defer_argument_errors=True)

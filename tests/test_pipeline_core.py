@@ -186,3 +186,32 @@ def test_result_is_frozen_and_fingerprinted():
     assert r1.config.frozen and r1.fingerprint == r2.fingerprint != r3.fingerprint
     with pytest.raises(InvalidInputError, match="already resolved"):
         Pipeline().run(r1.config)
+
+
+def test_run_ids_are_random_uuids_whatever_the_program_seeds():
+    """A run id is a version-4 UUID in hex; a program seeding Python's random module (as ML
+    code does for reproducibility) makes no two processes' ids alike, and a forked child
+    draws other ids than its parent."""
+    import os
+    import random
+    import uuid
+
+    from enginecfg.pipeline.run import new_run_id
+
+    random.seed(0)
+    ids = [new_run_id() for _ in range(1000)]
+    assert len(set(ids)) == 1000
+    assert all(len(i) == 32 and uuid.UUID(i).version == 4 and uuid.UUID(i).hex == i for i in ids)
+    random.seed(0)
+    assert new_run_id() not in ids
+    if hasattr(os, "fork"):
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: its next id, to the parent
+            os.write(write, new_run_id().encode())
+            os._exit(0)
+        os.close(write)
+        child = os.read(read, 64).decode()
+        os.waitpid(pid, 0)
+        os.close(read)
+        assert len(child) == 32 and child != new_run_id()
