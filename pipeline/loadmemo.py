@@ -44,8 +44,10 @@ _SWITCHES = ("VLLM_MLA_DISABLE", "VLLM_ALLOW_LONG_MAX_MODEL_LEN")
 @attrs.frozen
 class _Template:
     config_bytes: bytes
-    #: every file the load looked at: name -> bytes, or None where it found none
-    reads: tuple[tuple[str, bytes | None], ...]
+    #: every other file the load found: (name, bytes)
+    reads: tuple[tuple[str, bytes], ...]
+    #: the files the load looked for and did not find
+    absent: tuple[str, ...]
     #: the safetensors headers read (file name, sha256 of the header), or None if not looked at
     headers: tuple[tuple[str, str], ...] | None
     cfg: BaseEngineConfig
@@ -200,11 +202,12 @@ class LoadMemo:
     def key(path: Any, revision: str | None, engine_args: dict[str, Any]) -> Hashable | None:
         try:
             args = content_key(engine_args)
-            cwd = os.getcwd()  # a relative path means another folder elsewhere
-        except (Unkeyable, OSError):  # OSError: the working folder was removed
+            text = os.fspath(path)
+            # a relative path means another folder elsewhere; an absolute one, the same anywhere
+            cwd = None if isinstance(text, str) and os.path.isabs(text) else os.getcwd()
+        except (Unkeyable, OSError, TypeError):  # OSError: the working folder was removed
             return None
-        return (os.fspath(path), type(path), revision, cwd, args,
-                tuple(os.environ.get(name) for name in _SWITCHES))
+        return (text, type(path), revision, cwd, args, tuple(os.environ.get(name) for name in _SWITCHES))
 
     def get(self, key: Hashable, source: ModelSource, config_bytes: bytes,
             engine_args: dict[str, Any]) -> BaseEngineConfig | None:
@@ -215,6 +218,8 @@ class LoadMemo:
         for name, data in entry.reads:
             if source.read_bytes(name) != data:
                 return None
+        if not source.still_absent(entry.absent):
+            return None
         if entry.headers is not None:
             source.safetensors_headers()  # the folder listed and each header read again
             if _headers_read(source) != entry.headers:
@@ -230,9 +235,11 @@ class LoadMemo:
             template = clone_config(cfg, None, cfg.engine_args)
         except (TypeError, KeyError):  # a load-time write this copy cannot make: not kept
             return
-        reads = tuple((name, data) for name, data in source.reads().items() if name != "config.json")
+        found = source.reads()
+        reads = tuple((name, data) for name, data in found.items() if name != "config.json" and data is not None)
+        absent = tuple(name for name, data in found.items() if data is None)
         headers = _headers_read(source) if source.safetensors_read else None
-        self._templates.put(key, (), _Template(config_bytes, reads, headers, template, template.state(None)))
+        self._templates.put(key, (), _Template(config_bytes, reads, absent, headers, template, template.state(None)))
 
     def clear(self) -> None:
         self._templates.clear()

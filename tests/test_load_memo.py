@@ -172,16 +172,21 @@ def test_the_working_folder_is_part_of_a_relative_path(tmp_path, monkeypatch, wa
     assert qwen.model_config.architecture != nemotron.model_config.architecture
 
 
-def test_a_removed_working_folder_loads_without_the_memo(tmp_path, monkeypatch, warm_snapshots):
+def test_a_removed_working_folder_loads_an_absolute_path_with_the_memo(tmp_path, monkeypatch, warm_snapshots):
+    """An absolute path names the same folder whatever the working folder is: its key needs no
+    working folder, so a removed one changes nothing; a relative path's key is the working
+    folder's (there is none to key here, and no memo entry is made)."""
     hfcache.clear()
     gone = tmp_path / "gone"
     gone.mkdir()
     monkeypatch.chdir(gone)
     gone.rmdir()
+    assert os.path.isabs(QWEN)
     first = EngineConfig.from_pretrained(QWEN)
     again = EngineConfig.from_pretrained(QWEN)
-    assert len(LOADS) == 0 and LOADS.hits == 0
+    assert len(LOADS) == 1 and LOADS.hits == 1
     assert _facts(again) == _facts(first)
+    assert LOADS.key("relative/folder", None, {}) is None
 
 
 def test_the_mla_switch_is_part_of_the_key(monkeypatch, warm_snapshots):

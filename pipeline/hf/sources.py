@@ -335,6 +335,27 @@ class ModelSource:
         self._cache[name] = data
         return data
 
+    def still_absent(self, names: tuple[str, ...]) -> bool:
+        """Whether none of *names* (each looked for before and not found) is found now, each
+        recorded as looked for and absent as :meth:`read_bytes` records it: by the folder's
+        kept listing for a name in the folder itself, else as :meth:`read_bytes` looks."""
+        listing = None
+        if self.kind == "folder" and self.root is not None:
+            if self._names is None:  # the folder's stat facts, looked at once per source
+                self._names = (_folder_names(self._root_text, self._root_stat),)
+                self._root_stat = None
+            listing = self._names[0]
+        for name in names:
+            if listing is not None and "/" not in name:
+                if name in listing:
+                    return False
+                known = self._cache.setdefault(name, None)
+                if known is not None:
+                    return False
+            elif self.read_bytes(name) is not None:
+                return False
+        return True
+
     def reads(self) -> dict[str, bytes | None]:
         """Every file looked at so far: its bytes, or None where none was found."""
         return dict(self._cache)
