@@ -423,25 +423,17 @@ class BaseEngineConfig:
         if full:
             if any(a is not b for a, b in zip(self._section_objects(), since.sections)):
                 return False
-            for sec in since.sections:
-                if sec is None:
-                    continue
-                getter, keys, olds_of = _tracked_getter(type(sec))
-                values = getter(sec)
-                try:
-                    olds = olds_of(since)
-                except KeyError:
-                    return False
-                if values == olds and list(map(type, values)) == list(map(type, olds)):
-                    # equal with the same types at the top; a list or dict among them was one when
-                    # the state was taken (its type is the same) and is compared whole above
-                    continue
-                for value, old in zip(values, olds):
-                    if value.__class__ in (list, dict):
-                        if not same_content(value, old):
-                            return False
-                    elif not (value.__class__ is old.__class__ and value == old):
-                        return False
+            getter, olds_of = _every_tracked(tuple(type(sec) for sec in since.sections))
+            try:
+                olds = olds_of(since)
+            except KeyError:
+                return False
+            values = getter(self)
+            # equal with the same types at the top (a list or dict among them was one when the
+            # state was taken, and is compared whole above); else field by field
+            if not (values == olds and list(map(type, values)) == list(map(type, olds))) \
+                    and not self._same_fields(since):
+                return False
         hf = self.model_config.hf_config
         if hf is None:
             return not since.hf_keys
@@ -452,6 +444,26 @@ class BaseEngineConfig:
         if found is None or found[2] != len(since.hf_keys):
             return False
         since.hf_probe = (hf, found)  # checked again from it while nothing is put in an overlay
+        return True
+
+    @staticmethod
+    def _same_fields(since: "ConfigState") -> bool:
+        """Every tracked field of *since*'s sections holds what *since* holds, types all the
+        way down for lists and dicts."""
+        for sec in since.sections:
+            if sec is None:
+                continue
+            getter, keys, olds_of = _tracked_getter(type(sec))
+            try:
+                olds = olds_of(since)
+            except KeyError:
+                return False
+            for value, old in zip(getter(sec), olds):
+                if value.__class__ in (list, dict):
+                    if not same_content(value, old):
+                        return False
+                elif not (value.__class__ is old.__class__ and value == old):
+                    return False
         return True
 
     def adopt_state(self, other: "ConfigState") -> None:
@@ -718,6 +730,28 @@ def _tracked_among(cls: type, names: set[str]) -> list[tuple[str, str]]:
 
 
 _TRACKED_GET: dict[type, tuple[Any, tuple[str, ...], Any]] = {}
+_EVERY: dict[tuple[type, ...], tuple[Any, Any]] = {}
+
+
+def _every_tracked(classes: tuple[type, ...]) -> tuple[Any, Any]:
+    """For a config whose sections (in SECTIONS' order) are of *classes* (NoneType where one is
+    not set): a getter of every tracked field's value from the config (one call, dotted
+    names) and a getter of the same keys' values from a state (KeyError where one is missing)."""
+    found = _EVERY.get(classes)
+    if found is None:
+        names, keys = [], []
+        for section, cls in zip(SECTIONS, classes):
+            if cls is type(None):
+                continue
+            for field, key in tracked_fields(cls):
+                names.append(f"{section}.{field}")
+                keys.append(key)
+        get = operator.attrgetter(*names) if len(names) > 1 else (lambda cfg, _n=tuple(names): tuple(
+            operator.attrgetter(n)(cfg) for n in _n))
+        olds = operator.itemgetter(*keys) if len(keys) > 1 else (lambda state, _k=tuple(keys): tuple(
+            state[k] for k in _k))
+        found = _EVERY[classes] = (get, olds)
+    return found
 _ALL: dict[type, tuple[tuple[str, ...], Any]] = {}
 
 
