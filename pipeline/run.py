@@ -257,7 +257,13 @@ class Pipeline:
         """The vLLM release whose rules this pipeline runs, as a value (what it decides where);
         None for a rule pack registered under a name that is no release (its stages are
         handed None, as a run's context is)."""
-        return releases.get(self.rules.release) if releases.known(self.rules.release) else None
+        rules = self.rules
+        known = self.__dict__.get("_release_for")
+        if known is not None and known[0] is rules:  # worked out once for these rules
+            return known[1]
+        value = releases.get(rules.release) if releases.known(rules.release) else None
+        self._release_for = (rules, value)
+        return value
 
     # -- running ---------------------------------------------------------------------------
     def run(self, cfg: BaseEngineConfig, *, run_id: str | None = None) -> RunResult:
