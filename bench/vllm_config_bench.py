@@ -15,7 +15,7 @@ warm-up, as vLLM's side is timed (one case's calls in a row in one process: an e
 one release); the releases take turns block by block, in an order that rotates from case
 to case and round to round.  Both sides read the same config folders (the fixture configs).  The ratio is vLLM 0.19.0's time over enginecfg's; the table
 gives it case by case for the first and the last release, and one line per release gives
-its geometric mean and its lowest case.  ``--releases`` times only the releases named.
+its geometric mean and its lowest case.  ``--releases`` times only the releases named; ``--plugins none`` the built-in stages alone.
 Figures go to bench/NOTES.md.
 """
 
@@ -74,7 +74,8 @@ def vllm_times(oracle: Path, python: str | None, overlay: str | None, repeat: in
     return {r["name"]: r["timing_median_s"]["create_engine_config"] for r in results}
 
 
-def enginecfg_times(repeat: int, releases: tuple[str, ...], turn: int = 0) -> dict[str, dict[str, float]]:
+def enginecfg_times(repeat: int, releases: tuple[str, ...], turn: int = 0,
+                    plugins: str | None = None) -> dict[str, dict[str, float]]:
     """``{release: {case: median seconds}}``: each release's calls of a case in a row, the
     releases taking turns in an order rotated by *turn* and by the case."""
     if str(ROOT) not in sys.path:
@@ -86,11 +87,11 @@ def enginecfg_times(repeat: int, releases: tuple[str, ...], turn: int = 0) -> di
         path = CONFIGS / folder
         start = (turn + n) % len(releases)
         for v in releases[start:] + releases[:start]:
-            Pipeline(gpu_validation="off", vllm_version=v).resolve(path, **args)  # warm-up
+            Pipeline(gpu_validation="off", vllm_version=v, plugins=plugins).resolve(path, **args)  # warm-up
             samples = []
             for _ in range(repeat):
                 t = time.perf_counter()
-                Pipeline(gpu_validation="off", vllm_version=v).resolve(path, **args)
+                Pipeline(gpu_validation="off", vllm_version=v, plugins=plugins).resolve(path, **args)
                 samples.append(time.perf_counter() - t)
             out[v][name] = statistics.median(samples)
     return out
@@ -107,6 +108,8 @@ def main() -> int:
                     help="alternate the two sides this many times (a load spike then hits both); "
                          "each side's figure is the median of its per-round medians")
     ap.add_argument("--releases", help="comma-separated releases to time (default: every one)")
+    ap.add_argument("--plugins", help="the plugin policy of enginecfg's pipelines (default: $ENGINECFG_PLUGINS, "
+                                      "else every installed plugin); 'none' times the built-in stages alone")
     ns = ap.parse_args()
     known = all_releases()
     chosen = tuple(v.strip() for v in ns.releases.split(",")) if ns.releases else known
@@ -118,7 +121,7 @@ def main() -> int:
           f"{os.cpu_count()} CPUs · load {os.getloadavg()[0]:.1f} · Python {platform.python_version()}")
     rounds_ours, rounds_theirs = [], []
     for turn in range(max(1, ns.rounds)):
-        rounds_ours.append(enginecfg_times(ns.repeat, chosen, turn * 7))
+        rounds_ours.append(enginecfg_times(ns.repeat, chosen, turn * 7, ns.plugins))
         rounds_theirs.append(vllm_times(Path(ns.oracle).resolve(), ns.python, ns.overlay, ns.repeat))
     theirs = {name: statistics.median(r[name] for r in rounds_theirs) for name, _, _ in CASES}
     ours = {v: {name: statistics.median(r[v][name] for r in rounds_ours) for name, _, _ in CASES}
