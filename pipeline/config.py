@@ -381,7 +381,7 @@ class BaseEngineConfig:
         for sec in self.sections():
             names, getter = _all_fields(type(sec))
             values = getter(sec)
-            for i in _lists_at(tuple(map(type, values))):
+            for i in _positions(_is_list, tuple(map(type, values))):
                 object.__setattr__(sec, names[i], tuple(values[i]))
         object.__setattr__(self, "engine_args", MappingProxyType(dict(self.engine_args)))
         object.__setattr__(self, "_frozen", True)
@@ -432,7 +432,7 @@ class BaseEngineConfig:
             # equal with the same types at the top (a list or dict among them was one when the
             # state was taken, and is compared whole above); else field by field
             if not (values == olds and list(map(type, values)) == list(map(type, olds))) \
-                    and not self._same_fields(since):
+                    and not self._same_fields(values, olds):
                 return False
         hf = self.model_config.hf_config
         if hf is None:
@@ -447,23 +447,14 @@ class BaseEngineConfig:
         return True
 
     @staticmethod
-    def _same_fields(since: "ConfigState") -> bool:
-        """Every tracked field of *since*'s sections holds what *since* holds, types all the
-        way down for lists and dicts."""
-        for sec in since.sections:
-            if sec is None:
-                continue
-            getter, keys, olds_of = _tracked_getter(type(sec))
-            try:
-                olds = olds_of(since)
-            except KeyError:
-                return False
-            for value, old in zip(getter(sec), olds):
-                if value.__class__ in (list, dict):
-                    if not same_content(value, old):
-                        return False
-                elif not (value.__class__ is old.__class__ and value == old):
+    def _same_fields(values: tuple[Any, ...], olds: tuple[Any, ...]) -> bool:
+        """Every value equals the state's, types all the way down for lists and dicts."""
+        for value, old in zip(values, olds):
+            if value.__class__ in (list, dict):
+                if not same_content(value, old):
                     return False
+            elif not (value.__class__ is old.__class__ and value == old):
+                return False
         return True
 
     def adopt_state(self, other: "ConfigState") -> None:
@@ -662,7 +653,7 @@ class ConfigState(dict):
             # side by side tell 1, True and 1.0 apart; anything else gets its full content key
             values = list(self.values())
             types = tuple(map(type, values))
-            for i in _others_at(types):
+            for i in _positions(_not_plain, types):
                 values[i] = content_key(values[i])
             self._key = (tuple(self), types, tuple(values))
             return self._key
@@ -684,32 +675,29 @@ class ConfigState(dict):
 
 #: the types a state's key holds as they are (see :meth:`ConfigState._fields_key`)
 _PLAIN = frozenset({str, int, bool, type(None)})
-#: the positions of the other types, by the types of a state's values side by side (the same
-#: model gives the same few sequences of types, run after run)
-_OTHERS_AT: dict[tuple[type, ...], tuple[int, ...]] = {}
 
 
-#: the positions of the lists (of list or a subclass), by the types of a section's values side
-#: by side (what :meth:`BaseEngineConfig.freeze` turns into tuples)
-_LISTS_AT: dict[tuple[type, ...], tuple[int, ...]] = {}
+def _is_list(cls: type) -> bool:
+    return issubclass(cls, list)
 
 
-def _lists_at(types: tuple[type, ...]) -> tuple[int, ...]:
-    found = _LISTS_AT.get(types)
+def _not_plain(cls: type) -> bool:
+    return cls not in _PLAIN
+
+
+#: positions by the test and the types of some values side by side (the same model gives the
+#: same few sequences of types, run after run)
+_POSITIONS: dict[tuple[Callable[[type], bool], tuple[type, ...]], tuple[int, ...]] = {}
+
+
+def _positions(test: Callable[[type], bool], types: tuple[type, ...]) -> tuple[int, ...]:
+    """The positions in *types* of the types that pass *test*: the lists a freeze turns into
+    tuples (:func:`_is_list`), the values a state's key keys whole (:func:`_not_plain`)."""
+    found = _POSITIONS.get((test, types))
     if found is None:
-        found = tuple(i for i, cls in enumerate(types) if issubclass(cls, list))
-        if len(_LISTS_AT) < 1024:
-            _LISTS_AT[types] = found
-    return found
-
-
-def _others_at(types: tuple[type, ...]) -> tuple[int, ...]:
-    """The positions in *types* of the types that are not :data:`_PLAIN`."""
-    found = _OTHERS_AT.get(types)
-    if found is None:
-        found = tuple(i for i, cls in enumerate(types) if cls not in _PLAIN)
-        if len(_OTHERS_AT) < 1024:
-            _OTHERS_AT[types] = found
+        found = tuple(i for i, cls in enumerate(types) if test(cls))
+        if len(_POSITIONS) < 1024:
+            _POSITIONS[(test, types)] = found
     return found
 
 
@@ -729,7 +717,15 @@ def _tracked_among(cls: type, names: set[str]) -> list[tuple[str, str]]:
     return [(a, key) for _, a, key in found]
 
 
-_TRACKED_GET: dict[type, tuple[Any, tuple[str, ...], Any]] = {}
+def _tuple_getter(make: Callable[..., Any], names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """``operator.attrgetter`` or ``itemgetter`` (*make*) of *names* that gives a tuple even of
+    one name (those getters give the value itself then)."""
+    if len(names) > 1:
+        return make(*names)
+    one = make(*names)
+    return lambda obj: (one(obj),)
+
+
 _EVERY: dict[tuple[type, ...], tuple[Any, Any]] = {}
 
 
@@ -746,12 +742,11 @@ def _every_tracked(classes: tuple[type, ...]) -> tuple[Any, Any]:
             for field, key in tracked_fields(cls):
                 names.append(f"{section}.{field}")
                 keys.append(key)
-        get = operator.attrgetter(*names) if len(names) > 1 else (lambda cfg, _n=tuple(names): tuple(
-            operator.attrgetter(n)(cfg) for n in _n))
-        olds = operator.itemgetter(*keys) if len(keys) > 1 else (lambda state, _k=tuple(keys): tuple(
-            state[k] for k in _k))
-        found = _EVERY[classes] = (get, olds)
+        found = _EVERY[classes] = (_tuple_getter(operator.attrgetter, tuple(names)),
+                                   _tuple_getter(operator.itemgetter, tuple(keys)))
     return found
+
+
 _ALL: dict[type, tuple[tuple[str, ...], Any]] = {}
 
 
@@ -761,26 +756,7 @@ def _all_fields(cls: type) -> tuple[tuple[str, ...], Any]:
     found = _ALL.get(cls)
     if found is None:
         names = tuple(a.name for a in attrs.fields(cls))
-        get = operator.attrgetter(*names) if len(names) > 1 else (lambda sec, _n=names[0]: (getattr(sec, _n),))
-        found = _ALL[cls] = (names, get)
-    return found
-
-
-def _tracked_getter(cls: type) -> tuple[Any, tuple[str, ...], Any]:
-    """For section class *cls*: a getter of the values of its :func:`tracked_fields` (one call,
-    a tuple of them in that order), their dotted keys, and a getter of the same keys' values
-    from a state (a tuple; KeyError where one is missing)."""
-    found = _TRACKED_GET.get(cls)
-    if found is None:
-        fields = tracked_fields(cls)
-        names = [a for a, _ in fields]
-        keys = tuple(key for _, key in fields)
-        # attrgetter and itemgetter of a single name give the value, not a tuple of one
-        get = operator.attrgetter(*names) if len(names) > 1 else (lambda sec, _n=names: tuple(
-            getattr(sec, n) for n in _n))
-        olds = operator.itemgetter(*keys) if len(keys) > 1 else (lambda state, _k=keys: tuple(
-            state[k] for k in _k))
-        found = _TRACKED_GET[cls] = (get, keys, olds)
+        found = _ALL[cls] = (names, _tuple_getter(operator.attrgetter, names))
     return found
 
 

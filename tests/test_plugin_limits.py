@@ -16,6 +16,7 @@ limit itself.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import textwrap
 
@@ -389,3 +390,32 @@ def test_chunked_prefill_turned_off_after_the_mode_is_refused_in_the_releases_wo
         pipeline.resolve(str(QWEN), enable_prefix_caching=True)
     assert "changed scheduler_config.enable_chunked_prefill, which the checks of stage 'mamba-cache-mode' " \
            f"refuse: {words}" in str(err.value)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_keeps_none_of_the_workers_or_their_pipes():
+    """A forked child has none of its parent's threads: no idle worker is handed a call there,
+    and the wake-up pipes of the parent's workers are closed in it."""
+    from enginecfg.pipeline import timelimit
+
+    timelimit.call_with_limit(lambda: None, 10, "before-fork")
+    worker = timelimit._IDLE[-1]
+    fds = (worker._wake_r, worker._wake_w)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: which of the pipe's ends are still open, and how many workers idle
+        open_ends = []
+        for fd in fds:
+            try:
+                os.fstat(fd)
+                open_ends.append(fd)
+            except OSError:
+                pass
+        os.write(write, f"{len(timelimit._IDLE)} {len(open_ends)}".encode())
+        os._exit(0)
+    os.close(write)
+    said = os.read(read, 64).decode()
+    os.waitpid(pid, 0)
+    os.close(read)
+    assert said == "0 0"
+    assert timelimit.call_with_limit(lambda: 7, 10, "after-fork") == 7  # the parent's worker still serves

@@ -295,10 +295,7 @@ class ModelSource:
         if self.root is not None:
             names = None
             if "/" not in name:
-                if self._names is None:  # the folder's stat facts, looked at once per source
-                    self._names = (_folder_names(self._root_text, self._root_stat),)
-                    self._root_stat = None
-                names = self._names[0]
+                names = self._folder_listing()
                 if names is not None and name not in names:
                     return None  # not in the folder (its listing kept under the same stat facts)
             # plain strings: a warm run reads a dozen names, and pathlib's parsing is most of it
@@ -316,6 +313,14 @@ class ModelSource:
             self._found = (p, st)  # the read that follows takes it, not a second stat
             return p
         return self._fetch(name) if self._fetch is not None else None
+
+    def _folder_listing(self) -> frozenset[str] | None:
+        """The names in the folder (:func:`_folder_names`, under its stat facts looked at once
+        per source: the stat opening it took, where it took one); None where it cannot say."""
+        if self._names is None:
+            self._names = (_folder_names(self._root_text, self._root_stat),)
+            self._root_stat = None
+        return self._names[0]
 
     def read_bytes(self, name: str) -> bytes | None:
         """The bytes of *name* (a path inside the model folder/repo), or None if absent."""
@@ -339,12 +344,7 @@ class ModelSource:
         """Whether none of *names* (each looked for before and not found) is found now, each
         recorded as looked for and absent as :meth:`read_bytes` records it: by the folder's
         kept listing for a name in the folder itself, else as :meth:`read_bytes` looks."""
-        listing = None
-        if self.kind == "folder" and self.root is not None:
-            if self._names is None:  # the folder's stat facts, looked at once per source
-                self._names = (_folder_names(self._root_text, self._root_stat),)
-                self._root_stat = None
-            listing = self._names[0]
+        listing = self._folder_listing() if self.kind == "folder" and self.root is not None else None
         for name in names:
             if listing is not None and "/" not in name:
                 if name in listing:
